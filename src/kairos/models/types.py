@@ -1,0 +1,244 @@
+"""Core message and request types shared by every backend.
+
+These are plain frozen dataclasses: the harness keeps them in an append-only log and
+serialises them byte-stably, so they must never be mutated after creation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Literal, TypeAlias
+
+Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+
+
+class ReasoningPolicy(StrEnum):
+    """How earlier reasoning is sent back to the model (book ch2 §3.3).
+
+    ``strip``: never resend reasoning (DeepSeek-R1 style).
+    ``since_last_user``: resend reasoning only after the last real user message (Qwen3 style).
+    ``keep_all``: resend every reasoning block verbatim, tool-call turns included (DeepSeek-V4, Claude).
+    """
+
+    STRIP = "strip"
+    SINCE_LAST_USER = "since_last_user"
+    KEEP_ALL = "keep_all"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool invocation requested by the model."""
+
+    id: str
+    name: str
+    arguments: str
+    """The arguments exactly as the model produced them (a JSON string, possibly malformed)."""
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One entry of the trajectory, in OpenAI chat roles."""
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    """For ``tool`` messages: the id of the call this result answers."""
+    name: str | None = None
+    """For ``tool`` messages: the tool's name (some templates need it)."""
+    reasoning: str | None = None
+    raw: str | None = None
+    """The exact text a local model generated for this assistant turn; re-rendered verbatim so
+    the KV cache also holds across the model's own replies."""
+    synthetic: bool = False
+    """A harness-made ``user`` message (status bar, reminder): not a real user turn."""
+
+    @staticmethod
+    def system(content: str) -> Message:
+        return Message("system", content)
+
+    @staticmethod
+    def user(content: str) -> Message:
+        return Message("user", content)
+
+    @staticmethod
+    def assistant(content: str = "", tool_calls: tuple[ToolCall, ...] = (), **kw: Any) -> Message:
+        return Message("assistant", content, tool_calls=tool_calls, **kw)
+
+    @staticmethod
+    def tool(call_id: str, content: str, name: str | None = None) -> Message:
+        return Message("tool", content, tool_call_id=call_id, name=name)
+
+    def to_openai(self, *, include_reasoning: bool = False) -> dict[str, Any]:
+        """The OpenAI chat-completions wire form of this message."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+            if not self.content:
+                out["content"] = None
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if include_reasoning and self.reasoning:
+            out["reasoning_content"] = self.reasoning
+        return out
+
+    def to_record(self) -> dict[str, Any]:
+        """A lossless JSON-able record, used for persistence and the prefix audit."""
+        rec: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            rec["tool_calls"] = [[c.id, c.name, c.arguments] for c in self.tool_calls]
+        for key in ("tool_call_id", "name", "reasoning", "raw"):
+            value = getattr(self, key)
+            if value is not None:
+                rec[key] = value
+        if self.synthetic:
+            rec["synthetic"] = True
+        return rec
+
+    @staticmethod
+    def from_record(rec: dict[str, Any]) -> Message:
+        calls = tuple(ToolCall(i, n, a) for i, n, a in rec.get("tool_calls", ()))
+        return Message(
+            rec["role"],
+            rec.get("content", ""),
+            tool_calls=calls,
+            tool_call_id=rec.get("tool_call_id"),
+            name=rec.get("name"),
+            reasoning=rec.get("reasoning"),
+            raw=rec.get("raw"),
+            synthetic=bool(rec.get("synthetic", False)),
+        )
+
+    def serialized(self) -> str:
+        """Canonical bytes of this message (sorted keys, no whitespace variation)."""
+        return json.dumps(self.to_record(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+    def without_reasoning(self) -> Message:
+        return replace(self, reasoning=None) if self.reasoning is not None else self
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is told about a tool: name, description and JSON schema of arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def serialized(self) -> str:
+        return json.dumps(self.to_openai(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+SYSTEM_CACHE_BOUNDARY = "\n\n<!-- kairos:cache-boundary -->\n\n"
+"""Separates the globally cacheable system text from the deployment-specific part (book ch2 §3.5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything one model call sees, in order: system, tools, messages (status last)."""
+
+    system_static: str
+    system_deployment: str
+    tools: tuple[ToolSpec, ...]
+    messages: tuple[Message, ...]
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    stable_prefix_len: int | None = None
+    """How many of ``messages`` form the stable prefix (everything but the trailing status).
+    Backends with explicit cache markers (Anthropic) put their breakpoint there."""
+
+    @property
+    def system(self) -> str:
+        """The system prompt as plain text: static part, boundary marker, deployment part."""
+        if not self.system_deployment:
+            return self.system_static
+        return self.system_static + SYSTEM_CACHE_BOUNDARY + self.system_deployment
+
+    def system_text(self) -> str:
+        """System text for backends without cache markers: the marker becomes a blank line."""
+        if not self.system_deployment:
+            return self.system_static
+        return self.system_static + "\n\n" + self.system_deployment
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token and latency accounting for one model call."""
+
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_s: float | None = None
+    total_s: float = 0.0
+
+    @property
+    def new_prompt_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_prompt_tokens
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    """The normalised result of one model call."""
+
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+
+
+# ---- streaming ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+    type: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a tool call: ``index`` identifies the call within the reply."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseDone:
+    """Always the last stream event: the complete response."""
+
+    response: ModelResponse
+    type: Literal["done"] = "done"
+
+
+ModelDelta: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta
+StreamEvent: TypeAlias = ModelDelta | ResponseDone
+
+
+def apply_reasoning_policy(messages: tuple[Message, ...], policy: ReasoningPolicy) -> tuple[Message, ...]:
+    """Drop reasoning the policy says the model must not see again."""
+    if policy is ReasoningPolicy.KEEP_ALL:
+        return messages
+    if policy is ReasoningPolicy.STRIP:
+        return tuple(m.without_reasoning() for m in messages)
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user" and not m.synthetic), default=-1)
+    return tuple(m.without_reasoning() if i < last_user else m for i, m in enumerate(messages))

@@ -1,0 +1,78 @@
+"""The ``current_time`` tool.
+
+Tests and evaluations can freeze time by putting a zero-argument callable that returns an aware
+:class:`~datetime.datetime` into ``ctx.resources["clock"]``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from datetime import UTC, datetime, tzinfo
+from functools import cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from kairos.tools.base import ToolContext, ToolResult, tool
+
+CLOCK_RESOURCE = "clock"
+"""Key in ``ToolContext.resources`` of an optional ``() -> datetime`` clock."""
+
+
+def system_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@cache
+def _zones_by_lower() -> dict[str, str]:
+    return {z.lower(): z for z in available_timezones()}
+
+
+def _find_zone(name: str) -> tzinfo | None:
+    key = name.strip()
+    if key.upper() in ("UTC", "Z"):
+        return UTC
+    try:
+        return ZoneInfo(key)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        pass
+    real = _zones_by_lower().get(key.lower())  # the model wrote "europe/berlin"
+    return ZoneInfo(real) if real else None
+
+
+def _suggestions(name: str) -> list[str]:
+    lowered = _zones_by_lower()
+    key = name.strip().lower().replace(" ", "_")
+    by_city = sorted(z for low, z in lowered.items() if low.endswith("/" + key))
+    close = [lowered[m] for m in difflib.get_close_matches(key, list(lowered), n=3, cutoff=0.7)]
+    return list(dict.fromkeys(by_city + close))[:3]
+
+
+@tool
+def current_time(timezone: str = "UTC", *, ctx: ToolContext) -> ToolResult:
+    """Get the current date and time (ISO 8601), weekday and UTC offset in a time zone.
+    Use it whenever you need today's date or the time; do not guess it.
+
+    Args:
+        timezone: IANA time zone name, e.g. "UTC", "Europe/Berlin", "America/Vancouver".
+    """
+    zone = _find_zone(timezone)
+    if zone is None:
+        hint = ""
+        if found := _suggestions(timezone):
+            hint = " Did you mean " + " or ".join(repr(z) for z in found) + "?"
+        return ToolResult(
+            f"Unknown time zone {timezone!r}.{hint} Use an IANA name such as 'Europe/Berlin', "
+            "'America/Vancouver', 'Asia/Tokyo' or 'UTC'.",
+            is_error=True,
+        )
+    clock: Callable[[], datetime] = ctx.resources.get(CLOCK_RESOURCE, system_now)
+    now = clock()
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    local = now.astimezone(zone).replace(microsecond=0)
+    z = local.strftime("%z") or "+0000"
+    offset = f"{z[:3]}:{z[3:5]}"
+    label = str(zone) if isinstance(zone, ZoneInfo) else "UTC"
+    abbrev = local.tzname() or ""
+    extra = f"{abbrev}, " if abbrev and abbrev not in ("UTC", label) and abbrev[0] not in "+-" else ""
+    return ToolResult(f"{local.isoformat()} ({local:%A}) in {label}, {extra}UTC offset {offset}")

@@ -1,0 +1,346 @@
+"""The ``bash`` tool: one persistent shell per session.
+
+Each session gets one ``bash --noprofile --norc`` process (stored in ``ctx.resources["bash"]``),
+started in its own process group. Commands are sent on stdin wrapped in ``eval`` (so a syntax
+error cannot swallow what follows) with stdin from ``/dev/null``; a sentinel line carrying a fresh
+UUID, the exit status and the physical cwd marks the end of each command's output.
+
+The shell's cwd is kept inside the workspace: after a command that leaves it outside, the shell
+``cd``s back to the last good directory and the result says so. This is a guard against
+mistakes, **not a sandbox**: within one command a program can still read and write anything
+the user running kairos can. Isolation is the job of the sandbox layer, not of this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shlex
+import signal
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kairos.tools.base import ToolContext, ToolResult, tool
+
+RESOURCE_KEY = "bash"
+MAX_TIMEOUT_S = 600.0
+MIN_TIMEOUT_S = 1.0
+_CHUNK = 64 * 1024
+_HEAD_BYTES = 256 * 1024
+_MAX_BUFFER = 1024 * 1024
+"""Bytes of output kept per command: the first ``_HEAD_BYTES`` and the most recent rest."""
+_GRACE_S = 2.0
+"""How long to wait for the pipe to drain once the shell's process group has been killed."""
+_DROP_ENV = ("BASH_ENV", "ENV", "PROMPT_COMMAND")
+_EXTRA_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "GIT_TERMINAL_PROMPT": "0"}
+
+
+class _Capture:
+    """Collects one command's output until its sentinel line; bounded memory."""
+
+    def __init__(self, marker: bytes) -> None:
+        self.marker = marker
+        self.buf = bytearray()
+        self.omitted = 0
+        self.found = -1
+        self.status: int | None = None
+        self.pwd = ""
+        self.eof = False
+
+    def feed(self, chunk: bytes) -> bool:
+        """Add output; True once the sentinel line is complete."""
+        self.buf += chunk
+        if self.found < 0:
+            self.found = self.buf.find(self.marker, max(0, len(self.buf) - len(chunk) - len(self.marker)))
+            if self.found < 0 and len(self.buf) > _MAX_BUFFER:
+                drop = len(self.buf) - _MAX_BUFFER
+                del self.buf[_HEAD_BYTES : _HEAD_BYTES + drop]
+                self.omitted += drop
+                return False
+        if self.found < 0:
+            return False
+        end = self.buf.find(b"\n", self.found + len(self.marker))
+        if end < 0:
+            return False
+        status, _, pwd = bytes(self.buf[self.found + len(self.marker) : end]).decode(errors="replace").partition(" ")
+        self.status = int(status) if status.isdigit() else 1
+        self.pwd = pwd
+        return True
+
+    def text(self) -> str:
+        data = bytes(self.buf[: self.found] if self.found >= 0 else self.buf)
+        if self.omitted:
+            note = f"\n[... {self.omitted} bytes of output omitted ...]\n".encode()
+            data = data[:_HEAD_BYTES] + note + data[_HEAD_BYTES:]
+        return data.decode("utf-8", errors="replace")
+
+
+@dataclass(slots=True)
+class BashOutcome:
+    output: str
+    exit_code: int | None = None
+    """``None`` when the command did not finish (timeout, shell exited)."""
+    timed_out: bool = False
+    shell_exit_code: int | None = None
+    """Set when the shell itself exited during the command (``exit``, ``exec``, ``set -e``)."""
+    restarted: bool = False
+    """The previous shell had died unnoticed; this command ran in a fresh one."""
+    notes: tuple[str, ...] = ()
+    """Guard messages to show after the output (cwd moved back into the workspace)."""
+    left_workspace: bool = False
+
+
+class BashSession:
+    """A persistent ``bash`` process; ``run`` one command at a time, ``aclose`` to end it."""
+
+    def __init__(self, workspace: Path, cwd: Path | None = None) -> None:
+        self.workspace = workspace.resolve()
+        self.cwd = (cwd or workspace).resolve()
+        """The last directory the shell was in that lies inside the workspace."""
+        self._proc: asyncio.subprocess.Process | None = None
+        self._exited: asyncio.Task[int] | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self._lock = asyncio.Lock()
+        self._closing: asyncio.Future[int | None] | None = None
+        self._closed = False
+        self._death_reported = True
+
+    @property
+    def process(self) -> asyncio.subprocess.Process | None:
+        """The running ``bash`` process, if any (a fresh one starts on the next ``run``)."""
+        return self._proc
+
+    def _inside(self, p: Path) -> bool:
+        return p == self.workspace or self.workspace in p.parents
+
+    async def _start(self) -> None:
+        if not self.cwd.is_dir():
+            self.cwd = self.workspace
+        env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV} | _EXTRA_ENV
+        read_fd, write_fd = os.pipe()
+        try:
+            # stdout/stderr go to a pipe we own (not asyncio's): wait() then returns as soon as
+            # bash exits, even while a background job still holds the pipe open.
+            proc = await asyncio.create_subprocess_exec(
+                "bash",
+                "--noprofile",
+                "--norc",
+                cwd=self.cwd,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=write_fd,
+                stderr=write_fd,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        pipe = os.fdopen(read_fd, "rb", buffering=0)
+        reader = asyncio.StreamReader(limit=_CHUNK)
+        try:
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(reader), pipe
+            )
+        except BaseException:
+            pipe.close()
+            await asyncio.shield(_reap(proc, asyncio.ensure_future(proc.wait())))
+            raise
+        self._proc, self._reader, self._transport = proc, reader, transport
+        self._exited = asyncio.ensure_future(proc.wait())
+
+    async def _shutdown(self, pump: asyncio.Future[Any] | None = None) -> int | None:
+        """Kill the shell's whole process group and release everything; returns bash's exit code.
+
+        Idempotent, and it finishes even if the caller is cancelled meanwhile."""
+        proc, exited, transport = self._proc, self._exited, self._transport
+        if proc is None or exited is None or transport is None:
+            return None
+        self._proc = self._exited = self._transport = self._reader = None
+        self._closing = asyncio.ensure_future(_reap(proc, exited, transport, pump))
+        return await asyncio.shield(self._closing)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        await self._shutdown()
+        if self._closing is not None:
+            await self._closing
+
+    async def _pump(self, reader: asyncio.StreamReader, cap: _Capture) -> None:
+        while True:
+            chunk = await reader.read(_CHUNK)
+            if not chunk:
+                cap.eof = True
+                return
+            if cap.feed(chunk):
+                return
+
+    async def _exchange(self, command: str, timeout_s: float) -> tuple[_Capture, str, int | None]:
+        """Run ``command``; returns its capture, how it ended (done, timeout, exited) and, when the
+        shell is gone, bash's own exit code."""
+        proc, exited, reader = self._proc, self._exited, self._reader
+        assert proc is not None and proc.stdin is not None and exited is not None and reader is not None
+        marker = f"__KAIROS_{uuid.uuid4().hex}__"
+        script = (
+            f"builtin eval {shlex.quote(command)} < /dev/null\n"
+            f'builtin printf \'\\n%s %s %s\\n\' {marker} "$?" "$(builtin pwd -P 2>/dev/null)"\n'
+        )
+        cap = _Capture(b"\n" + marker.encode() + b" ")
+        pump: asyncio.Future[None] | None = None
+        try:
+            proc.stdin.write(script.encode())
+            await proc.stdin.drain()
+            pump = asyncio.ensure_future(self._pump(reader, cap))
+            await asyncio.wait({pump, exited}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # broken pipe, or cancelled by the executor: the shell's state is unknown
+            await self._shutdown(pump)
+            raise
+        if pump.done() and not cap.eof:
+            return cap, "done", None
+        ending = "exited" if (pump.done() or exited.done()) else "timeout"
+        code = await self._shutdown(pump)
+        return cap, ending, code
+
+    async def run(self, command: str, timeout_s: float = 60.0) -> BashOutcome:
+        """Run one command in the shell, (re)starting the shell first if it is not running."""
+        if self._closed:
+            raise RuntimeError("this bash session is closed")
+        async with self._lock:
+            restarted = False
+            proc, exited = self._proc, self._exited
+            if proc is not None and (proc.returncode is not None or (exited is not None and exited.done())):
+                # died since the last call (killed from outside)
+                await self._shutdown()
+                self._death_reported = False
+            if self._proc is None:
+                if not self._death_reported:
+                    restarted = self._death_reported = True
+                await self._start()
+            try:
+                cap, ending, shell_code = await self._exchange(command, timeout_s)
+            except (BrokenPipeError, ConnectionResetError):  # died an instant ago
+                await self._start()
+                restarted = True
+                cap, ending, shell_code = await self._exchange(command, timeout_s)
+            if ending == "timeout":
+                return BashOutcome(cap.text(), timed_out=True, restarted=restarted)
+            if ending == "exited":
+                return BashOutcome(
+                    cap.text(), shell_exit_code=-1 if shell_code is None else shell_code, restarted=restarted
+                )
+            outcome = BashOutcome(cap.text(), exit_code=cap.status, restarted=restarted)
+            await self._check_cwd(cap.pwd, outcome)
+            return outcome
+
+    async def _check_cwd(self, pwd: str, outcome: BashOutcome) -> None:
+        here = _real(pwd)
+        if here is not None and self._inside(here):
+            self.cwd = here
+            return
+        back = self.cwd if self.cwd.is_dir() else self.workspace
+        if here is None:
+            note = f"[the shell's current directory no longer exists; moved to {back}]"
+        else:
+            note = (
+                f"[error: the shell's current directory must stay inside the workspace {self.workspace}; "
+                f"moved back to {back}]"
+            )
+            outcome.left_workspace = True
+        outcome.notes += (note,)
+        cap, ending, _ = await self._exchange(f"cd -- {shlex.quote(str(back))}", 10.0)
+        now = _real(cap.pwd) if ending == "done" else None
+        if now is not None and self._inside(now):
+            self.cwd = now
+        elif ending == "done":  # not even the workspace is reachable: start afresh next time
+            await self._shutdown()
+
+
+async def _reap(
+    proc: asyncio.subprocess.Process,
+    exited: asyncio.Future[int],
+    transport: asyncio.ReadTransport | None = None,
+    pump: asyncio.Future[None] | None = None,
+) -> int | None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if pump is not None and not pump.done():
+        # Let the pump read what the killed processes wrote, up to EOF; a process that left the
+        # group (setsid) may keep the pipe open, hence the bound.
+        await asyncio.wait({pump}, timeout=_GRACE_S)
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pump
+    if proc.stdin is not None:
+        proc.stdin.close()
+    code = await exited
+    if transport is not None:
+        transport.close()
+        await asyncio.sleep(0)  # let the transport close its file descriptor
+    return code
+
+
+def _real(pwd: str) -> Path | None:
+    return Path(pwd).resolve() if pwd else None
+
+
+def _session(ctx: ToolContext) -> BashSession:
+    session = ctx.resources.get(RESOURCE_KEY)
+    if not isinstance(session, BashSession):
+        session = BashSession(ctx.workspace, ctx.cwd)
+        ctx.resources[RESOURCE_KEY] = session
+    return session
+
+
+@tool(side_effects=True, timeout_s=MAX_TIMEOUT_S + 30)
+async def bash(command: str, timeout_s: float = 60, *, ctx: ToolContext) -> ToolResult:
+    """Run a command in a persistent bash shell and return its output (stdout and stderr together).
+    State carries over between calls: variables, functions and the current directory (cd).
+    Use it to run programs, tests and git. Stdin is empty, so interactive programs and prompts won't work.
+    The current directory must stay inside the workspace.
+
+    Args:
+        command: bash command line(s), e.g. "ls -la" or "cd src && python -m pytest -q".
+        timeout_s: seconds before the command is killed (at most 600); raise it for slow builds.
+    """
+    if "\0" in command:
+        return ToolResult("The command contains a NUL character, which bash cannot run; remove it.", is_error=True)
+    limit = min(max(timeout_s, MIN_TIMEOUT_S), MAX_TIMEOUT_S) if not math.isnan(timeout_s) else 60.0
+    session = _session(ctx)
+    try:
+        outcome = await session.run(command, limit)
+    except OSError as exc:
+        return ToolResult(f"Could not start bash: {exc}.", is_error=True)
+    finally:
+        ctx.cwd = session.cwd
+    parts = [outcome.output.rstrip("\n")] if outcome.output.strip() else []
+    metadata: dict[str, Any] = {"cwd": str(session.cwd)}
+    is_error = outcome.left_workspace
+    if outcome.timed_out:
+        is_error = True
+        metadata["timed_out"] = True
+        parts.append(
+            f"[timed out after {limit:g} s: the command was killed, with everything it started. The next bash call "
+            f"starts a fresh shell in {session.cwd} (variables are reset). For slow work raise timeout_s (max 600).]"
+        )
+    elif outcome.shell_exit_code is not None:
+        metadata["shell_exit_code"] = outcome.shell_exit_code
+        parts.append(
+            f"[the shell exited (code {outcome.shell_exit_code}); the next bash call starts a fresh shell in "
+            f"{session.cwd} (variables are reset)]"
+        )
+    elif outcome.exit_code:
+        parts.append(f"[exit code {outcome.exit_code}]")
+    if outcome.exit_code is not None:
+        metadata["exit_code"] = outcome.exit_code
+    if outcome.restarted:
+        parts.insert(0, f"[the previous shell had exited; started a fresh one in {session.cwd}]")
+    parts += outcome.notes
+    return ToolResult("\n".join(parts) if parts else "(no output)", is_error=is_error, metadata=metadata)
