@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kairos.agent.events import (
     AgentEvent,
@@ -52,6 +53,18 @@ INTERRUPTED_TOOL_RESULT = "[interrupted: this tool call was stopped before it fi
 _AUDIT_KEY = "kairos.prefix_auditor"
 
 
+class Extension(Protocol):
+    """A capability that plugs into an agent (status bar, skills, compression, defences...).
+
+    ``tools`` are added before the tool list is frozen (the prefix must not change later);
+    ``install`` then attaches hooks to the agent, its builder and its executor.
+    """
+
+    def tools(self) -> Sequence[Tool]: ...
+
+    def install(self, agent: Agent) -> None: ...
+
+
 class _Interrupted(Exception):
     """Internal: the session asked to stop at a safe point."""
 
@@ -83,9 +96,10 @@ class Agent:
         builder: ContextBuilder | None = None,
         max_iterations: int = 20,
         max_tokens: int = 1024,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         self.model = model
-        self.tools = ToolRegistry(tools)
+        self.tools = ToolRegistry([*tools, *(t for ext in extensions for t in ext.tools())])
         self.executor = ToolExecutor(self.tools)
         if isinstance(system, str):
             system = SystemPrompt(system)
@@ -93,6 +107,9 @@ class Agent:
         self.max_iterations = max_iterations
         self.before_request: list[BeforeRequestHook] = []
         self.user_message_hooks: list[UserMessageHook] = []
+        self.extensions = list(extensions)
+        for ext in self.extensions:
+            ext.install(self)
 
     async def run(self, session: Session, user_input: str) -> AsyncIterator[AgentEvent]:
         """Append ``user_input`` and run until the model answers; yields events as they happen."""

@@ -24,4 +24,9 @@ def _lazy(module: str) -> Runner:
 BENCHMARKS: dict[str, tuple[Runner, str]] = {
     "kv-cache": (_lazy("kv_cache"), "prefix-cache reuse and TTFT of 5 context layouts on the bundled model"),
     "overhead": (_lazy("overhead"), "harness ms per turn at 10/100/1000 messages vs openai-agents and LangGraph"),
+    "status-bar": (_lazy("status_bar"), "Exp 2-8: call-limit violations with and without the status bar"),
+    "status-techniques": (_lazy("status_techniques"), "Exp 2-9: file tasks with each status technique on/off"),
+    "compression": (_lazy("compression"), "Exp 2-10: six compression strategies under a small window"),
+    "injection": (_lazy("injection"), "Exp 2-5: attack success rate, 3 attacks x 4 defence configurations"),
+    "skills": (_lazy("skills"), "Exp 2-6 in small: a task only a skill's script can do; progressive loading"),
 }
