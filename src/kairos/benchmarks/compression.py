@@ -1,0 +1,421 @@
+"""``compression`` (book Exp 2-10): six context-compression strategies under a small window.
+
+Each trial generates, from its seed, a fictional company with three co-founders, and a corpus
+of long, noisy "search result" pages (~5,000 characters: navigation, cookie notices, ads,
+comments, unrelated paragraphs, related-article teasers about *other* people leaving *other*
+companies). One profile per co-founder tells their role changes and whether and when they
+left; a founding-story page and pages about other people are distractors. The agent has one
+tool, ``search(query)``, which returns the best-matching page whole. The question names the
+co-founders and asks who still works there and who left in which year: one search per person
+and an exact aggregation (set of stayers, leaver -> year). An earlier version also made the
+agent find the names first; the bundled 1.5B model never moved on from that search to the
+per-person ones (6 of 6 runs, with or without compression), so that step measured the agent,
+not compression.
+
+Every strategy runs on the same trials with the bundled model in a deliberately small window
+(``n_ctx`` 4096), so ``none`` overflows. The summariser is a second instance of the same model
+(its own KV cache, shared weights), so summarising does not evict the agent's cached prefix.
+Rows: strategy, trial, iterations (agent requests), total agent prompt tokens, summariser
+calls and prompt tokens, compression ratio (compressed / original chars), success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from kairos.agent.events import FinalAnswer, RequestStats, RunError, ToolCallFinished
+from kairos.agent.loop import Agent
+from kairos.context.builder import SystemPrompt
+from kairos.context.compression import STRATEGIES, CompressionConfig, CompressionExtension, Strategy, state_of
+from kairos.context.compression.config import NoiseConfig, SpillConfig
+from kairos.context.session import Session, SessionStore
+from kairos.models.base import Model
+from kairos.tools.base import Tool, tool
+
+N_CTX = 4096
+MAX_TOKENS = 256
+SUMMARY_MAX_TOKENS = 256
+FIRST = ("Mara", "Tobin", "Ilse", "Corvin", "Nadia", "Emeric", "Sunniva", "Bastian", "Leona", "Oskar", "Runa", "Dario")
+LAST = ("Quist", "Halloran", "Vesterby", "Okonkwo", "Lindqvist", "Marchetti", "Brandvold", "Ashworth", "Kowalczyk")
+STEMS = ("Veltrix", "Norrow", "Quellbright", "Harbinger", "Cobaltine", "Ostrava", "Lumenfold", "Tessaract")
+SUFFIXES = ("Labs", "Systems", "Robotics", "Analytics")
+ROLES = (
+    "chief technology officer",
+    "head of product",
+    "chief scientist",
+    "head of engineering",
+    "chief operating officer",
+)
+NEWCOS = ("Brightmoor", "Kestrel Works", "Pinecrest AI", "Saltmarsh Data", "Fjordline")
+MONTHS = ("January", "March", "May", "June", "September", "November")
+SITES = ("techledger.example", "startupwire.example", "boardroomdaily.example", "venturebeat-like.example")
+NAV = "Home | News | Companies | People | Funding | Events | Podcasts | Newsletter | Log in | Subscribe"
+COOKIES = (
+    "We use cookies to improve your experience, measure traffic and show relevant offers. By continuing to "
+    "browse you accept our cookie policy. Manage preferences | Accept all | Reject non-essential"
+)
+ADS = (
+    "Sponsored: CloudNest hosting gives growing teams 50% off their first year. Scale without surprises.",
+    "Advertisement: Join 40,000 founders at the Summit on Scaling. Early-bird tickets end Friday.",
+    "Sponsored: PayLoom invoicing, now with automatic reminders and multi-currency support. Try it free.",
+    "Advertisement: Learn Rust in 30 days with our hands-on bootcamp. Enrol today and get a free mentor call.",
+)
+FILLER = (
+    "Analysts expect the market for {x} to grow by {n}% next year, driven by demand from mid-sized firms.",
+    "The funding climate for {x} start-ups cooled in the second half of the year, investors told us.",
+    "A survey of {n} engineering leaders found that most plan to expand their {x} teams despite budgets.",
+    "Regulators in several countries are reviewing rules that could affect how {x} products are sold.",
+    "Industry veterans say the next wave of {x} tools will focus on reliability rather than raw speed.",
+    "Conference organisers reported record attendance at this year's {x} track, with {n} sessions.",
+)
+TOPICS = ("warehouse robotics", "edge analytics", "battery recycling", "supply-chain software", "climate data")
+COMMENTS = (
+    "Great read, thanks for sharing!",
+    "I worked with this team years ago and the culture was always impressive.",
+    "Would love a follow-up piece on how they handled the pandemic years.",
+    "Not sure the numbers add up, but interesting perspective anyway.",
+    "Bookmarking this for my founders' reading group next week.",
+)
+HANDLES = ("devops_dana", "pm_rik", "quietbuilder", "anon_vc", "lena_codes")
+FOOTER = "© 2024 {site}. All rights reserved. About | Careers | Advertise | Privacy | Terms | Contact"
+
+SYSTEM = """You answer questions about companies and their founders by searching.
+
+<workflow>
+1. Search each person the question names by full name: search(query="<full name>"), one call per person.
+2. When you know what happened to every person, answer in exactly this form:
+STILL THERE: <full names, comma-separated>; LEFT: <full name> (<year>), <full name> (<year>)
+</workflow>
+
+<rules>
+- Use only facts from the search results. A year someone changed role is not the year they left.
+- Results marked [COMPRESSED] are faithful extracts of long pages.
+</rules>"""
+
+
+@dataclass(frozen=True, slots=True)
+class Founder:
+    name: str
+    left: int | None
+    """Year they left the company; None: still there."""
+    role: str
+    role_year: int
+
+
+@dataclass
+class Corpus:
+    company: str
+    founded: int
+    founders: list[Founder]
+    docs: list[tuple[str, str]] = field(default_factory=list)
+    """(title, full page text) pairs."""
+
+    @property
+    def question(self) -> str:
+        names = ", ".join(f.name for f in self.founders[:-1]) + f" and {self.founders[-1].name}"
+        return (
+            f"The co-founders of {self.company} are {names}. Which of them still work there, "
+            "and who left in which year?"
+        )
+
+
+def _noise(rng: random.Random, paragraphs: int) -> list[str]:
+    out = []
+    for _ in range(paragraphs):
+        sentences = [
+            rng.choice(FILLER).format(x=rng.choice(TOPICS), n=rng.randint(3, 60)) for _ in range(rng.randint(2, 4))
+        ]
+        out.append(" ".join(sentences))
+    return out
+
+
+def _teasers(rng: random.Random, people: list[str], companies: list[str]) -> str:
+    lines = ["Related articles:"]
+    for person in rng.sample(people, k=min(3, len(people))):
+        other = rng.choice(companies)
+        lines.append(f"- {person} steps down at {other} after {rng.randint(3, 9)} years ({rng.randint(2015, 2024)})")
+    return "\n".join(lines)
+
+
+def _comments(rng: random.Random) -> str:
+    picks = rng.sample(COMMENTS, 3)
+    return "Comments (3)\n" + "\n".join(f"{rng.choice(HANDLES)}: {c}" for c in picks)
+
+
+def _page(rng: random.Random, title: str, body: list[str], people: list[str], companies: list[str]) -> str:
+    site = rng.choice(SITES)
+    slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    noise = _noise(rng, 10)
+    parts = [
+        f"URL: https://{site}/{slug}",
+        NAV,
+        COOKIES,
+        f"# {title}",
+        noise[0],
+        *body[:1],
+        rng.choice(ADS),
+        *body[1:],
+        noise[1],
+        noise[2],
+        _teasers(rng, people, companies),
+        rng.choice(ADS),
+        noise[3],
+        noise[4],
+        _comments(rng),
+        noise[5],
+        noise[6],
+        rng.choice(ADS),
+        noise[7],
+        noise[8],
+        _teasers(rng, people, companies),
+        noise[9],
+        FOOTER.format(site=site),
+    ]
+    return "\n\n".join(parts)
+
+
+def make_corpus(seed: int) -> Corpus:
+    """A deterministic trial: company, three co-founders (one or two left), noisy pages."""
+    rng = random.Random(seed)
+    stems = rng.sample(STEMS, 3)
+    company, *others = (f"{s} {rng.choice(SUFFIXES)}" for s in stems)
+    founded = rng.randint(2010, 2015)
+    names = [f"{f} {ln}" for f, ln in zip(rng.sample(FIRST, 6), rng.sample(LAST, 6), strict=True)]
+    leavers = rng.sample(range(3), rng.choice((1, 2)))
+    founders = []
+    for i, name in enumerate(names[:3]):
+        role_year = rng.randint(founded + 2, 2019)
+        left = rng.randint(role_year + 1, 2024) if i in leavers else None
+        founders.append(Founder(name, left, rng.choice(ROLES), role_year))
+    strangers = names[3:]
+    corpus = Corpus(company, founded, founders)
+    listed = ", ".join(f.name for f in founders[:-1]) + f" and {founders[-1].name}"
+    founding = [
+        f"{company} was founded in {founded} by three co-founders: {listed}. The three met while working on "
+        f"logistics software and started the company in a shared office.",
+        f"Today {company} employs about {rng.randint(80, 400)} people. This article tells how it began; "
+        "where each co-founder is now is covered in separate profiles.",
+    ]
+    title = f"The three co-founders of {company}: how it all began"
+    corpus.docs.append((title, _page(rng, title, founding, strangers, others)))
+    for f in founders:
+        body = [f"{f.name} co-founded {company} in {founded}. In {f.role_year}, {f.name} became {f.role} of {company}."]
+        if f.left is None:
+            body.append(f"{f.name} still works at {company}, where the role of {f.role} continues today.")
+            title = f"{f.name}: a decade at {company}"
+        else:
+            newco = rng.choice(NEWCOS)
+            body.append(
+                f"{f.name} left {company} in {rng.choice(MONTHS)} {f.left} to start {newco}, "
+                f"and no longer works at {company}."
+            )
+            title = f"{f.name} on leaving {company} and starting {newco}"
+        corpus.docs.append((title, _page(rng, title, body, strangers, others)))
+    for person in strangers:
+        other = rng.choice(others)
+        year = rng.randint(2015, 2024)
+        body = [f"{person}, a co-founder of {other}, left {other} in {year} after a board dispute."]
+        title = f"{person} departs {other}"
+        corpus.docs.append((title, _page(rng, title, body, strangers, others)))
+    return corpus
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset({"the", "of", "and", "a", "an", "in", "at", "who", "which", "what", "is", "are", "to", "for"})
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1}
+
+
+def make_search(corpus: Corpus) -> Tool:
+    """``search(query)``: the best page by title (x3) and body word overlap."""
+    indexed = [(_words(title), _words(page), page) for title, page in corpus.docs]
+
+    @tool(name="search", external=True, max_output_chars=20_000)
+    def search(query: str) -> str:
+        """Search the web and return the best-matching page in full.
+
+        Args:
+            query: a few keywords, e.g. a company name with "co-founders", or a person's full name.
+        """
+        q = _words(query)
+        scores = [(3 * len(q & t) + len(q & b), -i) for i, (t, b, _) in enumerate(indexed)]
+        best, neg_i = max(scores)
+        return indexed[-neg_i][2] if best else f"No results for {query!r}."
+
+    return search
+
+
+def check(answer: str, corpus: Corpus) -> bool:
+    """Exactly right: every stayer under STILL THERE, every leaver under LEFT with the right year."""
+    m = re.search(r"\bleft\s*:", answer, re.IGNORECASE)
+    still, left = (answer[: m.start()], answer[m.end() :]) if m else (answer, "")
+    for f in corpus.founders:
+        last = f.name.split()[-1]
+        in_still, in_left = last in still, last in left
+        if f.left is None and not (in_still and not in_left):
+            return False
+        if f.left is not None:
+            if in_still or not in_left:
+                return False
+            year = re.search(r"\d{4}", left[left.index(last) :][:60])
+            if year is None or int(year.group()) != f.left:
+                return False
+    return True
+
+
+class NoStatus:
+    """No trailing status: this task needs no time or cwd, and the bench compares prompt tokens."""
+
+    def render(self, session: Session) -> str | None:
+        return None
+
+
+def bench_config(strategy: Strategy) -> CompressionConfig:
+    """Layer 5 only, so the six strategies are compared as in the book (no spill, no noise)."""
+    return CompressionConfig(
+        strategy=strategy,
+        min_chars=500,
+        summary_max_tokens=SUMMARY_MAX_TOKENS,
+        context_chars=600,
+        keep_originals=False,
+        spill=SpillConfig(enabled=False),
+        noise=NoiseConfig(enabled=False),
+    )
+
+
+async def run_trial(
+    strategy: Strategy, trial: int, corpus: Corpus, agent_model: Model, summarizer: Model, root: Path
+) -> dict[str, Any]:
+    ws = root / f"{strategy}-{trial}"
+    ws.mkdir(parents=True)
+    store = SessionStore(ws)
+    session = store.new(f"{strategy}-{trial}")
+    ext = CompressionExtension(bench_config(strategy), summarizer=summarizer)
+    agent = Agent(
+        agent_model,
+        tools=[make_search(corpus)],
+        system=SystemPrompt(SYSTEM),
+        status=NoStatus(),
+        max_iterations=8,
+        max_tokens=MAX_TOKENS,
+        extensions=[ext],
+    )
+    prompt_tokens = requests = 0
+    answer, stop, searches = "", "", []
+    t0 = time.perf_counter()
+    try:
+        async for event in agent.run(session, corpus.question):
+            if isinstance(event, RequestStats):
+                requests += 1
+                prompt_tokens += event.usage.prompt_tokens
+            elif isinstance(event, ToolCallFinished):
+                searches.append(event.call.arguments)
+            elif isinstance(event, FinalAnswer):
+                answer, stop = event.text, event.stop_reason
+            elif isinstance(event, RunError):
+                answer, stop = "", "overflow" if "prompt tokens" in event.message else f"error: {event.message}"
+    finally:
+        await session.aclose()
+        store.close()
+    st = state_of(session)
+    ratio = st.ratio
+    return {
+        "strategy": strategy,
+        "trial": trial,
+        "iterations": requests,
+        "total_prompt_tokens": prompt_tokens,
+        "summarizer_calls": st.llm_calls,
+        "summarizer_prompt_tokens": st.summarizer_prompt_tokens,
+        "compression_ratio": None if ratio is None else round(ratio, 4),
+        "success": stop == "answer" and check(answer, corpus),
+        "stop": stop,
+        "searches": searches,
+        "answer": answer[:300],
+        "breaker_tripped": st.tripped,
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def total(strategy: str, key: str) -> int:
+        return sum(int(r[key]) for r in rows if r["strategy"] == strategy)
+
+    def rate(strategy: str) -> float | None:
+        mine = [r for r in rows if r["strategy"] == strategy]
+        return round(sum(r["success"] for r in mine) / len(mine), 3) if mine else None
+
+    summary: dict[str, Any] = {}
+    if total("windowed", "total_prompt_tokens"):
+        ta, win = total("task_aware", "total_prompt_tokens"), total("windowed", "total_prompt_tokens")
+        summary["tokens_ratio_taskaware_vs_windowed"] = round(ta / win, 3)
+        both_ta = ta + total("task_aware", "summarizer_prompt_tokens")
+        both_win = win + total("windowed", "summarizer_prompt_tokens")
+        summary["tokens_ratio_taskaware_vs_windowed_incl_summarizer"] = round(both_ta / both_win, 3)
+    summary["success_taskaware"] = rate("task_aware")
+    for s in STRATEGIES:
+        if any(r["strategy"] == s for r in rows):
+            summary[f"success_{s}"] = rate(s)
+            summary[f"prompt_tokens_{s}"] = total(s, "total_prompt_tokens")
+    return summary
+
+
+def run(
+    console: Console | None = None,
+    quick: bool = False,
+    model: str = "local",
+    trials: int | None = None,
+    strategies: Sequence[Strategy] = STRATEGIES,
+) -> dict[str, Any]:
+    from kairos.models.local import LocalModel
+
+    console = console or Console()
+    n = trials if trials is not None else (1 if quick else 2)
+    agent_model = LocalModel(model, n_ctx=N_CTX)
+    summarizer = LocalModel(model, n_ctx=N_CTX)
+    with console.status(f"loading {model} (agent and summariser) ..."):
+        agent_model.load()
+        summarizer.load()
+    rows: list[dict[str, Any]] = []
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            for trial in range(n):
+                corpus = make_corpus(seed=1000 + trial)
+                for strategy in strategies:
+                    row = asyncio.run(run_trial(strategy, trial, corpus, agent_model, summarizer, Path(d)))
+                    rows.append(row)
+                    console.print(
+                        f"compression  {strategy:21s} trial {trial}: {row['iterations']} requests, "
+                        f"{row['total_prompt_tokens']} prompt tok, ratio {row['compression_ratio']}, "
+                        f"{'OK' if row['success'] else 'FAIL'} ({row['stop']}) {row['wall_s']} s"
+                    )
+    finally:
+        agent_model.close()
+        summarizer.close()
+    return {
+        "bench": "compression",
+        "params": {
+            "model": model,
+            "n_ctx": N_CTX,
+            "max_tokens": MAX_TOKENS,
+            "summary_max_tokens": SUMMARY_MAX_TOKENS,
+            "trials": n,
+            "strategies": list(strategies),
+            "task": "three named co-founders: who still works there, who left in which year (exact check)",
+            "layers": "layer 5 only (spill and noise off) to compare the Exp 2-10 strategies",
+            "summarizer": "a second instance of the same model (own KV cache)",
+        },
+        "rows": rows,
+        "summary": summarise(rows),
+    }

@@ -1,0 +1,120 @@
+"""Layer 4: one archival entry per completed round, like ``git log`` and not ``git squash``.
+
+A round is a real user message and everything up to the next one. When it completes, code
+(not a model) writes a short structured entry: what was asked, which tools ran with which
+arguments and how much they returned, where full outputs were saved, and how it was answered.
+The entry is frozen, so it never drifts and costs no model call.
+
+How the entries are used: when layer 5 fires, tool results of *completed* rounds are not sent
+to the summariser. The round already ended in an answer that distilled them, so the first
+result of each old round becomes its log entry and the others point to it. The logical thread
+(user questions and answers) stays verbatim; only the bulky evidence goes. ``round_log``
+exposes the entries to code (e.g. a ``kairos sessions log`` command).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kairos.context.compression.ledger import COMPRESSED, SessionCompression, state_of
+from kairos.context.compression.noise import calls_by_id, describe_call
+from kairos.context.session import Session
+from kairos.models.types import Message
+
+_MAX_CALLS = 12
+Saved = Callable[[int], str | None]
+"""Maps a result's sequence number to the path its full text was saved to (None: not saved)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """Messages ``start`` to ``end - 1`` of the stored trajectory."""
+
+    n: int
+    start: int
+    end: int
+    complete: bool
+
+
+def rounds(messages: Sequence[Message]) -> list[Round]:
+    """Split at real user messages; a round is complete once answered or followed by another."""
+    starts = [i for i, m in enumerate(messages) if m.role == "user" and not m.synthetic]
+    out = []
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(messages)
+        last = messages[end - 1]
+        answered = last.role == "assistant" and not last.tool_calls
+        out.append(Round(n, start, end, complete=n + 1 < len(starts) or (answered and end - 1 > start)))
+    return out
+
+
+def _quote(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return '"' + (text if len(text) <= limit else text[: limit - 1] + "…") + '"'
+
+
+def entry(r: Round, messages: Sequence[Message], saved: Saved | None = None) -> str:
+    """The frozen log text of round ``r``; ``saved`` gives a result's spill path, if any."""
+    span = messages[r.start : r.end]
+    calls = calls_by_id(span)
+    results = [(r.start + i, m) for i, m in enumerate(span) if m.role == "tool"]
+    model_calls = sum(1 for m in span if m.role == "assistant")
+    lines = [
+        f"round {r.n + 1} · messages {r.start}–{r.end - 1} · {model_calls} model replies · {len(results)} tool results",
+        f"asked: {_quote(messages[r.start].content, 200)}",
+    ]
+    did = []
+    for seq, m in results[:_MAX_CALLS]:
+        path = saved(seq) if saved else None
+        where = f" [saved: {path}]" if path else ""
+        did.append(f"{describe_call(calls.get(m.tool_call_id or ''), 100)} → {len(m.content):,} chars{where}")
+    if len(results) > _MAX_CALLS:
+        did.append(f"… and {len(results) - _MAX_CALLS} more")
+    if did:
+        lines.append("did: " + "; ".join(did))
+    answer = next((m for m in reversed(span) if m.role == "assistant" and not m.tool_calls), None)
+    lines.append(f"answered: {_quote(answer.content, 240)}" if answer else "answered: (no answer: interrupted)")
+    return "\n".join(lines)
+
+
+def record_completed(session: Session, st: SessionCompression, saved: Saved | None = None) -> list[int]:
+    """Freeze an entry for every completed round that has none; returns their numbers."""
+    messages = session.message_list()
+    new = []
+    for r in rounds(messages):
+        if r.complete and st.ledger.round_entry(r.n) is None:
+            st.ledger.freeze_round(r.n, entry(r, messages, saved))
+            new.append(r.n)
+    return new
+
+
+def round_log(session: Session) -> list[str]:
+    """Every frozen round entry of the session, oldest first."""
+    st = state_of(session)
+    out = []
+    for r in rounds(session.message_list()):
+        text = st.ledger.round_entry(r.n)
+        if text is not None:
+            out.append(text)
+    return out
+
+
+def archive_pointers(r: Round, messages: Sequence[Message], targets: Sequence[int], log_entry: str) -> dict[int, str]:
+    """Layer-5 replacements for results of completed round ``r``: the first target gets the entry."""
+    if not targets:
+        return {}
+    calls = calls_by_id(messages[r.start : r.end])
+    first = min(targets)
+    first_id = messages[first].tool_call_id
+    out: dict[int, str] = {}
+    for seq in sorted(targets):
+        if seq == first:
+            out[seq] = f"{COMPRESSED} round {r.n + 1} archived; its results were not summarised:\n{log_entry}"
+        else:
+            call = calls.get(messages[seq].tool_call_id or "")
+            out[seq] = (
+                f"{COMPRESSED} result of {describe_call(call, 100)} from round {r.n + 1} archived; "
+                f"see the round log in the result of call {first_id}"
+            )
+    return out

@@ -1,0 +1,215 @@
+"""The summariser behind layer 5: prompts, chunking, and the guarantee that it never overflows.
+
+Every call is built, counted with the summariser's own tokenizer, and only sent if it fits its
+window minus the reply budget. A text too long for one call is split at line boundaries into
+chunks that each fit (a chunk that still tokenizes too long is halved again), summarised one
+by one, and the partial summaries are joined, or merged once more when that also fits. Input
+that cannot fit even as a small chunk is a :class:`SummaryError`, never an oversize request.
+
+The task-aware prompt follows the book (Exp 2-10): ``Given the search query: {query}`` and
+``Current context: {context}``, so the same page compresses differently for different tasks,
+and facts the agent already has are not repeated. Citation mode adds a source to every fact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kairos.errors import KairosError
+from kairos.models.base import Model
+from kairos.models.types import Message, ModelRequest, ModelResponse, ResponseDone, TextDelta
+
+GENERIC_SYSTEM = (
+    "You shorten tool results for an AI agent. Summarise the text in at most three short paragraphs. "
+    "Keep names, dates, numbers, roles and places exactly as written."
+)
+MERGED_SYSTEM = (
+    "You shorten tool results for an AI agent. Merge all the texts below into one short summary. "
+    "Keep names, dates, numbers, roles and places exactly as written."
+)
+TASK_SYSTEM = (
+    "You extract facts from a tool result for an AI agent that is working on a task. Copy, word for word, every "
+    "sentence of the text that helps with the task. Keep each fact whole: the person, what happened, the "
+    "company and the date stay together in one sentence. Skip navigation, ads, comments, lists of related "
+    "articles and paragraphs about other topics. Do not answer the task, do not guess, and add nothing the text "
+    "does not say. Skip facts the current context already has. If no sentence helps, reply exactly: "
+    "No relevant information."
+)
+CITATION_RULE = (
+    " After each sentence, add its source in brackets, e.g. [source: https://example.com/page]: the URL the text "
+    "gives, else the source label."
+)
+NOTHING_YET = "(nothing yet)"
+MIN_CHUNK_CHARS = 200
+_MAX_SPLIT_DEPTH = 12
+
+
+class SummaryError(KairosError):
+    """A summariser call failed or returned nothing usable; counts towards the circuit breaker."""
+
+
+def task_prompt(query: str, context: str, source: str, text: str) -> str:
+    return (
+        f"Given the search query: {query}\n\nCurrent context: {context or NOTHING_YET}\n\n"
+        f"Source: {source}\n\nText to compress:\n{text}\n\n"
+        "Sentences of this text that help with the query, copied word for word:"
+    )
+
+
+def generic_prompt(source: str, text: str) -> str:
+    return f"Source: {source}\n\nText to summarise:\n{text}"
+
+
+def _split(text: str, size: int) -> list[str]:
+    """Pieces of at most ``size`` chars, cut at a line break where one is near the limit."""
+    out = []
+    while len(text) > size:
+        cut = text.rfind("\n", size // 2, size)
+        cut = size if cut <= 0 else cut + 1
+        out.append(text[:cut])
+        text = text[cut:]
+    if text:
+        out.append(text)
+    return out
+
+
+class Summarizer:
+    """Calls a model to summarise tool results; counts calls and prompt tokens."""
+
+    def __init__(self, model: Model, *, max_tokens: int = 300, context_chars: int = 1500) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.context_chars = context_chars
+        self.calls = 0
+        self.prompt_tokens = 0
+
+    @property
+    def budget(self) -> int:
+        """Prompt tokens one call may use: the window minus the reply budget."""
+        return self.model.context_window - self.max_tokens
+
+    def request(self, system: str, user: str) -> ModelRequest:
+        return ModelRequest(
+            system_static=system,
+            system_deployment="",
+            tools=(),
+            messages=(Message.user(user),),
+            max_tokens=self.max_tokens,
+            temperature=0.0,
+        )
+
+    def fits(self, request: ModelRequest) -> bool:
+        return self.model.count_tokens(request) <= self.budget
+
+    async def call(self, request: ModelRequest) -> str:
+        """One summariser call; the request must fit (checked, never sent oversize).
+
+        Raises:
+            SummaryError: the request does not fit, the model failed, or it returned nothing.
+        """
+        tokens = self.model.count_tokens(request)
+        if tokens > self.budget:
+            raise SummaryError(f"summariser request of {tokens} tokens exceeds its budget of {self.budget}")
+        self.calls += 1
+        streamed: list[str] = []
+        response: ModelResponse | None = None
+        try:
+            async for event in self.model.stream(request):
+                if isinstance(event, TextDelta):
+                    streamed.append(event.text)
+                elif isinstance(event, ResponseDone):
+                    response = event.response
+        except Exception as e:  # any backend failure is one failed attempt for the breaker
+            raise SummaryError(f"summariser call failed: {type(e).__name__}: {e}") from e
+        if response is None:
+            raise SummaryError(f"the summariser {self.model.name!r} ended without a response")
+        self.prompt_tokens += response.usage.prompt_tokens or tokens
+        text = response.message.content.strip()
+        if response.finish_reason == "length":  # cut at max_tokens: keep the text streamed so far
+            text = "".join(streamed).strip() + " […]"
+        if not text.strip(" […]"):
+            raise SummaryError("the summariser returned an empty summary")
+        return text
+
+    def _chunks(self, build: Callable[[str], ModelRequest], text: str) -> list[str]:
+        """``text`` cut into pieces whose requests fit the budget."""
+        first = build(text)
+        tokens = self.model.count_tokens(first)
+        if tokens <= self.budget:
+            return [text]
+        size = max(int(len(text) * self.budget / tokens * 0.9), 1)
+        while size >= MIN_CHUNK_CHARS and not self.fits(build(text[:size])):
+            size = int(size * 0.8)
+        if size < MIN_CHUNK_CHARS:
+            raise SummaryError(
+                f"the summariser's window ({self.model.context_window} tokens) has no room for the text beside "
+                "its instructions; use a summarizer model with a larger window"
+            )
+        out: list[str] = []
+        pending = _split(text, size)
+        depth = 0
+        while pending:
+            piece = pending.pop(0)
+            if self.fits(build(piece)) or len(piece) < 2 * MIN_CHUNK_CHARS or depth > _MAX_SPLIT_DEPTH:
+                out.append(piece)
+            else:  # tokenizes denser than the probe: halve it
+                depth += 1
+                pending[:0] = _split(piece, len(piece) // 2 + 1)
+        return out
+
+    def _fit_context(self, query: str, context: str, source: str) -> tuple[str, str]:
+        """Trim context (oldest first), then the query, until the instructions leave room for text."""
+        context = context[-self.context_chars :] if self.context_chars else ""
+        probe = "x" * MIN_CHUNK_CHARS
+        while context and not self.fits(self.request(TASK_SYSTEM, task_prompt(query, context, source, probe))):
+            context = context[len(context) // 2 :]
+        while len(query) > 80 and not self.fits(self.request(TASK_SYSTEM, task_prompt(query, "", source, probe))):
+            query = query[: len(query) // 2] + "…"
+        return query, context
+
+    async def _map(self, system: str, build: Callable[[str], str], text: str) -> str:
+        """Summarise ``text`` in as many fitting chunks as needed; merge the parts if they fit."""
+        chunks = self._chunks(lambda t: self.request(system, build(t)), text)
+        parts = [await self.call(self.request(system, build(c))) for c in chunks]
+        if len(parts) == 1:
+            return parts[0]
+        joined = "\n".join(parts)
+        merged = self.request(system, build(joined))
+        if self.fits(merged) and len(joined) > self.max_tokens * 2:
+            return await self.call(merged)
+        return joined
+
+    async def summarize(
+        self,
+        text: str,
+        *,
+        source: str,
+        query: str | None = None,
+        context: str = "",
+        citations: bool = False,
+    ) -> str:
+        """One result's summary: task-aware when ``query`` is given, generic otherwise.
+
+        Raises:
+            SummaryError: see :meth:`call`.
+        """
+        if query is None:
+            return await self._map(GENERIC_SYSTEM, lambda t: generic_prompt(source, t), text)
+        system = TASK_SYSTEM + (CITATION_RULE if citations else "")
+        query, context = self._fit_context(query, context, source)
+        return await self._map(system, lambda t: task_prompt(query, context, source, t), text)
+
+    async def merge(self, items: list[tuple[str, str]]) -> str:
+        """One generic summary of several results, cut to fit one call (the tail may be lost).
+
+        This is the book's "merged summary" strategy, flaw included: no chunking, so a long
+        batch loses its end. Raises :class:`SummaryError` like :meth:`call`.
+        """
+        text = "\n\n".join(f"Source: {src}\n{body}" for src, body in items)
+        chunks = self._chunks(lambda t: self.request(MERGED_SYSTEM, f"Texts to merge:\n{t}"), text)
+        kept = chunks[0]
+        if len(chunks) > 1:
+            kept += "\n[… the rest did not fit the summariser's window and was cut …]"
+            if not self.fits(self.request(MERGED_SYSTEM, f"Texts to merge:\n{kept}")):
+                kept = chunks[0]
+        return await self.call(self.request(MERGED_SYSTEM, f"Texts to merge:\n{kept}"))

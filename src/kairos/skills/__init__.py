@@ -1,0 +1,34 @@
+"""Agent skills: on-demand instruction packages with progressive disclosure (book ch2 §3.9).
+
+``Skills.from_config(workspace, SkillsConfig())`` is the extension to give an ``Agent``;
+``SkillCatalog`` finds skills and decides trust; ``kairos skills`` (``kairos.skills.cli``) lists,
+shows, approves, revokes and scaffolds them.
+"""
+
+from __future__ import annotations
+
+from kairos.skills.catalog import (
+    ApprovalStore,
+    Skill,
+    SkillCatalog,
+    SkillEntry,
+    SkillFormatError,
+    SkillRoot,
+    builtin_root,
+    parse_skill_md,
+)
+from kairos.skills.config import SkillsConfig
+from kairos.skills.extension import Skills
+
+__all__ = [
+    "ApprovalStore",
+    "Skill",
+    "SkillCatalog",
+    "SkillEntry",
+    "SkillFormatError",
+    "SkillRoot",
+    "Skills",
+    "SkillsConfig",
+    "builtin_root",
+    "parse_skill_md",
+]
