@@ -1,4 +1,4 @@
-"""The ``kairos`` command line: run, chat, models, sessions, bench."""
+"""The ``kairos`` command line: run, chat, sessions, models, skills, config, bench."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from kairos.agent.loop import Agent
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError
+from kairos.skills.cli import skills_app
 
 app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
 models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
 app.add_typer(models_app, name="models")
+app.add_typer(skills_app, name="skills")
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
@@ -159,6 +161,16 @@ def run(
         raise typer.Exit(1)
 
 
+@app.command("config")
+def show_config(workspace: WorkspaceOpt = Path(".")) -> None:
+    """Print the effective settings: defaults, then kairos.toml (unknown keys are an error)."""
+    try:
+        config = load_config(workspace.resolve())
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    console.print_json(config.model_dump_json())
+
+
 @app.command()
 def chat(
     model: ModelOpt = None,
@@ -270,9 +282,10 @@ def bench(
     json_path: Annotated[Path | None, typer.Option("--json", help="write the result JSON here")] = None,
     model: ModelOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="fewer repeats (smoke run)")] = False,
+    trials: Annotated[int | None, typer.Option("--trials", min=1, help="trials per cell (benches with trials)")] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
-    from kairos.benchmarks import BENCHMARKS
+    from kairos.benchmarks import BENCHMARKS, TAKES_TRIALS
 
     if name == "list":
         for key, (_, doc) in sorted(BENCHMARKS.items()):
@@ -284,6 +297,10 @@ def bench(
     opts: dict[str, Any] = {"quick": quick}
     if model:
         opts["model"] = model
+    if trials is not None:
+        if name not in TAKES_TRIALS:
+            raise _fail(f"benchmark {name!r} does not take --trials (these do: {', '.join(sorted(TAKES_TRIALS))})")
+        opts["trials"] = trials
     try:
         result = runner(console=console, **opts)
     except KairosError as e:

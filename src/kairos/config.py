@@ -10,6 +10,26 @@ Example ``kairos.toml``::
     [local]
     n_ctx = 8192
     threads = 2
+
+    [status_bar]                 # the trailing <agent_status> message and its five techniques
+    mode = "replace"             # replace | append | auto
+    limits = { phone_call = 3 }  # declared per-tool call limits, shown and enforced
+
+    [skills]
+    dirs = [".kairos/skills", "skills"]
+
+    [compression]
+    trigger_ratio = 0.8          # full LLM compression above 80% of the window
+    strategy = "windowed"
+
+    [subagents]
+    enabled = false
+
+    [defences]
+    confirm_side_effects = true  # ask before write_file / edit_file / bash
+    approver = "auto"            # ask on a terminal, deny otherwise
+
+Every section is optional; ``kairos config`` prints the effective settings.
 """
 
 from __future__ import annotations
@@ -20,7 +40,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kairos.agent.subagent import SubAgentConfig
+from kairos.context.compression.config import CompressionConfig
+from kairos.context.status import StatusBarConfig
 from kairos.errors import ConfigError
+from kairos.security.defences import DefencesConfig
+from kairos.skills.config import SkillsConfig
 
 CONFIG_FILE = "kairos.toml"
 
@@ -43,6 +68,14 @@ class KairosConfig(BaseModel):
     max_tokens: int = Field(1024, ge=16)
     instructions: str = Field("", description="extra deployment instructions appended after the cache boundary")
     local: LocalConfig = Field(default_factory=LocalConfig)
+    status_bar: StatusBarConfig = Field(default_factory=StatusBarConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    compression: CompressionConfig = Field(default_factory=CompressionConfig)
+    subagents: SubAgentConfig = Field(
+        default_factory=lambda: SubAgentConfig(enabled=False),
+        description="off by default: four more tool schemas (~600 tokens) on every request",
+    )
+    defences: DefencesConfig = Field(default_factory=DefencesConfig)
 
 
 def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> KairosConfig:

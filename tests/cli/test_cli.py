@@ -41,7 +41,8 @@ def test_run_resumes_a_session_and_lists_it(scripted: ScriptedModel, workspace: 
     assert second.exit_code == 0 and "second answer" in second.output
     assert len(scripted.requests[1].messages) > len(scripted.requests[0].messages)
     listing = runner.invoke(app, ["sessions", "-w", str(workspace)])
-    assert sid in listing.output and "4 msgs" in listing.output
+    # user, skills catalog (appended once, not again on resume), answer, user, answer
+    assert sid in listing.output and "5 msgs" in listing.output
 
 
 def test_unknown_session_is_a_clear_error(scripted: ScriptedModel, workspace: Path) -> None:
@@ -81,4 +82,11 @@ def test_chat_keeps_one_session_across_turns(scripted: ScriptedModel, workspace:
     assert result.exit_code == 0, result.output
     assert "hi there" in result.output and "still here" in result.output
     second = scripted.requests[1]
-    assert [m.content for m in second.messages[: second.stable_prefix_len]] == ["hello", "hi there", "are you there?"]
+    stored = [m.content for m in second.messages[: second.stable_prefix_len] if "skills_catalog" not in m.content]
+    # the status bar stamps user messages with the time: "[YYYY-MM-DD HH:MM:SS] hello"
+    assert [text.split("] ", 1)[-1] for text in stored] == ["hello", "hi there", "are you there?"]
+
+
+def test_bench_rejects_trials_for_a_bench_without_them() -> None:
+    result = runner.invoke(app, ["bench", "overhead", "--trials", "3"])
+    assert result.exit_code == 1 and "does not take --trials" in result.output

@@ -30,3 +30,6 @@ BENCHMARKS: dict[str, tuple[Runner, str]] = {
     "injection": (_lazy("injection"), "Exp 2-5: attack success rate, 3 attacks x 4 defence configurations"),
     "skills": (_lazy("skills"), "Exp 2-6 in small: a task only a skill's script can do; progressive loading"),
 }
+
+TAKES_TRIALS = frozenset({"status-bar", "compression", "injection", "skills"})
+"""Benches whose ``run`` takes ``trials`` (``kairos bench NAME --trials N``)."""

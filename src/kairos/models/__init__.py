@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from kairos.config import KairosConfig
+from typing import TYPE_CHECKING
+
 from kairos.errors import ConfigError
 from kairos.models.base import Model, complete
+
+if TYPE_CHECKING:
+    from kairos.config import KairosConfig
 
 __all__ = ["Model", "complete", "load_model"]
 
@@ -15,6 +19,8 @@ def load_model(spec: str, config: KairosConfig | None = None, *, base_url: str |
     Raises:
         ConfigError: the spec names no known backend.
     """
+    from kairos.config import KairosConfig  # lazy: the config imports every extension's settings
+
     config = config or KairosConfig()
     base_url = base_url or config.base_url
     if spec.startswith("openai:"):

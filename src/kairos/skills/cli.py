@@ -76,13 +76,11 @@ def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
 
 
 def _config(workspace: Path) -> SkillsConfig:
-    """``[skills]`` of kairos.toml once the main config carries it; defaults before that."""
+    """``[skills]`` of the workspace's kairos.toml."""
     try:
-        config = load_config(workspace)
+        return load_config(workspace).skills
     except ConfigError as e:
         raise _fail(str(e)) from e
-    found = getattr(config, "skills", None)
-    return found if isinstance(found, SkillsConfig) else SkillsConfig()
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:

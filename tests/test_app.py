@@ -1,0 +1,68 @@
+"""The product agent: config switches each context-engineering extension on and off."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kairos.app import build_agent
+from kairos.config import load_config
+from kairos.context.session import Session
+from kairos.security.approval import DenyApprover
+from kairos.security.defences import INJECTION_WARNING
+from kairos.testing import ScriptedModel, call, reply
+
+
+async def run_turn(agent_model: ScriptedModel, workspace: Path, session: Session, text: str) -> None:
+    agent = build_agent(agent_model, workspace, load_config(workspace), approver=DenyApprover())
+    async for _ in agent.run(session, text):
+        pass
+
+
+async def test_defaults_offer_skills_todo_status_and_defences(workspace: Path, session: Session) -> None:
+    model = ScriptedModel([reply("hi")])
+    await run_turn(model, workspace, session, "hello")
+    request = model.requests[0]
+    names = {t.name for t in request.tools}
+    assert {"load_skill", "read_skill_file", "rewrite_todo_list", "update_todo_status"} <= names
+    assert "spawn_subagent" not in names  # sub-agents are opt-in
+    assert INJECTION_WARNING in request.system_deployment
+    assert "Current State" not in request.system_static + request.system_deployment
+    assert request.messages[0].content.endswith("] hello")  # (a) timestamps
+    assert request.messages[-1].content.startswith("<agent_status>")
+    assert any("<skills_catalog" in m.content for m in request.messages)
+
+
+async def test_toml_switches_extensions(workspace: Path, session: Session) -> None:
+    (workspace / "kairos.toml").write_text(
+        "[status_bar]\nenabled = false\n[skills]\nenabled = false\n[subagents]\nenabled = true\n"
+        "[defences]\nwarning = false\n"
+    )
+    model = ScriptedModel([reply("hi")])
+    await run_turn(model, workspace, session, "hello")
+    request = model.requests[0]
+    names = {t.name for t in request.tools}
+    assert {"spawn_subagent", "subagent_status", "message_subagent", "cancel_subagent"} <= names
+    assert not names & {"load_skill", "rewrite_todo_list"}
+    assert INJECTION_WARNING not in request.system_deployment
+    assert not any("<skills_catalog" in m.content for m in request.messages)
+    assert request.messages[0].content == "hello"  # no timestamps; the core's basic status remains
+
+
+async def test_declared_limit_is_enforced_and_confirmation_denies(workspace: Path, session: Session) -> None:
+    (workspace / "kairos.toml").write_text(
+        '[status_bar]\nlimits = { current_time = 1 }\n[defences]\nconfirm_side_effects = true\napprover = "deny"\n'
+    )
+    model = ScriptedModel(
+        [
+            reply("", call("current_time", {"timezone": "UTC"})),
+            reply("", call("current_time", {"timezone": "UTC"})),
+            reply("", call("write_file", {"path": "out.txt", "content": "x"})),
+            reply("done"),
+        ]
+    )
+    await run_turn(model, workspace, session, "time twice, then write a file")
+    results = [m.content for m in session.messages if m.role == "tool"]
+    assert "Refused by the harness" in results[1] and "at most 1" in results[1]
+    assert "Not run" in results[2] and "needs the user's approval" in results[2]
+    assert not (workspace / "out.txt").exists()
+    assert "Maximum calls" in model.requests[-1].messages[-1].content  # shown in the status too
