@@ -18,16 +18,17 @@ async def run_turn(agent_model: ScriptedModel, workspace: Path, session: Session
         pass
 
 
-async def test_defaults_offer_skills_todo_status_and_defences(workspace: Path, session: Session) -> None:
+async def test_defaults_offer_skills_status_and_defences(workspace: Path, session: Session) -> None:
     model = ScriptedModel([reply("hi")])
     await run_turn(model, workspace, session, "hello")
     request = model.requests[0]
     names = {t.name for t in request.tools}
-    assert {"load_skill", "read_skill_file", "rewrite_todo_list", "update_todo_status"} <= names
-    assert "spawn_subagent" not in names  # sub-agents are opt-in
+    assert {"load_skill", "read_skill_file"} <= names
+    assert not names & {"spawn_subagent", "rewrite_todo_list"}  # sub-agents and TODO tools are opt-in
     assert INJECTION_WARNING in request.system_deployment
     assert "Current State" not in request.system_static + request.system_deployment
-    assert request.messages[0].content.endswith("] hello")  # (a) timestamps
+    assert request.messages[0].content.startswith("<skills_catalog")  # before the user's message
+    assert request.messages[1].content.endswith("] hello")  # (a) timestamps
     assert request.messages[-1].content.startswith("<agent_status>")
     assert any("<skills_catalog" in m.content for m in request.messages)
 
@@ -66,3 +67,11 @@ async def test_declared_limit_is_enforced_and_confirmation_denies(workspace: Pat
     assert "Not run" in results[2] and "needs the user's approval" in results[2]
     assert not (workspace / "out.txt").exists()
     assert "Maximum calls" in model.requests[-1].messages[-1].content  # shown in the status too
+
+
+async def test_todo_tools_are_switched_on_in_toml(workspace: Path, session: Session) -> None:
+    (workspace / "kairos.toml").write_text("[status_bar]\ntodo = true\n")
+    model = ScriptedModel([reply("", call("rewrite_todo_list", {"items": [{"content": "step one"}]})), reply("ok")])
+    await run_turn(model, workspace, session, "plan it")
+    assert {"rewrite_todo_list", "update_todo_status"} <= {t.name for t in model.requests[0].tools}
+    assert "step one" in model.requests[-1].messages[-1].content  # the list is shown in the status

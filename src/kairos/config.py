@@ -13,6 +13,7 @@ Example ``kairos.toml``::
 
     [status_bar]                 # the trailing <agent_status> message and its five techniques
     mode = "replace"             # replace | append | auto
+    todo = true                  # TODO tools for long multi-step tasks (off by default)
     limits = { phone_call = 3 }  # declared per-tool call limits, shown and enforced
 
     [skills]

@@ -10,12 +10,14 @@ import pytest
 
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, ToolCallFinished
 from kairos.app import build_agent
-from kairos.context.builder import BasicStatus
+from kairos.config import KairosConfig
 from kairos.context.session import Session, SessionStore
 from kairos.models.local import LocalModel
 
 pytestmark = pytest.mark.model
 FIXED = datetime(2026, 3, 14, 15, 9, tzinfo=UTC)
+# The product's agent with a simulated clock that stands still: same prompt bytes every run.
+CONFIG = KairosConfig.model_validate({"status_bar": {"clock_start": FIXED, "clock_step_s": 0}})
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +35,8 @@ async def run_turn(agent: object, session: Session, text: str) -> list[AgentEven
 async def test_question_needing_two_tools_is_answered(model: LocalModel, workspace: Path, store: SessionStore) -> None:
     (workspace / "data").mkdir()
     (workspace / "data" / "code.txt").write_text("The secret code is KX-4471.\n")
-    agent = build_agent(model, workspace)
-    agent.builder.status = BasicStatus(lambda: FIXED)  # same prompt bytes every run: deterministic
+    agent = build_agent(model, workspace, CONFIG)
     session = store.new()
-    session.tool_context.resources["clock"] = lambda: FIXED
     try:
         events = await run_turn(
             agent,
@@ -55,8 +55,7 @@ async def test_question_needing_two_tools_is_answered(model: LocalModel, workspa
 
 
 async def test_second_turn_reuses_the_kv_cache(model: LocalModel, workspace: Path, store: SessionStore) -> None:
-    agent = build_agent(model, workspace)
-    agent.builder.status = BasicStatus(lambda: FIXED)
+    agent = build_agent(model, workspace, CONFIG)
     session = store.new()
     try:
         await run_turn(agent, session, "What time is it in Tokyo?")

@@ -33,6 +33,7 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, ToolCallFinished, ToolCallStarted
 from kairos.agent.loop import Agent
+from kairos.benchmarks._local import bench_model, model_name
 from kairos.context.session import Session, SessionStore
 from kairos.models.base import Model
 from kairos.models.types import Message
@@ -419,25 +420,14 @@ def run(
     """``llm`` replaces the named model (tests pass a scripted one)."""
     console = console or Console()
     n = trials if trials is not None else (1 if quick else 10)
-    owned = None
-    if llm is None:
-        from kairos.models.local import LocalModel
-
-        owned = LocalModel(model, n_ctx=4096)
-        with console.status(f"loading {model} ..."):
-            owned.load()
-        llm = owned
-    try:
-        rows = asyncio.run(_run_all(llm, n, defences, attacks, max_tokens, console))
-    finally:
-        if owned is not None:
-            owned.close()
+    with bench_model(llm or model, 4096, console) as loaded:
+        rows = asyncio.run(_run_all(loaded, n, defences, attacks, max_tokens, console))
     cells, summary = summarise(rows, n)
     builder, deployment = system_prompt()
     return {
         "bench": "injection",
         "params": {
-            "model": model if owned is not None else getattr(llm, "name", "custom"),
+            "model": model_name(llm or model),
             "trials_per_cell": n,
             "attacks": list(attacks),
             "defences": list(defences),

@@ -36,6 +36,7 @@ from rich.console import Console
 from kairos.agent.events import FinalAnswer, RequestStats, RunError
 from kairos.agent.loop import Agent
 from kairos.app import default_system_prompt, default_tools
+from kairos.benchmarks._local import bench_model
 from kairos.config import KairosConfig
 from kairos.context.builder import BasicStatus
 from kairos.context.session import Session, SessionStore
@@ -316,21 +317,13 @@ def run(
     controls: int | None = None,
     max_iterations: int = 8,
 ) -> dict[str, Any]:
-    from kairos.models.local import LocalModel
-
     console = console or Console()
     n_skill = trials if trials is not None else (2 if quick else 8)
     n_control = controls if controls is not None else (1 if quick else 2)
-    llm = LocalModel(model, n_ctx=8192)
-    with console.status(f"loading {model} ..."):
-        llm.load()
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            root = Path(d)
-            rows = asyncio.run(run_all(llm, plan(n_skill, n_control), root, console, max_iterations))
-            tokens = disclosure_tokens(llm, root)
-    finally:
-        llm.close()
+    with bench_model(model, 8192, console) as llm, tempfile.TemporaryDirectory() as d:
+        root = Path(d)
+        rows = asyncio.run(run_all(llm, plan(n_skill, n_control), root, console, max_iterations))
+        tokens = disclosure_tokens(llm, root)
     return {
         "bench": "skills",
         "params": {

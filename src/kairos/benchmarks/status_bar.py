@@ -28,6 +28,7 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
 from kairos.agent.loop import Agent
+from kairos.benchmarks._local import bench_model, model_name
 from kairos.context.builder import SystemPrompt
 from kairos.context.session import SessionStore
 from kairos.context.status import StatusBar, StatusBarConfig, ToolLimit
@@ -291,36 +292,22 @@ def run(
 ) -> dict[str, Any]:
     console = console or Console()
     n = trials or (3 if quick else 20)
-    owned = None
-    if isinstance(model, str):
-        from kairos.models.local import LocalModel
-
-        owned = LocalModel(model, n_ctx=4096)
-        with console.status(f"loading {model} ..."):
-            owned.load()
-        llm: Model = owned
-    else:
-        llm = model
     rows: list[dict[str, Any]] = []
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            for trial in range(n):
-                for group in GROUPS:
-                    row = asyncio.run(run_trial(Scenario(trial), group, llm, Path(d)))
-                    rows.append(row)
-                    verdict = "VIOLATION" if row["violation"] else "ok"
-                    calls = row["tool_calls"] or "-"
-                    console.print(f"status-bar  {trial:2d} {group:7s} {verdict:9s} {calls} → {row['answer'][:60]!r}")
-    finally:
-        if owned is not None:
-            owned.close()
+    with bench_model(model, 4096, console) as llm, tempfile.TemporaryDirectory() as d:
+        for trial in range(n):
+            for group in GROUPS:
+                row = asyncio.run(run_trial(Scenario(trial), group, llm, Path(d)))
+                rows.append(row)
+                verdict = "VIOLATION" if row["violation"] else "ok"
+                calls = row["tool_calls"] or "-"
+                console.print(f"status-bar  {trial:2d} {group:7s} {verdict:9s} {calls} → {row['answer'][:60]!r}")
     example = next((r.pop("status_example") for r in rows if "status_example" in r), "")
     for r in rows:
         r.pop("status_example", None)
     return {
         "bench": "status-bar",
         "params": {
-            "model": model if isinstance(model, str) else getattr(model, "name", "custom"),
+            "model": model_name(model),
             "trials_per_group": n,
             "limit_per_merchant": LIMIT,
             "groups": {"with": "counters + limit notes + <agent_status> + enforcement", "without": "none of them"},

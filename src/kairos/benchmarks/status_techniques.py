@@ -32,6 +32,7 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
 from kairos.agent.loop import Agent
+from kairos.benchmarks._local import bench_model, model_name
 from kairos.context.builder import SystemPrompt
 from kairos.context.session import SessionStore
 from kairos.context.status import StatusBar, StatusBarConfig
@@ -53,9 +54,9 @@ OFF = {"current_request": False, "timestamps": False, "counters": False}
 OFF |= {"todo": False, "detailed_errors": False, "system_state": False}
 CONFIGS: dict[str, dict[str, Any]] = {
     "all_off": OFF,
-    "all_on": {},
+    "all_on": {"todo": True},
     "todo_off": {"todo": False},
-    "errors_off": {"detailed_errors": False},
+    "errors_off": {"todo": True, "detailed_errors": False},
 }
 
 
@@ -291,35 +292,21 @@ def run(
     console = console or Console()
     chosen_configs = configs or (("all_off", "all_on") if quick else tuple(CONFIGS))
     chosen_tasks = [t for t in TASKS if t.name in (tasks or (("missing-path",) if quick else [t.name for t in TASKS]))]
-    owned = None
-    if isinstance(model, str):
-        from kairos.models.local import LocalModel
-
-        owned = LocalModel(model, n_ctx=8192)
-        with console.status(f"loading {model} ..."):
-            owned.load()
-        llm: Model = owned
-    else:
-        llm = model
     rows: list[dict[str, Any]] = []
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            for config in chosen_configs:  # one config at a time: its system prefix stays in the KV cache
-                for task in chosen_tasks:
-                    row = asyncio.run(run_task(llm, config, task, Path(d)))
-                    rows.append(row)
-                    mark = "ok  " if row["success"] else "FAIL"
-                    console.print(
-                        f"status-techniques  {config:10s} {task.name:12s} {mark} {row['iterations']:2d} it, "
-                        f"{row['tool_errors']} err  {row['tool_calls']}"
-                    )
-    finally:
-        if owned is not None:
-            owned.close()
+    with bench_model(model, 8192, console) as llm, tempfile.TemporaryDirectory() as d:
+        for config in chosen_configs:  # one config at a time: its system prefix stays in the KV cache
+            for task in chosen_tasks:
+                row = asyncio.run(run_task(llm, config, task, Path(d)))
+                rows.append(row)
+                mark = "ok  " if row["success"] else "FAIL"
+                console.print(
+                    f"status-techniques  {config:10s} {task.name:12s} {mark} {row['iterations']:2d} it, "
+                    f"{row['tool_errors']} err  {row['tool_calls']}"
+                )
     return {
         "bench": "status-techniques",
         "params": {
-            "model": model if isinstance(model, str) else getattr(model, "name", "custom"),
+            "model": model_name(model),
             "configs": {c: CONFIGS[c] or "all techniques on" for c in chosen_configs},
             "tasks": [t.name for t in chosen_tasks],
             "max_iterations": MAX_ITERATIONS,

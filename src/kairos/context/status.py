@@ -86,7 +86,9 @@ class StatusBarConfig(BaseModel):
     counters: bool = Field(True, description="(b) call counters, 'Tool call #k' notes, limits (shown + enforced)")
     limits: dict[str, ToolLimit] = Field(default_factory=dict, description="e.g. {phone_call = 3} or a table")
     repeat_alert_at: int = Field(3, ge=2, description="alert when one tool is called this many times in a row")
-    todo: bool = Field(True, description="(c) TODO tools, list shown in the status")
+    todo: bool = Field(
+        False, description="(c) TODO tools, list shown in the status; off by default: ~430 tokens of tool schemas"
+    )
     detailed_errors: bool = Field(True, description="(d) four-layer error reports for tool exceptions")
     system_state: bool = Field(True, description="(e) time, cwd, OS, shell, Python version")
     cached_price_ratio: float = Field(0.1, ge=0, le=1, description="auto mode: α, cached/normal input price")
@@ -276,6 +278,8 @@ class StatusBar:
         self.clock: Clock = clock or (lambda: datetime.now().astimezone())
         self.environment = environment or environment_facts()
         self._tools = ToolRegistry()
+        self._extensions: Sequence[object] = ()
+        """The agent's extensions: those with ``status_line(session)`` add a line (e.g. a tripped breaker)."""
         self._updates = c.expected_updates or 20
         self._sessions: WeakValueDictionary[str, Session] = WeakValueDictionary()
 
@@ -287,6 +291,7 @@ class StatusBar:
         if not c.enabled:
             return
         self._tools = agent.tools
+        self._extensions = agent.extensions
         self._updates = c.expected_updates or agent.max_iterations
         agent.builder.status = self if c.mode != "append" else _NoTrailingStatus()
         agent.before_request.append(self._before_request)
@@ -328,7 +333,12 @@ class StatusBar:
             if todos.items:
                 lines.append(f"TODO ({todos.summary()}):")
                 lines += [f"  [{i.id}] {i.status}: {_clean(i.content, 160)}" for i in todos.items]
+        lines += self._extension_lines(session)
         return "Current State:\n" + "\n".join(f"- {ln}" if ln[0] != " " else ln for ln in lines) if lines else None
+
+    def _extension_lines(self, session: Session) -> list[str]:
+        found = (getattr(ext, "status_line", None) for ext in self._extensions if ext is not self)
+        return [line for fn in found if callable(fn) and (line := fn(session))]
 
     def _counter_lines(self, tally: CallTally) -> list[str]:
         lines: list[str] = []

@@ -113,6 +113,9 @@ class Skills:
         return list(self._tools)
 
     def install(self, agent: Agent) -> None:
+        # Before the user's message, so the question stays last (small models answer what they read
+        # last); before each request too, for a skill created or removed during a turn.
+        agent.before_user_message.append(self.sync_catalog)
         agent.before_request.append(self.sync_catalog)
 
     # -- catalog -----------------------------------------------------------------------------

@@ -5,18 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
+from kairos.agent.loop import Agent
+from kairos.context.builder import SystemPrompt
 from kairos.context.compression import (
     COMPRESSED,
     SPECS,
     STRATEGIES,
     CompressionEvent,
+    CompressionExtension,
     state_of,
 )
 from kairos.context.session import Session, SessionStore
+from kairos.context.status import StatusBar, StatusBarConfig
 from kairos.errors import ModelUnavailableError
 from kairos.models.types import Message, ModelResponse, ToolCall
 from kairos.testing import ScriptedModel, call, reply
-from tests.context.compression.helpers import CountingModel, collect, config, make_agent, page
+from tests.context.compression.helpers import CountingModel, collect, config, fetch, make_agent, page
 
 
 def summarizer(n: int = 40) -> ScriptedModel:
@@ -249,3 +253,17 @@ async def test_a_result_that_jumps_past_the_window_is_compressed_before_sending(
     assert isinstance(run[-1], FinalAnswer) and run[-1].text == "done"
     assert any(e.kind == "compressed" for e in events)
     assert all(model.count_tokens(r) <= 2500 - 256 for r in model.requests)
+
+
+async def test_tripped_breaker_is_shown_in_the_status_bar(session: Session) -> None:
+    model = ScriptedModel([*fetches(*"abcdefgh", chars=1200), reply("done")], context_window=2000)
+    summ = ScriptedModel([ModelUnavailableError("summariser down", model="s")] * 10)
+    ext = CompressionExtension(config(), summarizer=summ)
+    bar = StatusBar(StatusBarConfig(timestamps=False, system_state=False, current_request=False, todo=False))
+    agent = Agent(
+        model, tools=[fetch], system=SystemPrompt("You are a test agent."), max_tokens=256, extensions=[bar, ext]
+    )
+    await collect(agent, session, "go")
+    assert state_of(session).tripped
+    status = bar.compose(session)
+    assert status is not None and "context compression: stopped" in status
