@@ -54,7 +54,48 @@ def overhead_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-SPECIAL = {"kv-cache": kv_cache_table, "overhead": overhead_table}
+def injection_table(data: dict[str, Any]) -> str:
+    cells = [r for r in data["rows"] if r.get("kind") == "asr"]
+    defences = list(dict.fromkeys(c["defence"] for c in cells))
+    lines = ["| attack \\ defence | " + " | ".join(defences) + " |", "| --- |" + " --- |" * len(defences)]
+    for attack in dict.fromkeys(c["attack"] for c in cells):
+        row = {c["defence"]: c for c in cells if c["attack"] == attack}
+        lines.append(
+            f"| {attack} | " + " | ".join(f"{row[d]['asr']:.2f} ({row[d]['trials']})" for d in defences) + " |"
+        )
+    return "Attack success rate (trials per cell):\n\n" + "\n".join(lines)
+
+
+def per_group_table(data: dict[str, Any], key: str, columns: dict[str, str]) -> str:
+    """Means per ``key`` value (booleans as rates) of the ``columns`` of every row."""
+    rows = [r for r in data["rows"] if key in r]
+    lines = [f"| {key} | runs | " + " | ".join(columns.values()) + " |", "| --- | --- |" + " --- |" * len(columns)]
+    for group in dict.fromkeys(r[key] for r in rows):
+        rs = [r for r in rows if r[key] == group]
+        cells = [_fmt(statistics.mean(float(r[c]) for r in rs)) for c in columns]
+        lines.append(f"| {group} | {len(rs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+SPECIAL = {
+    "kv-cache": kv_cache_table,
+    "overhead": overhead_table,
+    "injection": injection_table,
+    "status-bar": lambda d: per_group_table(d, "group", {"violation": "violation rate", "prompt_tokens": "prompt tok"}),
+    "status-techniques": lambda d: per_group_table(
+        d, "config", {"success": "success", "iterations": "iterations", "tool_errors": "tool errors"}
+    ),
+    "compression": lambda d: per_group_table(
+        d,
+        "strategy",
+        {
+            "success": "success",
+            "iterations": "iterations",
+            "total_prompt_tokens": "prompt tokens",
+            "compression_ratio": "compression ratio",
+        },
+    ),
+}
 
 
 def main() -> int:

@@ -57,10 +57,16 @@ async def test_malformed_zone_keys_are_errors_not_exceptions(ctx: ToolContext, b
     assert (await now(ctx, timezone=bad)).is_error
 
 
-async def test_a_bare_city_gets_a_suggestion(ctx: ToolContext) -> None:
-    r = await now(ctx, timezone="Vancouver")
+async def test_a_bare_city_resolves_to_the_one_zone_named_after_it(ctx: ToolContext) -> None:
+    r = await now(ctx, timezone="vancouver")
+    assert not r.is_error and r.content.endswith("in America/Vancouver, PDT, UTC offset -07:00")
+    assert (await now(ctx, timezone="New York")).content.startswith("2024-03-30T20:30:15-04:00")
+
+
+async def test_an_ambiguous_city_gets_suggestions(ctx: ToolContext) -> None:
+    r = await now(ctx, timezone="Louisville")  # America/Louisville and America/Kentucky/Louisville
     assert r.is_error
-    assert "Did you mean 'America/Vancouver'" in r.content
+    assert "Did you mean 'America/Kentucky/Louisville' or 'America/Louisville'" in r.content
 
 
 async def test_naive_clock_is_taken_as_utc(tmp_path: Path) -> None:

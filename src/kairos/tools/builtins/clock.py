@@ -36,15 +36,22 @@ def _find_zone(name: str) -> tzinfo | None:
     except (ZoneInfoNotFoundError, ValueError, OSError):
         pass
     real = _zones_by_lower().get(key.lower())  # the model wrote "europe/berlin"
+    if real is None:  # the model wrote a city: "Tokyo", "new york" -> the one zone named after it
+        by_city = _by_city(key)
+        real = by_city[0] if len(by_city) == 1 else None
     return ZoneInfo(real) if real else None
+
+
+def _by_city(name: str) -> list[str]:
+    key = "/" + name.strip().lower().replace(" ", "_")
+    return sorted(z for low, z in _zones_by_lower().items() if low.endswith(key) and not low.startswith("etc/"))
 
 
 def _suggestions(name: str) -> list[str]:
     lowered = _zones_by_lower()
     key = name.strip().lower().replace(" ", "_")
-    by_city = sorted(z for low, z in lowered.items() if low.endswith("/" + key))
     close = [lowered[m] for m in difflib.get_close_matches(key, list(lowered), n=3, cutoff=0.7)]
-    return list(dict.fromkeys(by_city + close))[:3]
+    return list(dict.fromkeys(_by_city(name) + close))[:3]
 
 
 @tool
@@ -53,7 +60,8 @@ def current_time(timezone: str = "UTC", *, ctx: ToolContext) -> ToolResult:
     Use it whenever you need today's date or the time; do not guess it.
 
     Args:
-        timezone: IANA time zone name, e.g. "UTC", "Europe/Berlin", "America/Vancouver".
+        timezone: IANA time zone name, e.g. "UTC", "Europe/Berlin", "America/Vancouver" (a city alone such as
+            "Tokyo" works when one zone is named after it).
     """
     zone = _find_zone(timezone)
     if zone is None:
