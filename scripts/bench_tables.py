@@ -85,6 +85,11 @@ SPECIAL = {
     "status-techniques": lambda d: per_group_table(
         d, "config", {"success": "success", "iterations": "iterations", "tool_errors": "tool errors"}
     ),
+    "skills": lambda d: per_group_table(
+        d,
+        "kind",
+        {"success": "success", "loaded_skill": "loaded a skill", "iterations": "iterations", "wall_s": "wall s"},
+    ),
     "compression": lambda d: per_group_table(
         d,
         "strategy",

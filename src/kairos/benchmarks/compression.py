@@ -125,7 +125,7 @@ class Corpus:
         names = ", ".join(f.name for f in self.founders[:-1]) + f" and {self.founders[-1].name}"
         return (
             f"The co-founders of {self.company} are {names}. Which of them still work there, "
-            "and who left in which year?"
+            "and who left in which year? Search each of them first; do not guess."
         )
 
 

@@ -20,9 +20,13 @@ T = TypeVar("T")
 
 
 def identical_prefix(prev: Sequence[object], cur: Sequence[object]) -> int:
-    """Length of the longest prefix whose elements are the *same objects* in both sequences."""
+    """Length of the longest prefix whose elements are the same objects (or equal ones) in both sequences."""
     n = min(len(prev), len(cur))
-    # map/compress run in C: the first non-identical index without a Python-level loop
+    # Fast path for the common case (nothing replaced): list equality runs in C and checks identity
+    # first, so for the same objects it never calls __eq__ (equal copies count as kept: same values).
+    if list(prev[:n]) == list(cur[:n]):
+        return n
+    # map/compress run in C too: the first non-identical index without a Python-level loop
     return next(compress(range(n), map(operator.is_not, prev, cur)), n)
 
 
