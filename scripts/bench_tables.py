@@ -72,7 +72,8 @@ def per_group_table(data: dict[str, Any], key: str, columns: dict[str, str]) -> 
     lines = [f"| {key} | runs | " + " | ".join(columns.values()) + " |", "| --- | --- |" + " --- |" * len(columns)]
     for group in dict.fromkeys(r[key] for r in rows):
         rs = [r for r in rows if r[key] == group]
-        cells = [_fmt(statistics.mean(float(r[c]) for r in rs)) for c in columns]
+        values = [[float(r[c]) for r in rs if r.get(c) is not None] for c in columns]
+        cells = [_fmt(statistics.mean(v)) if v else "–" for v in values]
         lines.append(f"| {group} | {len(rs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

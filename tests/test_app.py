@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+import kairos.config
 from kairos.app import build_agent
 from kairos.config import load_config
 from kairos.context.session import Session
+from kairos.errors import ConfigError
 from kairos.security.approval import DenyApprover
 from kairos.security.defences import INJECTION_WARNING
 from kairos.testing import ScriptedModel, call, reply
@@ -75,3 +79,18 @@ async def test_todo_tools_are_switched_on_in_toml(workspace: Path, session: Sess
     await run_turn(model, workspace, session, "plan it")
     assert {"rewrite_todo_list", "update_todo_status"} <= {t.name for t in model.requests[0].tools}
     assert "step one" in model.requests[-1].messages[-1].content  # the list is shown in the status
+
+
+def test_the_documented_example_config_is_valid(workspace: Path) -> None:
+    doc = kairos.config.__doc__ or ""
+    example = doc.split("::\n", 1)[1].split("\nEvery section", 1)[0]
+    (workspace / "kairos.toml").write_text("\n".join(line[4:] for line in example.splitlines()))
+    config = load_config(workspace)
+    assert config.subagents.enabled and config.status_bar.todo
+    assert config.status_bar.limits["phone_call"].max_calls == 3 and config.defences.confirm_side_effects
+
+
+def test_invalid_config_is_a_clear_error(workspace: Path) -> None:
+    (workspace / "kairos.toml").write_text("[status_bar]\nmode = 'sometimes'\n")
+    with pytest.raises(ConfigError, match="status_bar.mode"):
+        load_config(workspace)

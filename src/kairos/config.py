@@ -24,7 +24,7 @@ Example ``kairos.toml``::
     strategy = "windowed"
 
     [subagents]
-    enabled = false
+    enabled = true               # spawn_subagent & co. (off by default)
 
     [defences]
     confirm_side_effects = true  # ask before write_file / edit_file / bash
