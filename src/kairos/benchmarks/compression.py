@@ -35,6 +35,7 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, RequestStats, RunError, ToolCallFinished
 from kairos.agent.loop import Agent
+from kairos.benchmarks._local import bench_model
 from kairos.context.builder import SystemPrompt
 from kairos.context.compression import STRATEGIES, CompressionConfig, CompressionExtension, Strategy, state_of
 from kairos.context.compression.config import NoiseConfig, SpillConfig
@@ -378,31 +379,24 @@ def run(
     trials: int | None = None,
     strategies: Sequence[Strategy] = STRATEGIES,
 ) -> dict[str, Any]:
-    from kairos.models.local import LocalModel
-
     console = console or Console()
     n = trials if trials is not None else (1 if quick else 2)
-    agent_model = LocalModel(model, n_ctx=N_CTX)
-    summarizer = LocalModel(model, n_ctx=N_CTX)
-    with console.status(f"loading {model} (agent and summariser) ..."):
-        agent_model.load()
-        summarizer.load()
     rows: list[dict[str, Any]] = []
-    try:
-        with tempfile.TemporaryDirectory() as d:
-            for trial in range(n):
-                corpus = make_corpus(seed=1000 + trial)
-                for strategy in strategies:
-                    row = asyncio.run(run_trial(strategy, trial, corpus, agent_model, summarizer, Path(d)))
-                    rows.append(row)
-                    console.print(
-                        f"compression  {strategy:21s} trial {trial}: {row['iterations']} requests, "
-                        f"{row['total_prompt_tokens']} prompt tok, ratio {row['compression_ratio']}, "
-                        f"{'OK' if row['success'] else 'FAIL'} ({row['stop']}) {row['wall_s']} s"
-                    )
-    finally:
-        agent_model.close()
-        summarizer.close()
+    with (
+        bench_model(model, N_CTX, console) as agent_model,
+        bench_model(model, N_CTX, console) as summarizer,  # own KV cache: summaries keep the agent's prefix
+        tempfile.TemporaryDirectory() as d,
+    ):
+        for trial in range(n):
+            corpus = make_corpus(seed=1000 + trial)
+            for strategy in strategies:
+                row = asyncio.run(run_trial(strategy, trial, corpus, agent_model, summarizer, Path(d)))
+                rows.append(row)
+                console.print(
+                    f"compression  {strategy:21s} trial {trial}: {row['iterations']} requests, "
+                    f"{row['total_prompt_tokens']} prompt tok, ratio {row['compression_ratio']}, "
+                    f"{'OK' if row['success'] else 'FAIL'} ({row['stop']}) {row['wall_s']} s"
+                )
     return {
         "bench": "compression",
         "params": {
