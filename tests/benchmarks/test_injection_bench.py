@@ -46,9 +46,12 @@ def test_detection_and_defences_on_a_model_that_obeys_everything() -> None:
     assert memory_none["stored"] and memory_none["acted_later"]
     # tagging: the provenance guard refuses the memory write; writes still happen
     assert s["asr_memory_tagging"] == 0.0 and s["asr_indirect_tagging"] == 1.0
-    # full: the deny approver stops the file write; context defences cannot stop a model that leaks
-    assert s["asr_indirect_full"] == 0.0 and s["asr_memory_full"] == 0.0 and s["asr_direct_full"] == 1.0
-    assert s["asr_full_defence_max"] == 1.0 and s["attempt_rate_full_max"] == 1.0
+    # full: the deny approver stops the file write and the leak guard the system-prompt dump,
+    # though the model attempted every attack
+    assert s["asr_indirect_full"] == 0.0 and s["asr_memory_full"] == 0.0 and s["asr_direct_full"] == 0.0
+    assert s["asr_full_defence_max"] == 0.0 and s["attempt_rate_full_max"] == 1.0
+    direct_full = [r for r in result["rows"] if r.get("attack") == "direct" and r.get("defence") == "full"]
+    assert all(r.get("blocked_by_leak_guard") for r in direct_full if r["kind"] == "trial")
     cells = [r for r in result["rows"] if r["kind"] == "asr"]
     assert len(cells) == 12 and {c["trials"] for c in cells} == {2}
     # the wrapped page reached the model as a tool message under tagging

@@ -11,6 +11,7 @@ partial reasoning is dropped.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import aclosing
@@ -48,6 +49,26 @@ BeforeRequestHook = Callable[[Session], Awaitable[None]]
 """Runs before each request is built (e.g. decide compression, append a changed skill catalog)."""
 UserMessageHook = Callable[[Session, Message], Message]
 """Rewrites the user message before it is appended (e.g. a timestamp prefix)."""
+
+
+class ReplyGuard(Protocol):
+    """Filters one streamed reply (e.g. :class:`kairos.security.leak.LeakStream`).
+
+    ``feed`` returns the text that may be shown now; ``finish`` the held-back rest. When
+    ``replacement`` is set after ``finish``, the reply's text is replaced by it everywhere: on
+    screen, in the trajectory and in the final answer.
+    """
+
+    @property
+    def replacement(self) -> str | None: ...
+
+    def feed(self, text: str) -> str: ...
+
+    def finish(self) -> str: ...
+
+
+ReplyGuardFactory = Callable[[Session], ReplyGuard]
+"""Makes a fresh guard for each model reply of a session."""
 
 INTERRUPTED_TOOL_RESULT = "[interrupted: this tool call was stopped before it finished; its result is unknown]"
 _AUDIT_KEY = "kairos.prefix_auditor"
@@ -109,6 +130,7 @@ class Agent:
         self.before_user_message: list[BeforeRequestHook] = []
         """Run before a user message is appended: what they append comes before it (e.g. a skills catalog)."""
         self.user_message_hooks: list[UserMessageHook] = []
+        self.reply_guards: list[ReplyGuardFactory] = []
         self.extensions = list(extensions)
         for ext in self.extensions:
             ext.install(self)
@@ -138,13 +160,18 @@ class Agent:
                 return
             audit = auditor.audit(request)
             response: ModelResponse | None = None
-            partial: list[str] = []
+            partial: list[str] = []  # text shown so far (past the reply guards): kept on interrupt
+            guards = [make(session) for make in self.reply_guards]
             try:
                 async with aclosing(self._stream(session, request)) as model_events:
                     async for event in model_events:
                         if isinstance(event, ResponseDone):
                             response = event.response
                             continue
+                        if isinstance(event, TextDelta) and guards:
+                            event = TextDelta(_guarded(guards, event.text))
+                            if not event.text:
+                                continue
                         if isinstance(event, TextDelta):
                             partial.append(event.text)
                         yield ModelDeltaEvent(event)
@@ -162,6 +189,13 @@ class Agent:
                 yield RunError(f"model {self.model.name!r} ended without a response")
                 return
             reply = response.message
+            if guards:
+                tail, replacement = _finish(guards)
+                if replacement is not None:  # the raw text must not be re-rendered either
+                    reply = dataclasses.replace(reply, content=replacement, raw=None)
+                    tail = replacement if not partial else "\n" + replacement
+                if tail:
+                    yield ModelDeltaEvent(TextDelta(tail))
             session.append(reply)
             stats = RequestStats(session.request_count, response.usage, audit, estimate)
             session.record_request(stats.to_record())
@@ -261,3 +295,18 @@ class Agent:
         text = "".join(partial)
         if text:
             session.append(Message.assistant(text))
+
+
+def _guarded(guards: Sequence[ReplyGuard], text: str) -> str:
+    for guard in guards:
+        text = guard.feed(text)
+    return text
+
+
+def _finish(guards: Sequence[ReplyGuard]) -> tuple[str, str | None]:
+    """The held-back tail through every guard, and the first replacement any guard asks for."""
+    tail = ""
+    for guard in guards:
+        tail = guard.feed(tail) + guard.finish()
+    replacement = next((g.replacement for g in guards if g.replacement is not None), None)
+    return tail, replacement

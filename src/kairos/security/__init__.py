@@ -1,4 +1,4 @@
-"""Prompt-injection defences: source tagging, warning, sanitiser, approval, provenance.
+"""Prompt-injection defences: source tagging, warning, sanitiser, approval, leak guard, provenance.
 
 Plug :class:`InjectionDefences` into an agent as an extension; configure it with
 :class:`DefencesConfig` (``[defences]`` in kairos.toml). See ``defences`` for what each part does.
@@ -26,6 +26,7 @@ from kairos.security.defences import (
     security_log,
     with_warning,
 )
+from kairos.security.leak import LeakGuard
 from kairos.security.sanitize import find_suspicious, sanitize, wrap_external, wrapped_source
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "DefencesConfig",
     "DenyApprover",
     "InjectionDefences",
+    "LeakGuard",
     "InteractiveApprover",
     "MemoryVerdict",
     "Provenance",
