@@ -14,7 +14,7 @@ from kairos.context.session import Session, SessionStore
 from kairos.context.validate import trajectory_problems
 from kairos.models.types import Message
 from kairos.skills.config import SkillsConfig
-from kairos.skills.extension import CATALOG_TAG, UPDATE_TAG, Skills, fingerprint, render_catalog
+from kairos.skills.extension import CATALOG_TAG, FOLLOW_UP, UPDATE_TAG, Skills, fingerprint, render_catalog
 from kairos.testing import ScriptedModel, call, reply
 from tests.skills.test_catalog import write_skill
 
@@ -81,6 +81,21 @@ async def test_load_skill_appends_the_body_as_a_tool_result(workspace: Path, ses
     assert "Files in this skill" in result.content and "scripts/go.py" in result.content
     assert trajectory_problems(session.messages) == []
     assert_append_only(model, events)
+
+
+async def test_load_result_ends_with_the_skills_first_command_ready_to_run(workspace: Path) -> None:
+    body = (
+        "Principles: use `--force` only when asked.\n\n## Steps\n"
+        "1. Run `{{python}} {{skill_dir}}/scripts/go.py FILE --out r.md` on the file.\n"
+        "2. Then `{{python}} {{skill_dir}}/scripts/other.py`.\n"
+    )
+    folder = write_skill(workspace / "skills", "alpha", body=body)
+    write_skill(workspace / "skills", "beta", body="No commands here.")
+    _, skills = make(workspace, ScriptedModel())
+    loaded = skills.load("alpha").content
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(folder.resolve()))}/scripts/go.py FILE --out r.md"
+    assert loaded.endswith(command) and "Call the bash tool with it now" in loaded
+    assert skills.load("beta").content.endswith(FOLLOW_UP)
 
 
 async def test_read_skill_file_is_confined_to_the_skill(workspace: Path, session: Session) -> None:

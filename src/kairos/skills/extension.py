@@ -50,6 +50,26 @@ CATALOG_INTRO = (
     "Do not load a skill whose description does not match the task."
 )
 FOLLOW_UP = "Carry out the user's task now by following this skill's instructions, starting with their first step."
+FIRST_COMMAND = (
+    "The first command this skill runs is below. Call the bash tool with it now, "
+    "after replacing its placeholders (such as FILE) with the user's values:\n{command}"
+)
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def first_command(body: str) -> str | None:
+    """The first inline command in a skill body that runs one of the skill's own files.
+
+    Small models often read a skill and then improvise; naming the command in the load result's
+    last line (what they act on) makes them run the skill's script instead.
+    """
+    steps = body.split("## Steps", 1)[-1]
+    for text in (steps, body):
+        for m in _CODE_SPAN.finditer(text):
+            span = m.group(1).strip()
+            if "{{skill_dir}}" in span and " " in span:
+                return span
+    return None
 
 
 def fingerprint(entries: Mapping[str, str]) -> str:
@@ -169,7 +189,9 @@ class Skills:
         files = skill.files()
         listing = f"Files in this skill: {', '.join(files)}\n" if files else ""
         # The files come first and a pointer to the steps last: small models act on what they read last.
-        text = f'<skill name="{skill.name}" folder="{skill.folder}">\n{listing}{body}\n</skill>\n{FOLLOW_UP}'
+        command = first_command(skill.body)
+        follow_up = FIRST_COMMAND.format(command=self.substitute(skill, command)) if command else FOLLOW_UP
+        text = f'<skill name="{skill.name}" folder="{skill.folder}">\n{listing}{body}\n</skill>\n{follow_up}'
         return ToolResult(text, metadata={"skill": skill.name, "digest": skill.digest})
 
     def read_file(self, name: str, path: str) -> ToolResult:
