@@ -1,22 +1,25 @@
 """``compression`` (book Exp 2-10): six context-compression strategies under a small window.
 
-Each trial generates, from its seed, a fictional company with three co-founders, and a corpus
-of long, noisy "search result" pages (~5,000 characters: navigation, cookie notices, ads,
+Each trial generates, from its seed, a fictional company with five co-founders, and a corpus of
+long, noisy "search result" pages (~6,500 characters: navigation, cookie notices, ads,
 comments, unrelated paragraphs, related-article teasers about *other* people leaving *other*
 companies). One profile per co-founder tells their role changes and whether and when they
 left; a founding-story page and pages about other people are distractors. The agent has one
-tool, ``search(query)``, which returns the best-matching page whole. The question names the
-co-founders and asks who still works there and who left in which year: one search per person
-and an exact aggregation (set of stayers, leaver -> year). An earlier version also made the
-agent find the names first; the bundled 1.5B model never moved on from that search to the
-per-person ones (6 of 6 runs, with or without compression), so that step measured the agent,
-not compression.
+tool, ``search(query)``, which returns the best-matching page whole.
+
+The task is a research conversation: one user turn per co-founder ("does X still work at C?
+search first"), then a last turn asking for the exact aggregate (who still works there, who
+left in which year), checked exactly. Turns make the rounds of the book's run explicit: a
+single question made the bundled 1.5B model issue every search in one reply, so windowed and
+task-aware compression saw the same single batch and could not differ; an earlier version that
+made the agent find the names first never moved on from that search.
 
 Every strategy runs on the same trials with the bundled model in a deliberately small window
-(``n_ctx`` 4096), so ``none`` overflows. The summariser is a second instance of the same model
-(its own KV cache, shared weights), so summarising does not evict the agent's cached prefix.
-Rows: strategy, trial, iterations (agent requests), total agent prompt tokens, summariser
-calls and prompt tokens, compression ratio (compressed / original chars), success.
+(``n_ctx`` 10,240: five raw pages pass the 80 % trigger before the last answers), layer 5 only
+(no spill, noise removal, archival or provider editing). The summariser is a second instance
+of the same model (its own KV cache, shared weights), so summarising does not evict the agent's
+cached prefix. Rows: strategy, trial, iterations (agent requests), total agent prompt tokens,
+summariser calls and prompt tokens, compression ratio (compressed / original chars), success.
 """
 
 from __future__ import annotations
@@ -43,7 +46,9 @@ from kairos.context.session import Session, SessionStore
 from kairos.models.base import Model
 from kairos.tools.base import Tool, tool
 
-N_CTX = 4096
+N_CTX = 10_240
+FOUNDERS = 5
+NOISE_PARAGRAPHS = 14
 MAX_TOKENS = 256
 SUMMARY_MAX_TOKENS = 256
 FIRST = ("Mara", "Tobin", "Ilse", "Corvin", "Nadia", "Emeric", "Sunniva", "Bastian", "Leona", "Oskar", "Runa", "Dario")
@@ -93,8 +98,9 @@ FOOTER = "© 2024 {site}. All rights reserved. About | Careers | Advertise | Pri
 SYSTEM = """You answer questions about companies and their founders by searching.
 
 <workflow>
-1. Search each person the question names by full name: search(query="<full name>"), one call per person.
-2. When you know what happened to every person, answer in exactly this form:
+1. For a question about a person, search their full name: search(query="<full name>").
+2. Answer in one sentence from the result: do they still work at the company, or in which year did they leave?
+3. When asked to sum up, use the earlier results and answers, and answer in exactly this form:
 STILL THERE: <full names, comma-separated>; LEFT: <full name> (<year>), <full name> (<year>)
 </workflow>
 
@@ -122,12 +128,18 @@ class Corpus:
     """(title, full page text) pairs."""
 
     @property
-    def question(self) -> str:
-        names = ", ".join(f.name for f in self.founders[:-1]) + f" and {self.founders[-1].name}"
-        return (
-            f"The co-founders of {self.company} are {names}. Which of them still work there, "
-            "and who left in which year? Search each of them first; do not guess."
+    def turns(self) -> list[str]:
+        """One question per co-founder, then the aggregate the check reads."""
+        asks = [
+            f"Does {f.name}, a co-founder of {self.company}, still work there? If not, in which year did they "
+            "leave? Search first; do not guess."
+            for f in self.founders
+        ]
+        summary = (
+            f"Sum up for all {len(self.founders)} co-founders of {self.company}: who still works there, "
+            "and who left in which year?"
         )
+        return [*asks, summary]
 
 
 def _noise(rng: random.Random, paragraphs: int) -> list[str]:
@@ -156,7 +168,7 @@ def _comments(rng: random.Random) -> str:
 def _page(rng: random.Random, title: str, body: list[str], people: list[str], companies: list[str]) -> str:
     site = rng.choice(SITES)
     slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-    noise = _noise(rng, 10)
+    noise = _noise(rng, NOISE_PARAGRAPHS)
     parts = [
         f"URL: https://{site}/{slug}",
         NAV,
@@ -180,34 +192,37 @@ def _page(rng: random.Random, title: str, body: list[str], people: list[str], co
         noise[8],
         _teasers(rng, people, companies),
         noise[9],
+        rng.choice(ADS),
+        *noise[10:],
         FOOTER.format(site=site),
     ]
     return "\n\n".join(parts)
 
 
 def make_corpus(seed: int) -> Corpus:
-    """A deterministic trial: company, three co-founders (one or two left), noisy pages."""
+    """A deterministic trial: company, five co-founders (two or three left), noisy pages."""
     rng = random.Random(seed)
     stems = rng.sample(STEMS, 3)
     company, *others = (f"{s} {rng.choice(SUFFIXES)}" for s in stems)
     founded = rng.randint(2010, 2015)
-    names = [f"{f} {ln}" for f, ln in zip(rng.sample(FIRST, 6), rng.sample(LAST, 6), strict=True)]
-    leavers = rng.sample(range(3), rng.choice((1, 2)))
+    n = FOUNDERS + 3
+    names = [f"{f} {ln}" for f, ln in zip(rng.sample(FIRST, n), rng.sample(LAST, n), strict=True)]
+    leavers = rng.sample(range(FOUNDERS), rng.choice((2, 3)))
     founders = []
-    for i, name in enumerate(names[:3]):
+    for i, name in enumerate(names[:FOUNDERS]):
         role_year = rng.randint(founded + 2, 2019)
         left = rng.randint(role_year + 1, 2024) if i in leavers else None
         founders.append(Founder(name, left, rng.choice(ROLES), role_year))
-    strangers = names[3:]
+    strangers = names[FOUNDERS:]
     corpus = Corpus(company, founded, founders)
     listed = ", ".join(f.name for f in founders[:-1]) + f" and {founders[-1].name}"
     founding = [
-        f"{company} was founded in {founded} by three co-founders: {listed}. The three met while working on "
+        f"{company} was founded in {founded} by {FOUNDERS} co-founders: {listed}. They met while working on "
         f"logistics software and started the company in a shared office.",
         f"Today {company} employs about {rng.randint(80, 400)} people. This article tells how it began; "
         "where each co-founder is now is covered in separate profiles.",
     ]
-    title = f"The three co-founders of {company}: how it all began"
+    title = f"The {FOUNDERS} co-founders of {company}: how it all began"
     corpus.docs.append((title, _page(rng, title, founding, strangers, others)))
     for f in founders:
         body = [f"{f.name} co-founded {company} in {founded}. In {f.role_year}, {f.name} became {f.role} of {company}."]
@@ -284,13 +299,16 @@ class NoStatus:
 
 
 def bench_config(strategy: Strategy) -> CompressionConfig:
-    """Layer 5 only, so the six strategies are compared as in the book (no spill, no noise)."""
+    """Layer 5 only, so the six strategies are compared as in the book (no spill, noise removal,
+    archival or provider editing)."""
     return CompressionConfig(
         strategy=strategy,
         min_chars=500,
         summary_max_tokens=SUMMARY_MAX_TOKENS,
         context_chars=600,
         keep_originals=False,
+        archive=False,
+        provider_editing=False,
         spill=SpillConfig(enabled=False),
         noise=NoiseConfig(enabled=False),
     )
@@ -309,7 +327,7 @@ async def run_trial(
         tools=[make_search(corpus)],
         system=SystemPrompt(SYSTEM),
         status=NoStatus(),
-        max_iterations=8,
+        max_iterations=6,
         max_tokens=MAX_TOKENS,
         extensions=[ext],
     )
@@ -317,16 +335,19 @@ async def run_trial(
     answer, stop, searches = "", "", []
     t0 = time.perf_counter()
     try:
-        async for event in agent.run(session, corpus.question):
-            if isinstance(event, RequestStats):
-                requests += 1
-                prompt_tokens += event.usage.prompt_tokens
-            elif isinstance(event, ToolCallFinished):
-                searches.append(event.call.arguments)
-            elif isinstance(event, FinalAnswer):
-                answer, stop = event.text, event.stop_reason
-            elif isinstance(event, RunError):
-                answer, stop = "", "overflow" if "prompt tokens" in event.message else f"error: {event.message}"
+        for turn in corpus.turns:
+            async for event in agent.run(session, turn):
+                if isinstance(event, RequestStats):
+                    requests += 1
+                    prompt_tokens += event.usage.prompt_tokens
+                elif isinstance(event, ToolCallFinished):
+                    searches.append(event.call.arguments)
+                elif isinstance(event, FinalAnswer):
+                    answer, stop = event.text, event.stop_reason
+                elif isinstance(event, RunError):
+                    answer, stop = "", "overflow" if "prompt tokens" in event.message else f"error: {event.message}"
+            if stop not in ("answer", "length"):
+                break  # overflow or a harness stop: later turns would only fail the same way
     finally:
         await session.aclose()
         store.close()
@@ -406,8 +427,9 @@ def run(
             "summary_max_tokens": SUMMARY_MAX_TOKENS,
             "trials": n,
             "strategies": list(strategies),
-            "task": "three named co-founders: who still works there, who left in which year (exact check)",
-            "layers": "layer 5 only (spill and noise off) to compare the Exp 2-10 strategies",
+            "task": f"{FOUNDERS} turns, one per co-founder, then the aggregate: who still works there, who left "
+            "in which year (exact check of the last answer)",
+            "layers": "layer 5 only (spill, noise, archive and provider editing off) to compare the strategies",
             "summarizer": "a second instance of the same model (own KV cache)",
         },
         "rows": rows,
