@@ -197,3 +197,16 @@ def test_a_root_can_itself_be_a_skill(tmp_path: Path) -> None:
     folder = write_skill(tmp_path, "solo")
     found = list(SkillCatalog([SkillRoot(folder, "workspace", "x")], ApprovalStore(tmp_path / "a.json")).available())
     assert [s.name for s in found] == ["solo"]
+
+
+def test_rescans_reuse_a_parsed_skill_until_one_of_its_files_changes(tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "skills", "alpha")
+    (folder / "run.py").write_text("print(1)\n")
+    catalog = catalog_for(tmp_path)
+    first = catalog.available()[0]
+    assert catalog.available()[0] is first  # nothing changed: no re-read, no re-hash
+    (folder / "run.py").write_text("print(22)\n")
+    edited = catalog.available()[0]
+    assert edited is not first and edited.digest != first.digest
+    (folder / "extra.md").write_text("x")
+    assert catalog.available()[0].digest != edited.digest

@@ -182,12 +182,39 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+_Stamp = tuple[tuple[str, int, int], ...]
+_LOADED: dict[tuple[Path, str, str], tuple[_Stamp, Skill]] = {}
+"""Parsed skills by folder, reused while no file's path, size or mtime changed: the catalog is
+rescanned before every request, and hashing every script each time would be wasted work."""
+
+
+def _stamp(folder: Path) -> _Stamp:
+    out = []
+    for rel, p in _walk(folder):
+        try:
+            st = p.stat()
+        except OSError:
+            st = None
+        out.append((rel, st.st_size if st else -1, st.st_mtime_ns if st else -1))
+    return tuple(out)
+
+
 def load_skill_folder(folder: Path, kind: SourceKind, origin: str) -> Skill:
-    """Parse one skill folder.
+    """Parse one skill folder (cached until one of its files changes).
 
     Raises:
         SkillFormatError: the folder is not a valid skill.
     """
+    key, stamp = (folder.resolve(), kind, origin), _stamp(folder)
+    cached = _LOADED.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    skill = _parse_skill_folder(folder, kind, origin)
+    _LOADED[key] = (stamp, skill)
+    return skill
+
+
+def _parse_skill_folder(folder: Path, kind: SourceKind, origin: str) -> Skill:
     md = folder / SKILL_FILE
     try:
         size = md.stat().st_size
