@@ -31,8 +31,8 @@ async def test_defaults_offer_skills_status_and_defences(workspace: Path, sessio
     assert not names & {"spawn_subagent", "rewrite_todo_list"}  # sub-agents and TODO tools are opt-in
     assert INJECTION_WARNING in request.system_deployment
     assert "Current State" not in request.system_static + request.system_deployment
-    assert request.messages[0].content.startswith("<skills_catalog")  # before the user's message
-    assert request.messages[1].content.endswith("] hello")  # (a) timestamps
+    assert request.messages[0].content.endswith("] hello")  # (a) timestamps
+    assert request.messages[1].content.startswith("<skills_catalog")  # after the user's message
     assert request.messages[-1].content.startswith("<agent_status>")
     assert any("<skills_catalog" in m.content for m in request.messages)
 

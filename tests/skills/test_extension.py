@@ -41,16 +41,16 @@ def assert_append_only(model: ScriptedModel, events: list[AgentEvent]) -> None:
         assert req.system == first.system and req.tools == first.tools
 
 
-async def test_catalog_is_appended_once_before_the_first_user_message(workspace: Path, session: Session) -> None:
+async def test_catalog_is_appended_once_after_the_first_user_message(workspace: Path, session: Session) -> None:
     write_skill(workspace / "skills", "alpha", "Use when alpha is asked. Not for beta.")
     model = ScriptedModel([reply("one"), reply("two")])
     agent, _ = make(workspace, model)
     events = await run(agent, session, "hi") + await run(agent, session, "again")
     msgs = session.messages
-    # the catalog first, so the user's request is the last thing the model reads before answering
-    assert msgs[0].synthetic and msgs[0].content.startswith(f"<{CATALOG_TAG} fingerprint=")
-    assert "- alpha: Use when alpha is asked. Not for beta." in msgs[0].content
-    assert msgs[1] == Message.user("hi")
+    # after the user's request, before the first request: small models act on what they read last
+    assert msgs[0] == Message.user("hi")
+    assert msgs[1].synthetic and msgs[1].content.startswith(f"<{CATALOG_TAG} fingerprint=")
+    assert "- alpha: Use when alpha is asked. Not for beta." in msgs[1].content
     assert len(catalogs(session)) == 1
     req = model.requests[0]
     assert "alpha" not in req.system and all("alpha" not in t.description for t in req.tools)

@@ -127,8 +127,6 @@ class Agent:
         self.builder = builder or ContextBuilder(system, self.tools.specs(), status=status, max_tokens=max_tokens)
         self.max_iterations = max_iterations
         self.before_request: list[BeforeRequestHook] = []
-        self.before_user_message: list[BeforeRequestHook] = []
-        """Run before a user message is appended: what they append comes before it (e.g. a skills catalog)."""
         self.user_message_hooks: list[UserMessageHook] = []
         self.reply_guards: list[ReplyGuardFactory] = []
         self.extensions = list(extensions)
@@ -138,12 +136,6 @@ class Agent:
     async def run(self, session: Session, user_input: str) -> AsyncIterator[AgentEvent]:
         """Append ``user_input`` and run until the model answers; yields events as they happen."""
         session.clear_interrupt()
-        try:
-            for hook in self.before_user_message:
-                await hook(session)
-        except KairosError as e:
-            yield RunError(str(e), e)
-            return
         message = Message.user(user_input)
         for rewrite in self.user_message_hooks:
             message = rewrite(session, message)
