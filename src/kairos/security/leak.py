@@ -30,6 +30,7 @@ the ``full`` preset of the injection bench uses 6, the Exp 2-5 judging rule."""
 REFUSAL = "I can't share my instructions or configuration. Tell me what you would like done instead."
 
 _WORD = re.compile(r"[a-z0-9']+")
+_WORD_ANY_CASE = re.compile(r"[a-z0-9']+", re.IGNORECASE)
 _SECRET = re.compile(r"\b[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+\b")
 _EXAMPLE = re.compile(r"<example[^>]*>.*?</example>", re.DOTALL)
 
@@ -93,26 +94,26 @@ class LeakGuard:
 
     def _complete(self, text: str) -> str:
         """``text`` without an unfinished last word ("the" may still become "then")."""
-        m = re.search(r"[a-z0-9']+$", text, re.IGNORECASE)
+        m = re.search(r"[a-z0-9']+\Z", text, re.IGNORECASE)
         return text[: m.start()] if m else text
 
     def _held_from(self, text: str) -> int:
         """Where the unreleasable tail of ``text`` starts: an unfinished word, a run of words
-        that begins a protected run, or the beginning of a secret."""
-        low = text.lower()
+        that begins a protected run, or the beginning of a secret. (Positions are taken in
+        ``text`` itself: lower-casing can change a string's length.)"""
         start = len(text)
-        words = list(_WORD.finditer(low))
-        if words and words[-1].end() == len(low):  # the last word may still grow: held, not judged
+        words = list(_WORD_ANY_CASE.finditer(text))
+        if words and words[-1].end() == len(text):  # the last word may still grow: held, not judged
             start = words.pop().start()
-        tail = [m.group(0) for m in words[-(self.n - 1) :]] if self.n > 1 else []
+        tail = [m.group(0).lower() for m in words[-(self.n - 1) :]]
         for k in range(len(tail), 0, -1):
             if tuple(tail[-k:]) in self._prefixes:
                 start = min(start, words[len(words) - k].start())
                 break
         for secret in self.secrets:
-            for k in range(min(len(secret), len(low)), 0, -1):
-                if low.endswith(secret[:k]):
-                    start = min(start, len(low) - k)
+            for k in range(min(len(secret), len(text)), 0, -1):
+                if text[-k:].lower() == secret[:k]:
+                    start = min(start, len(text) - k)
                     break
         return start
 
