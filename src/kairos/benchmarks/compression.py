@@ -95,13 +95,13 @@ COMMENTS = (
 HANDLES = ("devops_dana", "pm_rik", "quietbuilder", "anon_vc", "lena_codes")
 FOOTER = "© 2024 {site}. All rights reserved. About | Careers | Advertise | Privacy | Terms | Contact"
 
+ANSWER_FORM = "STILL THERE: <full names, comma-separated>; LEFT: <full name> (<year>), <full name> (<year>)"
 SYSTEM = """You answer questions about companies and their founders by searching.
 
 <workflow>
 1. For a question about a person, search their full name: search(query="<full name>").
 2. Answer in one sentence from the result: do they still work at the company, or in which year did they leave?
-3. When asked to sum up, use the earlier results and answers, and answer in exactly this form:
-STILL THERE: <full names, comma-separated>; LEFT: <full name> (<year>), <full name> (<year>)
+3. When asked to sum up, use the earlier results and answers, and answer in the form the user gives.
 </workflow>
 
 <rules>
@@ -137,7 +137,7 @@ class Corpus:
         ]
         summary = (
             f"Sum up for all {len(self.founders)} co-founders of {self.company}: who still works there, "
-            "and who left in which year?"
+            f"and who left in which year? Answer in exactly this form:\n{ANSWER_FORM}"
         )
         return [*asks, summary]
 
