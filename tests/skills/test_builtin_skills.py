@@ -65,6 +65,7 @@ def test_report_script_computes_exact_figures(tmp_path: Path) -> None:
     assert "| North | 2 | 5 | 45.5% | 10.150 | 1.0% |" in report
     assert "| South | 2 | 6 | 54.5% | 1,020.255 | 98.3% |" in report
     assert "- Largest region by units: South (6, 54.5% of the total)" in report
+    assert "- Total revenue by region: South 1,020.255; North 10.150" in report  # every group on one line
     assert "By date" not in report  # few dates, but none repeats: no one-row groups
     assert report.index("## Key figures") < report.index("## Overview") < report.index("## Breakdown")
 
@@ -75,8 +76,11 @@ def test_report_script_options_and_errors(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     text = (tmp_path / "r.md").read_text()
     assert "units" not in text and "- Largest region by revenue: South (1,020.255, 98.3% of the total)" in text
-    again = run(REPORT, "sales.csv", "--out", "r.md", cwd=tmp_path)
-    assert again.returncode == 2 and "already exists" in again.stderr
+    same = run(REPORT, "sales.csv", "--value", "revenue", "--group-by", "region", "--out", "r.md", cwd=tmp_path)
+    assert same.returncode == 0 and "already up to date" in same.stdout and (tmp_path / "r.md").read_text() == text
+    again = run(REPORT, "sales.csv", "--out", "r.md", cwd=tmp_path)  # other options: other content
+    assert again.returncode == 2 and "already exists with different content" in again.stderr
+    assert (tmp_path / "r.md").read_text() == text
     assert run(REPORT, "sales.csv", "--out", "r.md", "--force", cwd=tmp_path).returncode == 0
     bad = run(REPORT, "sales.csv", "--value", "nope", "--out", "x.md", cwd=tmp_path)
     assert bad.returncode == 2 and "numeric columns: units, revenue" in bad.stderr

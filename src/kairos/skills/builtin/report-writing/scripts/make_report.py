@@ -139,6 +139,9 @@ def breakdown(rows: list[dict[str, str]], groups: list[str], columns: list[Colum
         highlights.append(
             f"- Largest {g} by {first.name}: {top} ({fmt(top_total, first.places)}, {fmt(share, 1)}% of the total)"
         )
+        for c in columns:  # every group's total on one line: the figure a reader asks for most
+            parts = [f"{key} {fmt(per[c.name][key][1], c.places)}" for key, _ in order]
+            highlights.append(f"- Total {c.name} by {g}: " + "; ".join(parts))
     return "\n\n".join(blocks), highlights
 
 
@@ -197,8 +200,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="replace an existing report")
     args = ap.parse_args(argv)
     try:
-        if args.out.exists() and not args.force:
-            raise UsageError(f"{args.out} already exists; choose another --out, or add --force to replace it")
         text = build_report(
             args.csv,
             title=args.title,
@@ -207,6 +208,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             template=args.template,
             max_groups=args.max_groups,
         )
+        if args.out.exists() and not args.force:
+            if args.out.read_text(encoding="utf-8", errors="replace") == text:  # a rerun: nothing to do
+                print(text.rstrip("\n"))
+                print(f"\n{args.out} is already up to date (same data, same options); nothing rewritten")
+                return 0
+            raise UsageError(
+                f"{args.out} already exists with different content; choose another --out, or add --force to replace it"
+            )
     except UsageError as e:
         print(f"make_report.py: error: {e}", file=sys.stderr)
         return 2
