@@ -2,6 +2,9 @@
 asked for (concurrently), append exactly one result per call id, repeat until a reply has no
 tool calls.
 
+Reply guards (``Agent.reply_guards``, e.g. the leak guard) see the reply's text as it streams:
+only what they release is shown, and a guard may replace the whole reply before it is stored.
+
 Safe points: a run can be interrupted (``Session.interrupt``) or cancelled (task cancel or
 closing the event iterator) while the model streams or tools run. Either way the trajectory
 stays valid: the assistant message is kept, unfinished tools get a placeholder result, and
