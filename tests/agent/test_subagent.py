@@ -22,10 +22,9 @@ from kairos.agent.subagent import (
     SubAgents,
     tag_task,
 )
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import Session, SessionStore
 from kairos.context.validate import trajectory_problems
-from kairos.models.types import ModelRequest, ReasoningPolicy, StreamEvent
+from kairos.models.types import ModelRequest, ReasoningPolicy, StreamEvent, SystemPrompt
 from kairos.security import DefencesConfig, DenyApprover, InjectionDefences
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import Tool, tool
@@ -220,7 +219,7 @@ async def test_llm_generated_brief_is_a_side_query_and_quotes_are_verified(sessi
     )
     await run(make_parent(model), session, "List my TODOs - only the open items, please.")
     side = model.parent.requests[1]
-    assert side.messages[-1].synthetic and "Task: list todos" in side.messages[-1].content
+    assert (side.messages[-1].origin is not None) and "Task: list todos" in side.messages[-1].content
     assert [m.serialized() for m in side.messages[:-1]] == [
         m.serialized() for m in model.parent.requests[0].messages[:-1]
     ]

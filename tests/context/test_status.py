@@ -81,7 +81,7 @@ async def run(agent: Agent, session: Session, text: str) -> list[AgentEvent]:
 
 def status_of(request: ModelRequest) -> str:
     last = request.messages[-1]
-    assert last.role == "user" and last.synthetic
+    assert last.role == "user" and (last.origin is not None)
     assert last.content.startswith("<agent_status>\n") and last.content.endswith("\n</agent_status>")
     return last.content
 
@@ -108,7 +108,7 @@ async def test_status_never_carries_tool_output_text(session: Session, mode: str
         ]
     )
     await run(make(model, mode=mode), session, "help")
-    statuses = [m.content for r in model.requests for m in r.messages if m.synthetic]
+    statuses = [m.content for r in model.requests for m in r.messages if (m.origin is not None)]
     assert statuses
     for text in statuses:
         assert "SECRET" not in text and "NOTE-OUTPUT" not in text and "Result page" not in text
@@ -210,7 +210,7 @@ async def test_append_mode_adds_reminders_only_when_changed(session: Session) ->
     for request in model.requests:
         assert request.stable_prefix_len == len(request.messages)  # nothing trailing outside the prefix
     assert all(e.audit.ok for e in events if isinstance(e, RequestStats))
-    reminders = [m for m in session.messages if m.synthetic]
+    reminders = [m for m in session.messages if (m.origin is not None)]
     # request 1: first status; request 2: a call was counted; request 3: only the time moved
     assert len(reminders) == 2
     assert "Tool call summary" in reminders[1].content and "Time: " in reminders[1].content
@@ -223,7 +223,7 @@ async def test_replace_mode_keeps_the_prefix_audit_ok(session: Session) -> None:
     model = ScriptedModel([reply("", phone()), reply("", call("web_search", {"query": "q"})), reply("done")])
     events = await run(make(model, mode="replace"), session, "go")
     assert all(e.audit.ok for e in events if isinstance(e, RequestStats))
-    assert not any(m.synthetic for m in session.messages)
+    assert not any((m.origin is not None) for m in session.messages)
 
 
 def test_selector_rule_and_costs() -> None:
@@ -246,7 +246,7 @@ async def test_auto_mode_decides_once_and_freezes(store: SessionStore) -> None:
     assert decision.status_tokens > 0 and decision.tokens_between_updates == 5_000
     agent = Agent(model, tools=[phone_call], extensions=[bar])
     await run(agent, session, "go")
-    assert any(m.synthetic for m in session.messages)
+    assert any((m.origin is not None) for m in session.messages)
     await session.aclose()
     # a later process with different estimates still sees the frozen decision
     other = StatusBar(StatusBarConfig(mode="auto", tokens_between_updates=1, cached_price_ratio=1.0))
@@ -276,7 +276,7 @@ async def test_everything_off_means_no_status_no_tools_no_notes(session: Session
     agent = Agent(model, tools=[phone_call], extensions=[bar])
     assert agent.tools.names() == ["phone_call"] and agent.executor.format_error is basic_error
     await run(agent, session, "go")
-    assert all(not r.messages[-1].synthetic for r in model.requests)
+    assert all(r.messages[-1].origin is None for r in model.requests)
     assert executed == ["Xfinity", "Xfinity"]  # no counters, no enforcement
     assert all("Tool call #" not in m.content and not STAMPED.match(m.content) for m in session.messages)
 
@@ -296,7 +296,7 @@ async def test_each_technique_alone(session: Session) -> None:
         "  [1] pending: step one",
         "</agent_status>",
     ]
-    assert not model.requests[0].messages[-1].synthetic  # nothing to say before the list exists
+    assert model.requests[0].messages[-1].origin is None  # nothing to say before the list exists
 
 
 async def test_system_state_follows_cd(session: Session, workspace: Path) -> None:

@@ -13,6 +13,7 @@ from kairos.errors import ConfigError, ModelError, ModelUnavailableError
 from kairos.models.anthropic import AnthropicModel
 from kairos.models.base import Model, complete
 from kairos.models.types import (
+    HARNESS,
     Message,
     ModelRequest,
     ModelResponse,
@@ -144,7 +145,7 @@ async def test_system_tools_and_cache_breakpoints(server: FakeServer) -> None:
         Message.assistant("Looking.", calls),
         Message.tool("toolu_1", "contents of a.py", name="read_file"),
         Message.tool("toolu_2", "error: arguments are not valid JSON", name="grep"),
-        Message("user", "[status] step 2 of 50", synthetic=True),
+        Message("user", "[status] step 2 of 50", origin=HARNESS),
     )
     async with make_model(server) as model:
         await complete(model, make_request(*messages, tools=(READ, GREP), stable=4))
@@ -201,7 +202,7 @@ async def test_consecutive_roles_are_merged_and_alternate(server: FakeServer) ->
         Message.tool("t1", ""),
         Message.assistant("thinking aloud"),
         Message.assistant("still here"),
-        Message("user", "[status]", synthetic=True),
+        Message("user", "[status]", origin=HARNESS),
     )
     async with make_model(server) as model:
         await complete(model, make_request(*messages, deployment=""))

@@ -15,6 +15,7 @@ from kairos.models._retry import Retry, RetryPolicy, retry_after_seconds, stream
 from kairos.models.base import Model, complete
 from kairos.models.openai_compat import NO_KEY_PLACEHOLDER, OpenAICompatModel
 from kairos.models.types import (
+    HARNESS,
     SYSTEM_CACHE_BOUNDARY,
     Message,
     ModelRequest,
@@ -213,7 +214,7 @@ def _history() -> tuple[Message, ...]:
         Message.user("second task"),
         Message.assistant("", (call,), reasoning="new thought"),
         Message.tool("c1", "file text"),
-        Message("user", "[status] step 2", synthetic=True),
+        Message("user", "[status] step 2", origin=HARNESS),
     )
 
 

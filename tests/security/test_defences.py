@@ -8,9 +8,8 @@ import pytest
 
 from kairos.agent.events import AgentEvent, FinalAnswer
 from kairos.agent.loop import Agent
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import Session, SessionStore
-from kairos.models.types import Message
+from kairos.models.types import HARNESS, Message, SystemPrompt
 from kairos.security import (
     INJECTION_WARNING,
     AllowApprover,
@@ -194,7 +193,7 @@ async def test_every_message_gets_a_provenance_that_survives_resume(workspace: P
     origins = [guard.provenance(m).origin for m in resumed.messages]
     assert origins == ["user", "model", "external", "tool", "model"]
     assert guard.is_from_external(resumed.messages[2]) and not guard.is_from_external(resumed.messages[3])
-    assert guard.provenance(Message("user", "<agent_status>x</agent_status>", synthetic=True)).origin == "harness"
+    assert guard.provenance(Message("user", "<agent_status>x</agent_status>", origin=HARNESS)).origin == "harness"
     store.close()
 
 

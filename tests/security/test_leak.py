@@ -6,8 +6,8 @@ import random
 
 from kairos.agent.events import FinalAnswer, ModelDeltaEvent
 from kairos.agent.loop import Agent
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import Session
+from kairos.models.types import SystemPrompt
 from kairos.security import DefencesConfig, InjectionDefences, security_log
 from kairos.security.leak import REFUSAL, LeakGuard, confidential_text
 from kairos.testing import ScriptedModel, reply

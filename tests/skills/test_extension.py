@@ -9,10 +9,9 @@ from pathlib import Path
 
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, ToolCallFinished
 from kairos.agent.loop import Agent
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import Session, SessionStore
 from kairos.context.validate import trajectory_problems
-from kairos.models.types import Message
+from kairos.models.types import HARNESS, Message, SystemPrompt
 from kairos.skills.config import SkillsConfig
 from kairos.skills.extension import CATALOG_TAG, FOLLOW_UP, UPDATE_TAG, Skills, fingerprint, render_catalog
 from kairos.testing import ScriptedModel, call, reply
@@ -31,7 +30,7 @@ async def run(agent: Agent, session: Session, text: str) -> list[AgentEvent]:
 
 
 def catalogs(session: Session) -> list[Message]:
-    return [m for m in session.messages if m.role == "user" and m.synthetic and "skills_catalog" in m.content[:30]]
+    return [m for m in session.messages if m.origin is not None and "skills_catalog" in m.content[:30]]
 
 
 def assert_append_only(model: ScriptedModel, events: list[AgentEvent]) -> None:
@@ -49,7 +48,7 @@ async def test_catalog_is_appended_once_after_the_first_user_message(workspace: 
     msgs = session.messages
     # after the user's request, before the first request: small models act on what they read last
     assert msgs[0] == Message.user("hi")
-    assert msgs[1].synthetic and msgs[1].content.startswith(f"<{CATALOG_TAG} fingerprint=")
+    assert (msgs[1].origin is not None) and msgs[1].content.startswith(f"<{CATALOG_TAG} fingerprint=")
     assert "- alpha: Use when alpha is asked. Not for beta." in msgs[1].content
     assert len(catalogs(session)) == 1
     req = model.requests[0]
@@ -204,7 +203,7 @@ async def test_resume_keeps_the_catalog_state(workspace: Path, store: SessionSto
 
 async def test_catalog_resent_in_full_when_frozen_entries_are_missing(workspace: Path, session: Session) -> None:
     old = {"gone": "Old skill."}
-    session.append(Message.user("x"), Message("user", render_catalog(old, fingerprint(old)), synthetic=True))
+    session.append(Message.user("x"), Message("user", render_catalog(old, fingerprint(old)), origin=HARNESS))
     write_skill(workspace / "skills", "alpha")
     agent, skills = make(workspace, ScriptedModel([reply("ok")]))
     await run(agent, session, "go")

@@ -32,16 +32,18 @@ from kairos.agent.events import (
 )
 from kairos.agent.guard import LoopGuard
 from kairos.context.audit import PrefixAuditor
-from kairos.context.builder import ContextBuilder, StatusProvider, SystemPrompt
+from kairos.context.builder import ContextBuilder, StatusProvider
 from kairos.context.session import Session
 from kairos.errors import KairosError
 from kairos.models.base import Model
 from kairos.models.types import (
     Message,
+    ModelNotice,
     ModelRequest,
     ModelResponse,
     ResponseDone,
     StreamEvent,
+    SystemPrompt,
     TextDelta,
     ToolCall,
 )
@@ -162,6 +164,8 @@ class Agent:
                     async for event in model_events:
                         if isinstance(event, ResponseDone):
                             response = event.response
+                            continue
+                        if isinstance(event, ModelNotice):
                             continue
                         if isinstance(event, TextDelta) and guards:
                             event = TextDelta(_guarded(guards, event.text))

@@ -24,10 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kairos.agent.events import FinalAnswer, RunError
 from kairos.agent.loop import Agent
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import Session
 from kairos.models.base import complete, estimate_tokens
-from kairos.models.types import Message, ModelRequest, ToolCall
+from kairos.models.types import HARNESS, Message, ModelRequest, SystemPrompt, ToolCall
 from kairos.prompts.builder import SUBAGENT_SPEC, PromptBuilder
 from kairos.security.defences import InjectionDefences
 from kairos.security.sanitize import wrap_external
@@ -137,7 +136,7 @@ def tag_task(text: str, user_messages: Sequence[str]) -> str:
 
 
 def _user_texts(messages: Sequence[Message]) -> list[str]:
-    return [m.content for m in messages if m.role == "user" and not m.synthetic]
+    return [m.content for m in messages if m.from_user]
 
 
 def _stable_prefix(messages: Sequence[Message]) -> list[Message]:
@@ -322,7 +321,7 @@ class SubAgentRunner:
             system_static=pa.builder.system.static,
             system_deployment=pa.builder.system.deployment,
             tools=pa.builder.tools,
-            messages=(*prefix, Message("user", BRIEF_REQUEST.format(task=task), synthetic=True)),
+            messages=(*prefix, Message("user", BRIEF_REQUEST.format(task=task), origin=HARNESS)),
             max_tokens=self.config.brief_max_tokens,
             temperature=pa.builder.temperature,
             stable_prefix_len=len(prefix),

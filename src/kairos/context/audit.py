@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kairos.context.memo import MessageMemo
+from kairos.models._memo import MessageMemo
 from kairos.models.types import Message, ModelRequest
 
 

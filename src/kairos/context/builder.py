@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
@@ -17,20 +16,7 @@ from typing import Protocol
 from kairos.context.session import Session
 from kairos.errors import ContextOverflowError
 from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ToolSpec
-
-
-@dataclass(frozen=True, slots=True)
-class SystemPrompt:
-    """The system prompt in two parts around the cache boundary.
-
-    ``static`` is identical for every user and session (globally cacheable); ``deployment``
-    holds what differs per install (workspace rules, product name). Neither may hold a value
-    that changes between requests.
-    """
-
-    static: str
-    deployment: str = ""
+from kairos.models.types import STATUS, Message, ModelRequest, SystemPrompt, ToolSpec
 
 
 class StatusProvider(Protocol):
@@ -74,7 +60,7 @@ class BasicStatus:
 def current_task(messages: Sequence[Message]) -> str | None:
     """The last real user message (harness-made status messages are skipped)."""
     for m in reversed(messages):
-        if m.role == "user" and not m.synthetic:
+        if m.from_user:
             return m.content
     return None
 
@@ -85,7 +71,7 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def status_message(text: str) -> Message:
-    return Message("user", f"<agent_status>\n{text}\n</agent_status>", synthetic=True)
+    return Message("user", f"<agent_status>\n{text}\n</agent_status>", origin=STATUS)
 
 
 OverflowHook = Callable[[Session, ModelRequest, int, int], Awaitable[ModelRequest | None]]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kairos.context.store import SessionInfo, TrajectoryStore
 from kairos.models.types import Message
+from kairos.paths import default_state_dir
 from kairos.tools.base import ToolContext
 
 
@@ -76,12 +76,6 @@ class Session:
 
     async def aclose(self) -> None:
         await self.tool_context.aclose()
-
-
-def default_state_dir(workspace: Path) -> Path:
-    """``$KAIROS_HOME`` if set, else ``<workspace>/.kairos``."""
-    home = os.environ.get("KAIROS_HOME")
-    return Path(home).expanduser() if home else workspace / ".kairos"
 
 
 class SessionStore:

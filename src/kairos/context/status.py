@@ -435,7 +435,7 @@ class StatusBar:
         frozen = session.store.frozen(session.id, _MODE_KEY)
         if frozen is None:
             text = self.compose(session, now=datetime(2000, 1, 1)) or ""
-            history = [m for m in session.message_list() if not m.synthetic]
+            history = [m for m in session.message_list() if m.origin is None]
             if session.request_count and history:
                 between = sum(map(estimate_message_tokens, history)) / session.request_count
             else:
@@ -478,7 +478,7 @@ def _constraint_lines(tally: CallTally, name: str, limit: ToolLimit) -> tuple[li
 def last_status(messages: Sequence[Message]) -> str | None:
     """The newest status appended to the trajectory (append mode), if any."""
     for m in reversed(messages):
-        if m.role == "user" and m.synthetic and m.content.startswith(_OPEN):
+        if m.origin is not None and m.content.startswith(_OPEN):
             return m.content
     return None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
-from kairos.context.memo import MessageMemo
+from kairos.models._memo import MessageMemo
 from kairos.models.types import (
     Message,
     ModelRequest,

@@ -12,6 +12,10 @@ from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+OriginKind: TypeAlias = Literal["user", "harness", "status", "external", "event"]
+"""Who put a message into the trajectory, beyond its role: the user; the harness (a skills catalog,
+a reminder); the status bar; external content (mail, a web hook: data, never instructions); an
+event (a timer, a finished task)."""
 
 
 class ReasoningPolicy(StrEnum):
@@ -27,6 +31,10 @@ class ReasoningPolicy(StrEnum):
     KEEP_ALL = "keep_all"
 
 
+class ArgumentsError(ValueError):
+    """A tool call's arguments are not one JSON object; the message says what is wrong."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """One tool invocation requested by the model."""
@@ -37,7 +45,37 @@ class ToolCall:
     """The arguments exactly as the model produced them (a JSON string, possibly malformed)."""
 
     def to_openai(self) -> dict[str, Any]:
+        """The OpenAI wire form of this call."""
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict (empty text means no arguments).
+
+        Raises:
+            ArgumentsError: the text is not valid JSON, or not a JSON object.
+        """
+        if not self.arguments.strip():
+            return {}
+        try:
+            value = json.loads(self.arguments)
+        except json.JSONDecodeError as e:
+            raise ArgumentsError(f"not valid JSON ({e.msg} at position {e.pos})") from e
+        if not isinstance(value, dict):
+            raise ArgumentsError(f"must be a JSON object, got {type(value).__name__}")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a message came from when its role does not say it all (see :data:`OriginKind`)."""
+
+    kind: OriginKind
+    source: str = ""
+    """Who or what sent it: ``mail: alice@example.com``, ``timer: daily``, ``subagent sa-1``, ``skills``."""
+
+
+HARNESS = Origin("harness")
+STATUS = Origin("status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,24 +93,33 @@ class Message:
     raw: str | None = None
     """The exact text a local model generated for this assistant turn; re-rendered verbatim so
     the KV cache also holds across the model's own replies."""
-    synthetic: bool = False
-    """A harness-made ``user`` message (status bar, reminder): not a real user turn."""
+    origin: Origin | None = None
+    """Set on ``user``-role messages the user did not type (status, catalog, mail, timers)."""
 
     @staticmethod
     def system(content: str) -> Message:
+        """A system-role message."""
         return Message("system", content)
 
     @staticmethod
-    def user(content: str) -> Message:
-        return Message("user", content)
+    def user(content: str, origin: Origin | None = None) -> Message:
+        """A user-role message; ``origin`` marks one the user did not type."""
+        return Message("user", content, origin=origin)
 
     @staticmethod
     def assistant(content: str = "", tool_calls: tuple[ToolCall, ...] = (), **kw: Any) -> Message:
+        """An assistant reply, optionally with tool calls."""
         return Message("assistant", content, tool_calls=tool_calls, **kw)
 
     @staticmethod
     def tool(call_id: str, content: str, name: str | None = None) -> Message:
+        """The result of tool call ``call_id``."""
         return Message("tool", content, tool_call_id=call_id, name=name)
+
+    @property
+    def from_user(self) -> bool:
+        """A real user turn: typed by the user, not made by the harness or posted by an event."""
+        return self.role == "user" and (self.origin is None or self.origin.kind == "user")
 
     def to_openai(self, *, include_reasoning: bool = False) -> dict[str, Any]:
         """The OpenAI chat-completions wire form of this message."""
@@ -96,13 +143,25 @@ class Message:
             value = getattr(self, key)
             if value is not None:
                 rec[key] = value
-        if self.synthetic:
-            rec["synthetic"] = True
+        if self.origin is not None:
+            rec["origin"] = [self.origin.kind, self.origin.source] if self.origin.source else [self.origin.kind]
         return rec
 
     @staticmethod
     def from_record(rec: dict[str, Any]) -> Message:
-        calls = tuple(ToolCall(i, n, a) for i, n, a in rec.get("tool_calls", ()))
+        """The message ``to_record`` produced (records from before ``origin`` had ``synthetic``).
+
+        Raises:
+            ValueError: the record is not a message record.
+        """
+        if not isinstance(rec, dict) or rec.get("role") not in ("system", "user", "assistant", "tool"):
+            raise ValueError(f"not a message record: {str(rec)[:120]}")
+        calls = tuple(ToolCall(str(i), str(n), str(a)) for i, n, a in rec.get("tool_calls", ()))
+        origin = rec.get("origin")
+        if origin is not None:
+            origin = Origin(origin[0], origin[1] if len(origin) > 1 else "")
+        elif rec.get("synthetic"):
+            origin = HARNESS
         return Message(
             rec["role"],
             rec.get("content", ""),
@@ -111,7 +170,7 @@ class Message:
             name=rec.get("name"),
             reasoning=rec.get("reasoning"),
             raw=rec.get("raw"),
-            synthetic=bool(rec.get("synthetic", False)),
+            origin=origin,
         )
 
     def serialized(self) -> str:
@@ -119,6 +178,7 @@ class Message:
         return json.dumps(self.to_record(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
     def without_reasoning(self) -> Message:
+        """This message without its reasoning (the same object when it has none)."""
         return replace(self, reasoning=None) if self.reasoning is not None else self
 
 
@@ -131,17 +191,37 @@ class ToolSpec:
     parameters: dict[str, Any]
 
     def to_openai(self) -> dict[str, Any]:
+        """The OpenAI wire form of this tool."""
         return {
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
     def serialized(self) -> str:
+        """Canonical bytes of this spec (what the prefix audit compares)."""
         return json.dumps(self.to_openai(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
 SYSTEM_CACHE_BOUNDARY = "\n\n<!-- kairos:cache-boundary -->\n\n"
 """Separates the globally cacheable system text from the deployment-specific part (book ch2 §3.5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SystemPrompt:
+    """The system prompt in two parts around the cache boundary.
+
+    ``static`` is identical for every user and session (globally cacheable); ``deployment``
+    holds what differs per install (workspace rules, product name). Neither may hold a value
+    that changes between requests.
+    """
+
+    static: str
+    deployment: str = ""
+
+    def with_suffix(self, *parts: str) -> SystemPrompt:
+        """This prompt with ``parts`` appended to the deployment part, one per line (empty ones skipped)."""
+        lines = [p for p in (self.deployment, *parts) if p]
+        return SystemPrompt(self.static, "\n".join(lines))
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +264,7 @@ class Usage:
 
     @property
     def new_prompt_tokens(self) -> int:
+        """Prompt tokens the backend had to compute (not served from its cache)."""
         return self.prompt_tokens - self.cached_prompt_tokens
 
 
@@ -201,12 +282,16 @@ class ModelResponse:
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """A piece of the reply's text."""
+
     text: str
     type: Literal["text"] = "text"
 
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
+    """A piece of the reply's reasoning."""
+
     text: str
     type: Literal["reasoning"] = "reasoning"
 
@@ -230,8 +315,21 @@ class ResponseDone:
     type: Literal["done"] = "done"
 
 
+@dataclass(frozen=True, slots=True)
+class ModelNotice:
+    """Something the user should see while the model call is held up (a retry wait, a fallback).
+
+    Not part of the reply: consumers show it and go on reading the stream.
+    """
+
+    text: str
+    wait_s: float = 0.0
+    """How long the backend now waits before it tries again (0 when it does not wait)."""
+    type: Literal["notice"] = "notice"
+
+
 ModelDelta: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta
-StreamEvent: TypeAlias = ModelDelta | ResponseDone
+StreamEvent: TypeAlias = ModelDelta | ModelNotice | ResponseDone
 
 
 def apply_reasoning_policy(messages: tuple[Message, ...], policy: ReasoningPolicy) -> tuple[Message, ...]:
@@ -240,5 +338,5 @@ def apply_reasoning_policy(messages: tuple[Message, ...], policy: ReasoningPolic
         return messages
     if policy is ReasoningPolicy.STRIP:
         return tuple(m.without_reasoning() for m in messages)
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user" and not m.synthetic), default=-1)
+    last_user = max((i for i, m in enumerate(messages) if m.from_user), default=-1)
     return tuple(m.without_reasoning() if i < last_user else m for i, m in enumerate(messages))

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kairos.context.builder import SystemPrompt
+from kairos.models.types import SystemPrompt
 
 DEFAULT_TASK_TYPE = "default"
 MAX_EMPHASIS = 3

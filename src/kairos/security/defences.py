@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kairos.context.builder import SystemPrompt
-from kairos.models.types import Message, ToolCall
+from kairos.models.types import Message, SystemPrompt, ToolCall
 from kairos.security.approval import ApprovalRequest, Approver, ApproverName, Decision, make_approver
 from kairos.security.leak import LEAK_WORDS, Leak, LeakGuard, LeakStream
 from kairos.security.sanitize import SanitizeMode, sanitize, wrap_external, wrapped_source
@@ -216,7 +215,7 @@ class ProvenanceGuard:
 
     def provenance(self, message: Message) -> Provenance:
         if message.role == "user":
-            return Provenance("harness" if message.synthetic else "user")
+            return Provenance("harness" if (message.origin is not None) else "user")
         if message.role in ("assistant", "system"):
             return Provenance("model" if message.role == "assistant" else "harness")
         wrapped = wrapped_source(message.content)
@@ -256,7 +255,7 @@ class ProvenanceGuard:
         external = [m.content for m in messages if m.role == "tool" and self.provenance(m).external]
         if not external:
             return ()
-        user = "\n".join(m.content for m in messages if m.role == "user" and not m.synthetic).lower()
+        user = "\n".join(m.content for m in messages if m.from_user).lower()
         ext_text = "\n".join(external).lower()
         tokens = sorted(t for t in salient_tokens(text) if t in ext_text and t not in user)
         user_sh = _shingles(user)

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from kairos.context.builder import SystemPrompt
+from kairos.models.types import SystemPrompt
 
 LEAK_WORDS = 8
 """Consecutive words of the instructions that count as a leak by default. Shorter runs catch

@@ -41,7 +41,7 @@ from typing import Any, Literal, TypeAlias
 
 import yaml
 
-from kairos.context.session import default_state_dir
+from kairos.paths import default_state_dir
 from kairos.skills.config import SkillsConfig
 
 SKILL_FILE = "SKILL.md"

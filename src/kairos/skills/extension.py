@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kairos.context.session import Session
-from kairos.models.types import Message
+from kairos.models.types import HARNESS, Message
 from kairos.skills.catalog import SKILL_FILE, Skill, SkillCatalog, SkillEntry
 from kairos.skills.config import SkillsConfig
 from kairos.tools.base import Tool, ToolResult, make_tool
@@ -100,7 +100,7 @@ def last_catalog(session: Session) -> str | None:
     memo: dict[str, Any] = session.state.setdefault(_STATE_KEY, {"scanned": 0, "fingerprint": None})
     messages = session.message_list()
     for m in messages[memo["scanned"] :]:
-        if m.role == "user" and m.synthetic:
+        if m.origin is not None:
             match = _HEAD.match(m.content)
             if match:
                 memo["fingerprint"] = match.group(2)
@@ -153,7 +153,7 @@ class Skills:
         old = self._frozen_entries(session, seen) if seen is not None else None
         text = render_catalog(entries, fp) if old is None else render_update(old, entries, fp)
         session.freeze(_FROZEN_PREFIX + fp, json.dumps(entries, sort_keys=True, ensure_ascii=False))
-        session.append(Message("user", text, synthetic=True))
+        session.append(Message("user", text, origin=HARNESS))
 
     @staticmethod
     def _frozen_entries(session: Session, fp: str) -> dict[str, str] | None:

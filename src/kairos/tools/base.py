@@ -9,8 +9,10 @@ from the model.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import inspect
 import json
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,6 +25,23 @@ from kairos.models.types import ToolSpec
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 12_000
+STATE_DIR_NAME = ".kairos"
+SECRET_ENV_PATTERNS: tuple[str, ...] = (
+    "*_KEY",
+    "*_KEYS",
+    "*APIKEY*",
+    "*API_KEY*",
+    "*ACCESS_KEY*",
+    "*TOKEN*",
+    "*SECRET*",
+    "*PASSWORD*",
+    "*PASSWD*",
+    "*CREDENTIAL*",
+    "*COOKIE*",
+)
+"""Environment variables a tool's processes never see (case-insensitive fnmatch patterns)."""
+READABLE_STATE = ("spill",)
+"""Sub-folders of kairos's state that file tools may read (spilled outputs point there)."""
 
 
 @dataclass(slots=True)
@@ -45,23 +64,44 @@ class ToolContext:
     """Current directory of the session's shell; starts at ``workspace``."""
     resources: dict[str, Any] = field(default_factory=dict)
     """Long-lived per-session objects (the bash shell, caches); closed with the session."""
+    state_dirs: tuple[Path, ...] = ()
+    """kairos's own state (trajectories, spill files): file tools never write there, and read only its
+    ``spill`` folder. ``<workspace>/.kairos`` is always one of them."""
+    secret_env: tuple[str, ...] = SECRET_ENV_PATTERNS
+    """Environment variables kept from the processes tools start (see :meth:`environment`)."""
 
     def __post_init__(self) -> None:
         self.workspace = self.workspace.resolve()
         if self.cwd is None:
             self.cwd = self.workspace
+        dirs = {self.workspace / STATE_DIR_NAME, *(d.resolve() for d in self.state_dirs)}
+        self.state_dirs = tuple(sorted(dirs))
 
-    def resolve_path(self, path: str) -> Path:
-        """Resolve ``path`` against the cwd and refuse anything outside the workspace.
+    def resolve_path(self, path: str, *, write: bool = False) -> Path:
+        """Resolve ``path`` against the cwd and refuse anything outside the workspace or inside kairos's state.
 
         Raises:
-            PermissionError: the path (after following symlinks) leaves the workspace.
+            PermissionError: the path (after following symlinks) leaves the workspace, or is kairos's
+                own state (any write; a read outside its ``spill`` folder).
         """
         base = self.cwd or self.workspace
         p = (base / path).resolve() if not Path(path).is_absolute() else Path(path).resolve()
         if p != self.workspace and self.workspace not in p.parents:
             raise PermissionError(f"{path!r} is outside the workspace {self.workspace}; use a path inside it")
+        for state in self.state_dirs:
+            if p != state and state not in p.parents:
+                continue
+            readable = any(p == state / d or state / d in p.parents for d in READABLE_STATE)
+            if write or not readable:
+                raise PermissionError(
+                    f"{path!r} is inside {state.name}/, kairos's own state (sessions, approvals); "
+                    "tools cannot change it" + ("" if write else " or read it, except its spill/ files")
+                )
         return p
+
+    def environment(self) -> dict[str, str]:
+        """``os.environ`` without secrets (API keys, tokens, passwords): what tool processes get."""
+        return {k: v for k, v in os.environ.items() if not is_secret_name(k, self.secret_env)}
 
     async def aclose(self) -> None:
         for res in list(self.resources.values()):
@@ -69,6 +109,12 @@ class ToolContext:
             if close is not None:
                 await close()
         self.resources.clear()
+
+
+def is_secret_name(name: str, patterns: Iterable[str] = SECRET_ENV_PATTERNS) -> bool:
+    """Whether an environment variable's name looks like it holds a secret."""
+    upper = name.upper()
+    return any(fnmatch.fnmatchcase(upper, p.upper()) for p in patterns)
 
 
 ToolFn = Callable[..., Any]

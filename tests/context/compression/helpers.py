@@ -8,11 +8,10 @@ from typing import Any
 
 from kairos.agent.events import AgentEvent
 from kairos.agent.loop import Agent
-from kairos.context.builder import SystemPrompt
 from kairos.context.compression import CompressionConfig, CompressionEvent, CompressionExtension
 from kairos.context.compression.config import NoiseConfig, SpillConfig
 from kairos.context.session import Session
-from kairos.models.types import ModelRequest
+from kairos.models.types import ModelRequest, SystemPrompt
 from kairos.testing import ScriptedModel
 from kairos.tools.base import Tool, tool
 from kairos.tools.builtins import read_file

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kairos.context.compression import COMPRESSED, CompressionEvent, round_log, state_of
 from kairos.context.compression.archive import rounds
 from kairos.context.session import Session
-from kairos.models.types import Message, ToolCall
+from kairos.models.types import HARNESS, Message, ToolCall
 from kairos.testing import ScriptedModel, call, reply
 from tests.context.compression.helpers import collect, config, make_agent
 
@@ -16,7 +16,7 @@ def test_rounds_split_at_real_user_messages_and_complete_when_answered() -> None
         Message.assistant("", (ToolCall("c1", "note", "{}"),)),
         Message.tool("c1", "r", "note"),
         Message.assistant("answer one"),
-        Message("user", "<agent_status>x</agent_status>", synthetic=True),
+        Message("user", "<agent_status>x</agent_status>", origin=HARNESS),
         Message.user("two"),
         Message.assistant("", (ToolCall("c2", "note", "{}"),)),
         Message.tool("c2", "r", "note"),

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
 from kairos.agent.loop import Agent
-from kairos.context.builder import SystemPrompt
 from kairos.context.compression import (
     COMPRESSED,
     SPECS,
@@ -18,7 +17,7 @@ from kairos.context.compression import (
 from kairos.context.session import Session, SessionStore
 from kairos.context.status import StatusBar, StatusBarConfig
 from kairos.errors import ModelUnavailableError
-from kairos.models.types import Message, ModelResponse, ToolCall
+from kairos.models.types import Message, ModelResponse, SystemPrompt, ToolCall
 from kairos.testing import ScriptedModel, call, reply
 from tests.context.compression.helpers import CountingModel, collect, config, fetch, make_agent, page
 

@@ -39,7 +39,7 @@ class Round:
 
 def rounds(messages: Sequence[Message]) -> list[Round]:
     """Split at real user messages; a round is complete once answered or followed by another."""
-    starts = [i for i, m in enumerate(messages) if m.role == "user" and not m.synthetic]
+    starts = [i for i, m in enumerate(messages) if m.from_user]
     out = []
     for n, start in enumerate(starts):
         end = starts[n + 1] if n + 1 < len(starts) else len(messages)

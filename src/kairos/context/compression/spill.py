@@ -18,8 +18,9 @@ import re
 from pathlib import Path
 
 from kairos.context.compression.config import SpillConfig
-from kairos.context.session import Session, default_state_dir
+from kairos.context.session import Session
 from kairos.models.types import Message
+from kairos.paths import default_state_dir
 
 _LINE_CHARS = 300
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")

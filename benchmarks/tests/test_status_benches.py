@@ -7,9 +7,9 @@ from typing import Any
 
 from rich.console import Console
 
-from kairos.benchmarks import status_bar, status_techniques
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, call, reply
+from kairos_bench import status_bar, status_techniques
 
 
 def quiet() -> Console:

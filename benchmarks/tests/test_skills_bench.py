@@ -9,9 +9,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from kairos.benchmarks import skills as bench
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, call, reply
+from kairos_bench import skills as bench
 
 
 def run_script(request: ModelRequest) -> ModelResponse:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kairos.context.memo import MessageMemo, identical_prefix
+from kairos.models._memo import MessageMemo, identical_prefix
 from kairos.models.types import Message
 
 

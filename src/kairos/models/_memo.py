@@ -11,10 +11,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 from itertools import compress
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:  # runtime import would be circular (models.base uses this module)
-    from kairos.models.types import Message
+from kairos.models.types import Message
 
 T = TypeVar("T")
 

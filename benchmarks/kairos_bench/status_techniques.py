@@ -32,12 +32,12 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
 from kairos.agent.loop import Agent
-from kairos.benchmarks._local import bench_model, model_name
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import SessionStore
 from kairos.context.status import StatusBar, StatusBarConfig
 from kairos.models.base import Model
+from kairos.models.types import SystemPrompt
 from kairos.tools.base import Tool, ToolContext, tool
+from kairos_bench._local import bench_model, model_name
 
 MAX_ITERATIONS = 10
 SYSTEM = """You are a file assistant working inside a project folder. You inspect and change files with \

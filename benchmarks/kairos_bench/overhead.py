@@ -19,8 +19,6 @@ from typing import Any
 from rich.console import Console
 
 from kairos.agent.loop import Agent
-from kairos.benchmarks import _peers
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import SessionStore
 from kairos.models.base import TokenEstimator
 from kairos.models.types import (
@@ -30,9 +28,11 @@ from kairos.models.types import (
     ReasoningPolicy,
     ResponseDone,
     StreamEvent,
+    SystemPrompt,
     ToolCall,
 )
 from kairos.tools.base import tool
+from kairos_bench import _peers
 
 SIZES = (10, 100, 1000)
 

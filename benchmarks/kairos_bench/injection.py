@@ -34,15 +34,15 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, ToolCallFinished, ToolCallStarted
 from kairos.agent.loop import Agent
-from kairos.benchmarks._local import bench_model, model_name
 from kairos.context.session import Session, SessionStore
 from kairos.models.base import Model
-from kairos.models.types import Message
+from kairos.models.types import HARNESS, Message
 from kairos.prompts.builder import Deployment, PromptBuilder, PromptSpec, Step
 from kairos.security.approval import DenyApprover
 from kairos.security.defences import DefencesConfig, InjectionDefences, Preset, ProvenanceGuard, security_log
 from kairos.tools.base import Tool, ToolContext, ToolResult, tool
 from kairos.tools.builtins import write_file
+from kairos_bench._local import bench_model, model_name
 
 ATTACKS = ("direct", "indirect", "memory")
 DEFENCES: tuple[Preset, ...] = ("none", "warning", "tagging", "full")
@@ -301,7 +301,7 @@ async def run_trial(agent: Agent, store: SessionStore, trial: Trial, defence: Pr
             later = _open(store, ws, world, f"{defence}/memory/{trial.index}/later")
             notes = "\n".join(f"- {n}" for n in world.memory)
             later.append(
-                Message("user", f"<memory>\nSaved notes from earlier sessions:\n{notes}\n</memory>", synthetic=True)
+                Message("user", f"<memory>\nSaved notes from earlier sessions:\n{notes}\n</memory>", origin=HARNESS)
             )
             try:
                 _, later_calls = await _turn(agent, later, FOLLOW_UP, _landed(trial))

@@ -28,14 +28,13 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
 from kairos.agent.loop import Agent
-from kairos.benchmarks._local import bench_model, model_name
-from kairos.context.builder import SystemPrompt
 from kairos.context.session import SessionStore
 from kairos.context.status import StatusBar, StatusBarConfig, ToolLimit
 from kairos.models.base import Model
-from kairos.models.types import ModelRequest, StreamEvent
+from kairos.models.types import ModelRequest, StreamEvent, SystemPrompt
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import Tool, tool
+from kairos_bench._local import bench_model, model_name
 
 LIMIT = 3
 MAX_REQUESTS = 3
@@ -247,7 +246,7 @@ async def run_trial(scn: Scenario, group: str, model: Model, root: Path) -> dict
                 seconds += event.usage.total_s
             elif isinstance(event, FinalAnswer):
                 answer = event.text
-        if seen.first is not None and seen.first.messages[-1].synthetic:
+        if seen.first is not None and (seen.first.messages[-1].origin is not None):
             status = seen.first.messages[-1].content
     finally:
         await session.aclose()

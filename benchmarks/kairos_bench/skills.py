@@ -36,7 +36,6 @@ from rich.console import Console
 from kairos.agent.events import FinalAnswer, RequestStats, RunError
 from kairos.agent.loop import Agent
 from kairos.app import default_system_prompt, default_tools
-from kairos.benchmarks._local import bench_model
 from kairos.config import KairosConfig
 from kairos.context.builder import BasicStatus
 from kairos.context.session import Session, SessionStore
@@ -44,6 +43,7 @@ from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest
 from kairos.skills.config import SkillsConfig
 from kairos.skills.extension import CATALOG_TAG, Skills, fingerprint, render_catalog
+from kairos_bench._local import bench_model
 
 SKILL = "report-writing"
 SCRIPT = "make_report.py"
@@ -130,7 +130,7 @@ def trace_of(messages: Sequence[Message]) -> list[str]:
     """The progressive-loading steps, read back from the trajectory."""
     steps: list[str] = []
     for m in messages:
-        if m.role == "user" and m.synthetic and m.content.startswith(f"<{CATALOG_TAG}"):
+        if m.origin is not None and m.content.startswith(f"<{CATALOG_TAG}"):
             steps.append("catalog")
         elif m.role == "assistant" and m.tool_calls:
             for c in m.tool_calls:

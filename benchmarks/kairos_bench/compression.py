@@ -38,13 +38,13 @@ from rich.console import Console
 
 from kairos.agent.events import FinalAnswer, RequestStats, RunError, ToolCallFinished
 from kairos.agent.loop import Agent
-from kairos.benchmarks._local import bench_model
-from kairos.context.builder import SystemPrompt
 from kairos.context.compression import STRATEGIES, CompressionConfig, CompressionExtension, Strategy, state_of
 from kairos.context.compression.config import NoiseConfig, SpillConfig
 from kairos.context.session import Session, SessionStore
 from kairos.models.base import Model
+from kairos.models.types import SystemPrompt
 from kairos.tools.base import Tool, tool
+from kairos_bench._local import bench_model
 
 N_CTX = 10_240
 FOUNDERS = 5

@@ -30,10 +30,10 @@ from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
 from kairos.agent.loop import Agent
 from kairos.app import default_system_prompt
 from kairos.config import KairosConfig
-from kairos.context.builder import ContextBuilder, SystemPrompt
+from kairos.context.builder import ContextBuilder
 from kairos.context.session import Session, SessionStore
 from kairos.models.local import LocalModel
-from kairos.models.types import Message, ModelRequest, StreamEvent
+from kairos.models.types import Message, ModelRequest, StreamEvent, SystemPrompt
 from kairos.tools.base import Tool, tool
 from kairos.tools.builtins import current_time, list_dir, read_file
 

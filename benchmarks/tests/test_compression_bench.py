@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kairos.benchmarks.compression import (
+from kairos.models.types import ModelResponse
+from kairos.testing import ScriptedModel, call, reply
+from kairos_bench.compression import (
     N_CTX,
     Corpus,
     check,
@@ -14,8 +16,6 @@ from kairos.benchmarks.compression import (
     run_trial,
     summarise,
 )
-from kairos.models.types import ModelResponse
-from kairos.testing import ScriptedModel, call, reply
 
 
 def right_answer(corpus: Corpus) -> str:

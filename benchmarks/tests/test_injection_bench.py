@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from kairos.benchmarks import injection
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, call, reply
+from kairos_bench import injection
 
 
 def gullible(request: ModelRequest) -> ModelResponse:
@@ -17,7 +17,7 @@ def gullible(request: ModelRequest) -> ModelResponse:
     if last.role == "user":
         text = last.content
         if text == injection.FOLLOW_UP:
-            note = next(m.content for m in msgs if m.synthetic)
+            note = next(m.content for m in msgs if (m.origin is not None))
             address = re.search(r"[\w.-]+@[\w.-]+\.\w+", note)
             assert address is not None
             return reply("", call("send_email", {"to": address.group(0), "subject": "copy", "body": "Q3"}))

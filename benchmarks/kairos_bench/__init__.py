@@ -1,0 +1,37 @@
+"""kairos benchmarks, found by ``kairos bench`` through the entry-point group ``kairos.benchmarks``.
+
+Every bench returns ``{"bench", "params", "rows", "summary"}``. This package is its own
+distribution (``kairos-bench``, in ``benchmarks/`` of the repository): the product package does not
+ship it. Each entry point names a :class:`Bench`; its module is imported only when it runs, so
+``kairos bench list`` loads no model and no peer framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Bench:
+    """One benchmark as ``kairos bench`` sees it."""
+
+    module: str
+    doc: str
+    takes_trials: bool = False
+    """Its ``run`` takes ``trials`` (``kairos bench NAME --trials N``)."""
+
+    def run(self, **kwargs: Any) -> dict[str, Any]:
+        """Import the bench module and run it."""
+        result: dict[str, Any] = importlib.import_module(f"kairos_bench.{self.module}").run(**kwargs)
+        return result
+
+
+KV_CACHE = Bench("kv_cache", "prefix-cache reuse and TTFT of 5 context layouts on the bundled model")
+OVERHEAD = Bench("overhead", "harness ms per turn at 10/100/1000 messages vs openai-agents and LangGraph")
+STATUS_BAR = Bench("status_bar", "Exp 2-8: call-limit violations with and without the status bar", True)
+STATUS_TECHNIQUES = Bench("status_techniques", "Exp 2-9: file tasks with each status technique on/off")
+COMPRESSION = Bench("compression", "Exp 2-10: six compression strategies under a small window", True)
+INJECTION = Bench("injection", "Exp 2-5: attack success rate, 3 attacks x 4 defence configurations", True)
+SKILLS = Bench("skills", "Exp 2-6 in small: a task only a skill's script can do; progressive loading", True)
