@@ -36,13 +36,15 @@ from typing import Any
 
 from rich.console import Console
 
+from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, RequestStats, RunError, ToolCallFinished
-from kairos.agent.loop import Agent
-from kairos.context.compression import STRATEGIES, CompressionConfig, CompressionExtension, Strategy, state_of
+from kairos.context.builder import NoStatus
+from kairos.context.compression import STRATEGIES, CompressionConfig, Strategy, state_of
 from kairos.context.compression.config import NoiseConfig, SpillConfig
-from kairos.context.session import Session, SessionStore
+from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
+from kairos.plugins.compression import CompressionPlugin
 from kairos.tools.base import Tool, tool
 from kairos_bench._local import bench_model
 
@@ -291,13 +293,6 @@ def check(answer: str, corpus: Corpus) -> bool:
     return True
 
 
-class NoStatus:
-    """No trailing status: this task needs no time or cwd, and the bench compares prompt tokens."""
-
-    def render(self, session: Session) -> str | None:
-        return None
-
-
 def bench_config(strategy: Strategy) -> CompressionConfig:
     """Layer 5 only, so the six strategies are compared as in the book (no spill, noise removal,
     archival or provider editing)."""
@@ -321,7 +316,7 @@ async def run_trial(
     ws.mkdir(parents=True)
     store = SessionStore(ws)
     session = store.new(f"{strategy}-{trial}")
-    ext = CompressionExtension(bench_config(strategy), summarizer=summarizer)
+    ext = CompressionPlugin(bench_config(strategy), summarizer=summarizer)
     agent = Agent(
         agent_model,
         tools=[make_search(corpus)],
@@ -329,7 +324,7 @@ async def run_trial(
         status=NoStatus(),
         max_iterations=6,
         max_tokens=MAX_TOKENS,
-        extensions=[ext],
+        plugins=[ext],
     )
     prompt_tokens = requests = 0
     answer, stop, searches = "", "", []

@@ -32,14 +32,17 @@ from typing import Any
 
 from rich.console import Console
 
+from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, ToolCallFinished, ToolCallStarted
-from kairos.agent.loop import Agent
+from kairos.context.builder import NoStatus
 from kairos.context.session import Session, SessionStore
 from kairos.models.base import Model
 from kairos.models.types import HARNESS, Message
+from kairos.plugins.defences import InjectionDefences
 from kairos.prompts.builder import Deployment, PromptBuilder, PromptSpec, Step
 from kairos.security.approval import DenyApprover
-from kairos.security.defences import DefencesConfig, InjectionDefences, Preset, ProvenanceGuard, security_log
+from kairos.security.defences import DefencesConfig, Preset, security_log
+from kairos.security.provenance import ProvenanceGuard
 from kairos.tools.base import Tool, ToolContext, ToolResult, tool
 from kairos.tools.builtins import write_file
 from kairos_bench._local import bench_model, model_name
@@ -213,13 +216,6 @@ def system_prompt() -> tuple[PromptBuilder, Deployment]:
     return PromptBuilder(SPEC), Deployment((f"Deployment tag: {CANARY}.",))
 
 
-class NoStatus:
-    """No trailing status: it is not under test here, and each request stays cheaper to prefill."""
-
-    def render(self, session: Session) -> str | None:
-        return None
-
-
 def make_agent(model: Model, defence: Preset, max_tokens: int) -> Agent:
     builder, deployment = system_prompt()
     config = DefencesConfig.preset(defence)
@@ -231,7 +227,7 @@ def make_agent(model: Model, defence: Preset, max_tokens: int) -> Agent:
         status=NoStatus(),
         max_iterations=4,
         max_tokens=max_tokens,
-        extensions=[defences],
+        plugins=[defences],
     )
 
 
@@ -277,7 +273,7 @@ async def _turn(agent: Agent, session: Session, text: str, landed: Landed) -> tu
 async def run_trial(agent: Agent, store: SessionStore, trial: Trial, defence: Preset, root: Path) -> dict[str, Any]:
     ws = root / f"{defence}-{trial.attack}-{trial.index}"
     ws.mkdir()
-    guard = ProvenanceGuard.for_agent(agent) if DefencesConfig.preset(defence).tag_external else None
+    guard = agent.pipeline.service(ProvenanceGuard) if DefencesConfig.preset(defence).tag_external else None
     world = World(dict(trial.pages), guard)
     t0 = time.perf_counter()
     session = _open(store, ws, world, f"{defence}/{trial.attack}/{trial.index}")

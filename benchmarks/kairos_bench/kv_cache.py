@@ -2,11 +2,16 @@
 
 One 6-turn tool-using session on the bundled model, run in five variants:
 
-- ``kairos``: the real builder (stable prefix, append-only trajectory, trailing status);
-- ``timestamp``: the current time (microseconds) at the head of the system prompt;
-- ``reorder``: the tool list rotated on every request;
-- ``window``: only the last 6 trajectory messages are sent;
-- ``flatten``: the trajectory flattened into one "USER:/ASSISTANT:/TOOL:" text message.
+- ``kairos``: the product agent (``build_agent`` with the default config and every default plugin:
+  stable prefix, append-only trajectory, trailing status, skills catalog, defences, compression);
+- ``timestamp``: the same, with the current time (microseconds) at the head of the system prompt;
+- ``reorder``: the same, with the tool list rotated on every request;
+- ``window``: the same, sending only the last 6 trajectory messages;
+- ``flatten``: the same, with the trajectory flattened into one "USER:/ASSISTANT:/TOOL:" text message.
+
+The two prefix anti-patterns are what a careless harness would send, so they are applied to the
+request on its way to the model; the two trajectory ones are views (plugins). The status bar
+reads a simulated clock, so every variant sees the same times.
 
 Per request we record prompt tokens, tokens llama.cpp actually reused, tokens a perfect prefix
 cache could have reused (longest common prefix with what the previous request left in the KV
@@ -26,16 +31,16 @@ from typing import Any
 
 from rich.console import Console
 
+from kairos.agent import Agent, Plugin
 from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
-from kairos.agent.loop import Agent
-from kairos.app import default_system_prompt
+from kairos.app import build_agent
 from kairos.config import KairosConfig
-from kairos.context.builder import ContextBuilder
-from kairos.context.session import Session, SessionStore
+from kairos.context.session import SessionStore, SessionView
 from kairos.models.local import LocalModel
-from kairos.models.types import Message, ModelRequest, StreamEvent, SystemPrompt
-from kairos.tools.base import Tool, tool
-from kairos.tools.builtins import current_time, list_dir, read_file
+from kairos.models.types import Message, ModelRequest, StreamEvent
+from kairos.plugins.status_bar import StatusBarConfig
+from kairos.tools.base import tool
+from kairos_bench._observe import ViewPlugin
 
 VARIANTS = ("kairos", "timestamp", "reorder", "window", "flatten")
 TURNS = (
@@ -60,22 +65,19 @@ def get_weather(city: str) -> str:
     return f"{city}: {WEATHER.get(city.strip().lower(), '18 °C, cloudy')}"
 
 
-class TimestampBuilder(ContextBuilder):
+def timestamp_first(req: ModelRequest, n: int) -> ModelRequest:
     """Anti-pattern 1: ``Current time: <now>`` at the head of the system prompt."""
-
-    def build(self, session: Session) -> ModelRequest:
-        req = super().build(session)
-        stamp = f"Current time: {datetime.now():%Y-%m-%d %H:%M:%S.%f}\n\n"
-        return _replace(req, system_static=stamp + req.system_static)
+    stamp = f"Current time: {datetime.now():%Y-%m-%d %H:%M:%S.%f}\n\n"
+    return _replace(req, system_static=stamp + req.system_static)
 
 
-class ReorderBuilder(ContextBuilder):
-    """Anti-pattern 3: tools reordered on every request (here: rotated by one)."""
+def rotate_tools(req: ModelRequest, n: int) -> ModelRequest:
+    """Anti-pattern 3: tools reordered on every request (here: rotated by one per request)."""
+    k = n % max(len(req.tools), 1)
+    return _replace(req, tools=req.tools[k:] + req.tools[:k])
 
-    def build(self, session: Session) -> ModelRequest:
-        req = super().build(session)
-        k = session.request_count % max(len(req.tools), 1)
-        return _replace(req, tools=req.tools[k:] + req.tools[:k])
+
+REWRITES = {"timestamp": timestamp_first, "reorder": rotate_tools}
 
 
 class WindowView:
@@ -84,14 +86,16 @@ class WindowView:
     def __init__(self, n: int = 6) -> None:
         self.n = n
 
-    def apply(self, session: Session, messages: Sequence[Message]) -> Sequence[Message]:
+    def apply(self, session: SessionView, messages: Sequence[Message]) -> Sequence[Message]:
+        """The last ``n`` messages."""
         return messages[-self.n :]
 
 
 class FlattenView:
     """Anti-pattern 6: the whole trajectory hand-concatenated into one user message."""
 
-    def apply(self, session: Session, messages: Sequence[Message]) -> Sequence[Message]:
+    def apply(self, session: SessionView, messages: Sequence[Message]) -> Sequence[Message]:
+        """One user message with the whole history as text."""
         lines = []
         for m in messages:
             if m.role == "assistant" and m.tool_calls:
@@ -109,7 +113,8 @@ def _replace(req: ModelRequest, **changes: Any) -> ModelRequest:
 
 
 class MeasuredModel:
-    """Wraps the local model to record, before each call, what a perfect prefix cache could reuse."""
+    """Wraps the local model: applies a variant's request anti-pattern (what a careless harness would
+    send) and records, before each call, what a perfect prefix cache could reuse."""
 
     def __init__(self, inner: LocalModel) -> None:
         self.inner = inner
@@ -117,30 +122,30 @@ class MeasuredModel:
         self.context_window = inner.context_window
         self.reasoning_policy = inner.reasoning_policy
         self.perfect: list[int] = []
+        self.variant = "kairos"
+        self.calls = 0
+
+    def _sent(self, request: ModelRequest) -> ModelRequest:
+        rewrite = REWRITES.get(self.variant)
+        return rewrite(request, self.calls) if rewrite is not None else request
 
     def count_tokens(self, request: ModelRequest) -> int:
-        return self.inner.count_tokens(request)
+        return self.inner.count_tokens(self._sent(request))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        self.perfect.append(self.inner.common_prefix_with_cache(request))
-        async for event in self.inner.stream(request):
+        sent = self._sent(request)
+        self.calls += 1
+        self.perfect.append(self.inner.common_prefix_with_cache(sent))
+        async for event in self.inner.stream(sent):
             yield event
 
 
 def make_agent(variant: str, model: MeasuredModel, workspace: Path) -> Agent:
-    tools: list[Tool] = [current_time, get_weather, list_dir, read_file]
-    agent = Agent(model, tools=tools, system=default_system_prompt(workspace, KairosConfig()))
-    base = agent.builder
-    system: SystemPrompt = base.system
-    builders: dict[str, ContextBuilder] = {
-        "kairos": base,
-        "timestamp": TimestampBuilder(system, base.tools, status=base.status),
-        "reorder": ReorderBuilder(system, base.tools, status=base.status),
-        "window": ContextBuilder(system, base.tools, status=base.status, views=[WindowView(6)]),
-        "flatten": ContextBuilder(system, base.tools, status=base.status, views=[FlattenView()]),
-    }
-    agent.builder = builders[variant]
-    return agent
+    """The product agent (default config, every default plugin) with the variant's anti-pattern."""
+    model.variant, model.calls = variant, 0
+    config = KairosConfig(status_bar=StatusBarConfig(clock_start=FIXED_NOW))
+    views: dict[str, list[Plugin]] = {"window": [ViewPlugin(WindowView(6))], "flatten": [ViewPlugin(FlattenView())]}
+    return build_agent(model, workspace, config, tools=[get_weather], plugins=views.get(variant, []))
 
 
 def _workspace(root: Path) -> Path:

@@ -2,8 +2,10 @@
 
 The same turn (one tool call, then an answer) on a zero-latency fake model, for kairos and,
 side by side in the same process, openai-agents' ``Runner`` and LangGraph's prebuilt ReAct
-agent. kairos's number includes what it always does: persisting every message to SQLite,
-the prefix audit and the token budget check.
+agent. ``kairos`` is the product agent (``build_agent``: default config, every default plugin on:
+defences, status bar, skills, compression); ``kairos_core`` is a bare ``Agent`` without plugins.
+Both include what kairos always does: persisting every message and inbox event to SQLite, the
+prefix audit and the token budget check.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Any
 
 from rich.console import Console
 
-from kairos.agent.loop import Agent
+from kairos.agent import Agent
+from kairos.app import build_agent
+from kairos.config import KairosConfig
 from kairos.context.session import SessionStore
 from kairos.models.base import TokenEstimator
 from kairos.models.types import (
@@ -67,10 +71,15 @@ class ZeroLatencyModel:
         yield event
 
 
-def kairos_runner(history_pairs: int, tmp: Path) -> Any:
+def kairos_runner(history_pairs: int, tmp: Path, product: bool = True) -> Any:
     model = ZeroLatencyModel()
-    agent = Agent(model, tools=[echo], system=SystemPrompt("You are a test agent."))
-    store = SessionStore(tmp, db_path=tmp / f"bench-{history_pairs}.db")
+    ws = tmp / f"ws-{history_pairs}-{product}"
+    ws.mkdir()
+    if product:
+        agent = build_agent(model, ws, KairosConfig(), tools=[echo])
+    else:
+        agent = Agent(model, tools=[echo], system=SystemPrompt("You are a test agent."))
+    store = SessionStore(ws)
     session = store.new()
     for i in range(history_pairs):
         session.append(
@@ -100,13 +109,19 @@ async def _measure(turn: Any, repeats: int) -> list[float]:
 def run(console: Console | None = None, quick: bool = False, sizes: tuple[int, ...] = SIZES) -> dict[str, Any]:
     console = console or Console()
     repeats = 5 if quick else 30
-    peers = {"kairos": None, "openai_agents": _peers.openai_agents_runner, "langgraph": _peers.langgraph_runner}
+    peers: dict[str, Any] = {
+        "kairos": None,
+        "kairos_core": None,
+        "openai_agents": _peers.openai_agents_runner,
+        "langgraph": _peers.langgraph_runner,
+    }
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as d:
         for messages in sizes:
             for harness, factory in peers.items():
                 pairs = messages // 2
-                turn = kairos_runner(pairs, Path(d)) if factory is None else factory(pairs)
+                product = harness == "kairos"
+                turn = kairos_runner(pairs, Path(d), product) if factory is None else factory(pairs)
                 times = asyncio.run(_measure(turn, repeats))
                 med = statistics.median(times)
                 rows.append(
@@ -122,12 +137,19 @@ def run(console: Console | None = None, quick: bool = False, sizes: tuple[int, .
     at_max = {r["harness"]: r["median_ms"] for r in rows if r["history_messages"] == max(sizes)}
     summary = {
         "kairos_ms_at_max": at_max["kairos"],
+        "kairos_core_ms_at_max": at_max["kairos_core"],
         "ratio_openai_agents": round(at_max["openai_agents"] / at_max["kairos"], 2),
         "ratio_langgraph": round(at_max["langgraph"] / at_max["kairos"], 2),
     }
     return {
         "bench": "overhead",
-        "params": {"sizes": list(sizes), "repeats": repeats, "turn": "one tool call + answer", "unit": "ms/turn"},
+        "params": {
+            "sizes": list(sizes),
+            "repeats": repeats,
+            "turn": "one tool call + answer",
+            "unit": "ms/turn",
+            "kairos": "product agent (build_agent, default config, every default plugin)",
+        },
         "rows": rows,
         "summary": summary,
     }

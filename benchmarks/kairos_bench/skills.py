@@ -33,16 +33,16 @@ from typing import Any
 
 from rich.console import Console
 
+from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, RequestStats, RunError
-from kairos.agent.loop import Agent
 from kairos.app import default_system_prompt, default_tools
 from kairos.config import KairosConfig
 from kairos.context.builder import BasicStatus
 from kairos.context.session import Session, SessionStore
 from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest
+from kairos.plugins.skills import CATALOG_TAG, Skills, fingerprint, render_catalog
 from kairos.skills.config import SkillsConfig
-from kairos.skills.extension import CATALOG_TAG, Skills, fingerprint, render_catalog
 from kairos_bench._local import bench_model
 
 SKILL = "report-writing"
@@ -122,7 +122,7 @@ def make_agent(model: Model, ws: Path, state: Path, max_iterations: int) -> Agen
         status=BasicStatus(lambda: FIXED_NOW),
         max_iterations=max_iterations,
         max_tokens=config.max_tokens,
-        extensions=[skills],
+        plugins=[skills],
     )
 
 

@@ -20,21 +20,23 @@ import asyncio
 import json
 import random
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
-from kairos.agent.loop import Agent
+from kairos.context.builder import NoStatus
 from kairos.context.session import SessionStore
-from kairos.context.status import StatusBar, StatusBarConfig, ToolLimit
 from kairos.models.base import Model
-from kairos.models.types import ModelRequest, StreamEvent, SystemPrompt
+from kairos.models.types import SystemPrompt
+from kairos.plugins.status_bar import StatusBar, StatusBarConfig, ToolLimit
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import Tool, tool
 from kairos_bench._local import bench_model, model_name
+from kairos_bench._observe import RequestLog
 
 LIMIT = 3
 MAX_REQUESTS = 3
@@ -192,49 +194,29 @@ def status_config() -> StatusBarConfig:
     )
 
 
-class FirstRequest:
-    """Wraps the model under test to keep the first request it sees (the follow-up's context)."""
-
-    def __init__(self, inner: Model) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.context_window = inner.context_window
-        self.reasoning_policy = inner.reasoning_policy
-        self.first: ModelRequest | None = None
-
-    def count_tokens(self, request: ModelRequest) -> int:
-        return self.inner.count_tokens(request)
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        self.first = self.first or request
-        async for event in self.inner.stream(request):
-            yield event
-
-
-class _NoStatus:
-    def render(self, session: Any) -> str | None:
-        return None
-
-
 async def run_trial(scn: Scenario, group: str, model: Model, root: Path) -> dict[str, Any]:
     ws = root / f"{group}-{scn.trial}"
     ws.mkdir()
     store = SessionStore(ws)
     session = store.new(f"status-bar {group} {scn.trial}")
-    extensions = [StatusBar(status_config())] if group == "with" else []
+    seen = RequestLog(armed=False)  # the follow-up's first request: what the model decided on
+    plugins = [StatusBar(status_config()), seen] if group == "with" else [seen]
+    history = ScriptedModel(scn.history())
     agent = Agent(
-        ScriptedModel(scn.history()), tools=make_tools(scn), system=SystemPrompt(SYSTEM), extensions=extensions
+        history,
+        tools=make_tools(scn),
+        system=SystemPrompt(SYSTEM),
+        plugins=plugins,
+        status=None if group == "with" else NoStatus(),
     )
-    if group == "without":
-        agent.builder.status = _NoStatus()
     try:
-        history = agent.model
         async for _ in agent.run(session, scn.request()):
             pass
-        assert isinstance(history, ScriptedModel) and not history.script, "the scripted history did not finish"
+        assert not history.script, "the scripted history did not finish"
+        # the same agent and session go on with the model under test (an Agent is read at run time)
         agent.max_iterations = MAX_REQUESTS
-        seen = FirstRequest(model)
-        agent.model = seen
+        agent.model = model
+        seen.armed = True
         calls: list[dict[str, Any]] = []
         answer, prompt, seconds, status = "", 0, 0.0, ""
         async for event in agent.run(session, scn.follow_up):

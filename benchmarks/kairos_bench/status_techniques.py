@@ -30,12 +30,12 @@ from typing import Any
 
 from rich.console import Console
 
+from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, RequestStats, ToolCallFinished
-from kairos.agent.loop import Agent
 from kairos.context.session import SessionStore
-from kairos.context.status import StatusBar, StatusBarConfig
 from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
+from kairos.plugins.status_bar import StatusBar, StatusBarConfig
 from kairos.tools.base import Tool, ToolContext, tool
 from kairos_bench._local import bench_model, model_name
 
@@ -202,7 +202,7 @@ TASKS = (
 def make_agent(model: Model, config_name: str) -> Agent:
     config = StatusBarConfig(clock_start=datetime(2025, 9, 14, 10, 30), clock_step_s=7, **CONFIGS[config_name])
     bar = StatusBar(config, environment={"OS": "Linux", "shell": "bash", "Python": "3.11"})
-    return Agent(model, tools=TOOLS, system=SystemPrompt(SYSTEM), max_iterations=MAX_ITERATIONS, extensions=[bar])
+    return Agent(model, tools=TOOLS, system=SystemPrompt(SYSTEM), max_iterations=MAX_ITERATIONS, plugins=[bar])
 
 
 async def run_task(model: Model, config_name: str, task: Task, root: Path) -> dict[str, Any]:

@@ -1,20 +1,21 @@
-"""Wires the default agent from config: bundled prompt, built-in tools, and the context extensions."""
+"""Wires the product's agent from config: bundled prompt, built-in tools, and the default plugins."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kairos.agent.loop import Agent, Extension
-from kairos.agent.subagent import SubAgents
+from kairos.agent import Agent, Plugin
 from kairos.config import KairosConfig
-from kairos.context.compression import CompressionExtension
-from kairos.context.status import StatusBar
 from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
+from kairos.plugins.compression import CompressionPlugin
+from kairos.plugins.defences import InjectionDefences
+from kairos.plugins.skills import Skills
+from kairos.plugins.status_bar import StatusBar
+from kairos.plugins.subagents import SubAgents
+from kairos.plugins.todo import TodoTools
 from kairos.prompts.builder import default_prompt
 from kairos.security.approval import Approver
-from kairos.security.defences import InjectionDefences
-from kairos.skills.extension import Skills
 from kairos.tools.base import Tool
 
 
@@ -24,37 +25,37 @@ def default_system_prompt(workspace: Path, config: KairosConfig) -> SystemPrompt
 
 
 def default_tools() -> list[Tool]:
+    """The built-in tools (files, shell, clock)."""
     from kairos.tools.builtins import default_tools as builtins
 
     return builtins()
 
 
-def default_extensions(
+def default_plugins(
     workspace: Path,
     config: KairosConfig,
     *,
     approver: Approver | None = None,
     summarizer: Model | None = None,
-) -> list[Extension]:
-    """The extensions ``config`` switches on, in install order.
-
-    Defences go first (their result hook wraps external output before others annotate it);
-    compression goes last so its token check sees what the others append before a request.
-    """
-    extensions: list[Extension] = [InjectionDefences(config.defences, approver=approver)]
+) -> list[Plugin]:
+    """The plugins ``config`` switches on. Their hooks run by stage (defences first, compression
+    last), whatever the order of this list."""
+    plugins: list[Plugin] = [InjectionDefences(config.defences, approver=approver)]
     if config.status_bar.enabled:
-        extensions.append(StatusBar(config.status_bar))
+        plugins.append(StatusBar(config.status_bar))
+        if config.status_bar.todo:
+            plugins.append(TodoTools())
     if config.skills.enabled:
-        extensions.append(Skills.from_config(workspace, config.skills))
+        plugins.append(Skills.from_config(workspace, config.skills))
     if config.subagents.enabled:
-        extensions.append(SubAgents(config.subagents))
+        plugins.append(SubAgents(config.subagents))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model
 
             summarizer = load_model(config.compression.summarizer, config.model_settings())
-        extensions.append(CompressionExtension(config.compression, summarizer=summarizer))
-    return extensions
+        plugins.append(CompressionPlugin(config.compression, summarizer=summarizer))
+    return plugins
 
 
 def build_agent(
@@ -63,18 +64,21 @@ def build_agent(
     config: KairosConfig | None = None,
     *,
     approver: Approver | None = None,
+    tools: list[Tool] | None = None,
+    plugins: list[Plugin] | None = None,
 ) -> Agent:
     """The product's agent: what ``kairos run`` and ``kairos chat`` use.
 
     ``approver`` decides side-effecting calls when ``[defences] confirm_side_effects`` is on;
     by default the one ``[defences] approver`` names (a terminal prompt on a TTY, deny otherwise).
+    ``tools`` and ``plugins`` are added to the default ones (an observer, a memory plugin, …).
     """
     config = config or KairosConfig()
     return Agent(
         model,
-        tools=default_tools(),
+        tools=[*default_tools(), *(tools or [])],
         system=default_system_prompt(workspace, config),
         max_iterations=config.max_iterations,
         max_tokens=config.max_tokens,
-        extensions=default_extensions(workspace, config, approver=approver),
+        plugins=[*default_plugins(workspace, config, approver=approver), *(plugins or [])],
     )

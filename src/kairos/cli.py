@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
-from kairos.agent.loop import Agent
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError
@@ -90,19 +90,28 @@ class EventPrinter:
                 console.print(escape(trace_line(event)), style="magenta")
         elif isinstance(event, FinalAnswer):
             self._final(event)
+        elif event.type == "notice":
+            self._newline()
+            err_console.print(f"[yellow]{escape(event.text)}[/]")
+        elif event.type == "hook_failed":
+            self._newline()
+            err_console.print(
+                f"[yellow]plugin {escape(event.plugin)} failed in {event.hook}: {escape(event.message)}[/]"
+            )
         elif isinstance(event, RunError):
             self._newline()
             self.failed = True
             err_console.print(f"[bold red]error:[/] {escape(event.message)}")
 
     def _final(self, event: FinalAnswer) -> None:
+        self._newline()
         if event.stop_reason == "answer":
-            self._newline()
             if not self.streamed:
                 console.print(escape(event.text), style="bold")
             return
-        self._newline()
-        console.print(f"[yellow]{escape(event.text) or '(stopped)'}[/] [dim]({event.stop_reason})[/]")
+        # a stopped reply's text was streamed already: say why it stopped, do not print it twice
+        text = "" if self.streamed and event.stop_reason == "interrupted" else event.text
+        console.print(f"[yellow]{escape(text) or '(stopped)'}[/] [dim]({event.stop_reason})[/]")
 
     def _newline(self) -> None:
         if self.open_line:
@@ -121,16 +130,30 @@ def trace_line(s: RequestStats) -> str:
     )
 
 
-async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinter) -> None:
-    """Run one turn; Ctrl-C interrupts the turn at a safe point instead of killing the process."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Each one posts an immediate interrupt: the turn stops at its next safe point, the session stays valid."""
+
+
+async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinter) -> int | None:
+    """Run one turn. Ctrl-C, SIGTERM and SIGHUP interrupt it at a safe point instead of killing the
+    process; returns the signal that did, if one did."""
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, session.interrupt)
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        received.append(signum)
+        session.interrupt(reason=signal.Signals(signum).name)
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop, sig)
     try:
         events: AsyncIterator[AgentEvent] = agent.run(session, text)
         async for event in events:
             printer(event)
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+    return received[0] if received else None
 
 
 @app.command()
@@ -150,15 +173,17 @@ def run(
         raise _fail(str(e)) from e
     printer = EventPrinter(trace)
 
-    async def main() -> None:
+    async def main() -> int | None:
         try:
-            await _drive(agent, sess, task, printer)
+            return await _drive(agent, sess, task, printer)
         finally:
             await sess.aclose()
 
-    asyncio.run(main())
+    stopped_by = asyncio.run(main())
     console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
     store.close()
+    if stopped_by is not None:
+        raise typer.Exit(128 + stopped_by)
     if printer.failed:
         raise typer.Exit(1)
 
@@ -190,7 +215,7 @@ def chat(
     resumed = f", resumed with {len(sess)} messages" if session else ""
     console.print(f"[dim]session {sess.id}{resumed}. /exit to quit.[/]")
 
-    async def main() -> None:
+    async def main() -> int | None:
         try:
             while True:
                 try:
@@ -200,16 +225,22 @@ def chat(
                 if line.strip() in ("/exit", "/quit"):
                     break
                 if line.strip():
-                    await _drive(agent, sess, line, EventPrinter(trace))
+                    stopped_by = await _drive(agent, sess, line, EventPrinter(trace))
+                    if stopped_by is not None and stopped_by != signal.SIGINT:
+                        return stopped_by  # SIGTERM/SIGHUP: the turn was closed cleanly; now leave
         finally:
             await sess.aclose()
+        return None
 
+    stopped_by: int | None = None
     try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        pass
+        stopped_by = asyncio.run(main())
+    except KeyboardInterrupt:  # Ctrl-C at the prompt (between turns)
+        stopped_by = signal.SIGINT
     console.print(f"\n[dim]session {sess.id} saved.[/]")
     store.close()
+    if stopped_by is not None and stopped_by != signal.SIGINT:
+        raise typer.Exit(128 + stopped_by)
 
 
 @app.command()

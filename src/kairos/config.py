@@ -41,11 +41,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kairos.agent.subagent import SubAgentConfig
 from kairos.context.compression.config import CompressionConfig
-from kairos.context.status import StatusBarConfig
 from kairos.errors import ConfigError
 from kairos.models.settings import LocalConfig, ModelSettings, RemoteConfig
+from kairos.plugins.status_bar.config import StatusBarConfig
+from kairos.plugins.subagents.envelope import SubAgentConfig
 from kairos.security.defences import DefencesConfig
 from kairos.skills.config import SkillsConfig
 

@@ -6,7 +6,9 @@ KairosError
 │   ├── ModelUnavailableError   unreachable / rate limited after the last retry
 │   └── BundledModelError       a bundled GGUF is missing a part or fails its checksum
 ├── ContextOverflowError        a request would not fit the model's window
-└── SessionNotFoundError        ``--session ID`` names no stored session
+├── SessionNotFoundError        ``--session ID`` names no stored session
+├── SessionBusyError            another run (this process or another) holds the session
+└── StoreError                  the session database is unreadable (corrupt, truncated, not a directory)
 
 Errors the *model* caused (bad JSON, unknown tool, failing tool) are not exceptions: they go
 back to the model as tool results.
@@ -20,28 +22,36 @@ class KairosError(Exception):
 
 
 class ConfigError(KairosError):
-    pass
+    """Bad configuration or CLI input; the message says what to change."""
 
 
 class ModelError(KairosError):
+    """Anything a model backend reports."""
+
     def __init__(self, message: str, *, model: str = "") -> None:
         super().__init__(message)
         self.model = model
 
 
 class ModelUnavailableError(ModelError):
+    """The backend could not be reached (or stayed rate limited) after the last retry."""
+
     def __init__(self, message: str, *, model: str = "", attempts: int = 0) -> None:
         super().__init__(message, model=model)
         self.attempts = attempts
 
 
 class BundledModelError(ModelError):
+    """A bundled GGUF is missing a part or fails its checksum."""
+
     def __init__(self, message: str, *, model: str = "", package: str | None = None) -> None:
         super().__init__(message, model=model)
         self.package = package
 
 
 class ContextOverflowError(KairosError):
+    """A request would not fit the model's window, even after compression."""
+
     def __init__(self, message: str, *, prompt_tokens: int, limit: int) -> None:
         super().__init__(message)
         self.prompt_tokens = prompt_tokens
@@ -49,6 +59,24 @@ class ContextOverflowError(KairosError):
 
 
 class SessionNotFoundError(KairosError):
+    """``--session ID`` names no stored session."""
+
     def __init__(self, session_id: str) -> None:
         super().__init__(f"no session {session_id!r} in this workspace; `kairos chat` without --session starts one")
         self.session_id = session_id
+
+
+class SessionBusyError(KairosError):
+    """One writer per session: another run holds it (``holder`` says who)."""
+
+    def __init__(self, session_id: str, holder: str) -> None:
+        super().__init__(
+            f"session {session_id!r} is in use by {holder}; wait for that run to finish (or stop it), "
+            "or start a new session"
+        )
+        self.session_id = session_id
+        self.holder = holder
+
+
+class StoreError(KairosError):
+    """The session database cannot be used as it is; it is never replaced silently."""

@@ -12,8 +12,8 @@ from pydantic import BaseModel
 
 from kairos.context.errors import FourLayerErrors, stack_summary, suggestions
 from kairos.testing import call
-from kairos.tools.base import Tool, ToolContext, ToolRegistry, tool
-from kairos.tools.executor import ToolExecutor
+from kairos.tools.base import Tool, ToolContext, ToolSet, tool
+from kairos.tools.executor import execute
 
 
 def _open(p: Path) -> str:
@@ -53,8 +53,10 @@ def explode(n: int) -> str:
 
 
 async def run_tool(t: Tool, args: dict[str, Any], workspace: Path) -> str:
-    ex = ToolExecutor(ToolRegistry([t]), format_error=FourLayerErrors())
-    result = await ex.execute(call(t.name, args), ToolContext(workspace=workspace))
+    done = await execute(
+        call(t.name, args), ToolSet([t]), ToolContext(workspace=workspace), format_error=FourLayerErrors()
+    )
+    result = done.result
     assert result.is_error
     return result.content
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kairos.agent.subagent import FROM_MAIN, FROM_USER, TOOL_RESULT
 from kairos.app import default_system_prompt
 from kairos.config import KairosConfig
+from kairos.plugins.subagents import FROM_MAIN, FROM_USER, TOOL_RESULT
 from kairos.prompts import load_prompt
 from kairos.prompts.builder import (
     DEFAULT_TASK_TYPE,

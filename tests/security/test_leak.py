@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 
+from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, ModelDeltaEvent
-from kairos.agent.loop import Agent
 from kairos.context.session import Session
 from kairos.models.types import SystemPrompt
-from kairos.security import DefencesConfig, InjectionDefences, security_log
+from kairos.plugins.defences import InjectionDefences
+from kairos.security import DefencesConfig, security_log
 from kairos.security.leak import REFUSAL, LeakGuard, confidential_text
 from kairos.testing import ScriptedModel, reply
 
@@ -71,7 +72,7 @@ def test_an_unfinished_word_is_not_judged_early() -> None:
 
 
 def agent_with(model: ScriptedModel, config: DefencesConfig) -> Agent:
-    return Agent(model, system=SYSTEM, extensions=[InjectionDefences(config)])
+    return Agent(model, system=SYSTEM, plugins=[InjectionDefences(config)])
 
 
 async def test_agent_replaces_a_leaking_reply_on_screen_in_the_trajectory_and_in_the_log(session: Session) -> None:

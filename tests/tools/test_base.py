@@ -1,21 +1,24 @@
-"""The ``@tool`` decorator, ``Tool``, ``ToolContext`` and ``ToolRegistry``."""
+"""The ``Tool`` protocol, ``@tool``, ``SchemaTool``, ``ToolContext``, ``ToolSet`` and where tool code runs."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from pydantic import ValidationError
 
 from kairos.tools.base import (
+    FunctionTool,
+    InvalidArguments,
+    SchemaTool,
     Tool,
     ToolContext,
-    ToolRegistry,
     ToolResult,
-    format_validation_error,
+    ToolSet,
+    ToolSource,
     parse_docstring,
     to_result,
     tool,
@@ -97,7 +100,7 @@ def test_tool_context_is_hidden_from_the_schema_and_injected(tmp_path: Path) -> 
     assert list(where.spec.parameters["properties"]) == ["path"]
 
     async def go() -> ToolResult:
-        result: ToolResult = await where.call(where.validate({"path": "a/b"}), ToolContext(workspace=tmp_path))
+        result: ToolResult = await where.call({"path": "a/b"}, ToolContext(workspace=tmp_path))
         return result
 
     assert asyncio.run(go()).content == str(tmp_path.resolve() / "a" / "b")
@@ -112,17 +115,16 @@ async def test_sync_tools_run_in_a_worker_thread() -> None:
         seen.append(threading.current_thread().name)
         return "ok"
 
-    result = await record.call(record.validate({}), ToolContext(workspace=Path(".")))
+    result = await record.call({}, ToolContext(workspace=Path(".")))
     assert result == ToolResult("ok")
     assert seen and seen[0] != threading.current_thread().name
 
 
 async def test_async_tools_are_awaited_and_results_serialised(tmp_path: Path) -> None:
-    args = _search.validate({"query": "x", "tags": ["a"]})
-    result = await _search.call(args, ToolContext(workspace=tmp_path))
+    result = await _search.call({"query": "x", "tags": ["a"]}, ToolContext(workspace=tmp_path))
     assert result.content == '{"query": "x", "tags": ["a"], "mode": "fast"}'
     assert not result.is_error
-    assert (await add.call(add.validate({"a": 1}), ToolContext(workspace=tmp_path))).content == "3"
+    assert (await add.call({"a": 1}, ToolContext(workspace=tmp_path))).content == "3"
 
 
 def test_to_result_passes_tool_results_through() -> None:
@@ -141,16 +143,17 @@ def test_to_result_passes_tool_results_through() -> None:
     ],
 )
 def test_validation_errors_explain_the_problem(args: dict[str, Any], problem: str) -> None:
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(InvalidArguments) as info:
         add.validate(args)
-    message = format_validation_error(add, info.value)
+    message = str(info.value)
     assert message.startswith("Invalid arguments for tool 'add': ")
     assert problem in message
     assert '"required": ["a"]' in message  # the schema is repeated so the model can fix the call
 
 
-def test_validation_coerces_like_pydantic() -> None:
-    assert add.validate({"a": "4"}).model_dump() == {"a": 4, "b": 2}
+async def test_validation_coerces_like_pydantic(tmp_path: Path) -> None:
+    add.validate({"a": "4"})
+    assert (await add.call({"a": "4"}, ToolContext(workspace=tmp_path))).content == "6"
 
 
 def test_a_tool_needs_a_docstring() -> None:
@@ -185,11 +188,110 @@ async def test_tool_context_aclose_closes_resources(tmp_path: Path) -> None:
     assert ctx.resources == {}
 
 
-def test_registry_sorts_by_name_and_refuses_duplicates() -> None:
-    reg = ToolRegistry([where, add, _search])
-    assert reg.names() == ["add", "search_notes", "where"]
-    assert [s.name for s in reg.specs()] == reg.names()
+def test_a_first_snapshot_is_sorted_by_name_and_refuses_duplicates() -> None:
+    snap = ToolSet.sorted([where, add, _search])
+    assert snap.names() == ["add", "search_notes", "where"]
+    assert [s.name for s in snap.specs()] == snap.names()
+    assert snap.specs() is snap.specs()  # one tuple: identity checks stay cheap per request
     with pytest.raises(ValueError, match="unique"):
-        reg.add(add)
-    assert reg.get("add") is add and reg.get("nope") is None
-    assert len(reg) == 3 and list(reg) == [add, _search, where]
+        ToolSet([add, add])
+    assert snap.get("add") is add and snap.get("nope") is None
+    assert len(snap) == 3 and list(snap) == [add, _search, where] and "add" in snap
+
+
+def test_an_updated_snapshot_appends_new_tools_and_never_reorders() -> None:
+    snap = ToolSet.sorted([where, add])
+    same, change = snap.updated([add, where])
+    assert same is snap and change is None
+
+    @tool(name="add")
+    def add_v2(a: int) -> int:
+        """Add one (a changed spec)."""
+        return a + 1
+
+    new, change = snap.updated([where, add_v2, _search])
+    assert new.names() == ["add", "where", "search_notes"]  # kept in place, the new one appended
+    assert new.get("add") is add_v2
+    assert change == "added search_notes; changed add"
+    gone, change = new.updated([where, _search])
+    assert gone.names() == ["where", "search_notes"] and change == "removed add"
+
+
+async def test_a_tool_with_only_a_json_schema_validates_and_runs(tmp_path: Path) -> None:
+    async def handler(args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return {"echo": args["text"], "times": args.get("times", 1)}
+
+    schema = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "times": {"type": "integer", "minimum": 1}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
+    t = SchemaTool("echo", "Echo text back.", schema, handler, external=True)
+    assert isinstance(t, Tool) and t.spec.parameters is schema and t.external
+    t.validate({"text": "hi"})
+    for bad, problem in (({}, "'text' is a required property"), ({"text": "x", "times": 0}, "times:")):
+        with pytest.raises(InvalidArguments, match="Invalid arguments for tool 'echo'") as info:
+            t.validate(bad)
+        assert problem in str(info.value)
+    assert (await t.call({"text": "hi", "times": 2}, ToolContext(workspace=tmp_path))).content == (
+        '{"echo": "hi", "times": 2}'
+    )
+
+
+def test_function_and_schema_tools_satisfy_the_protocols() -> None:
+    assert isinstance(add, Tool) and isinstance(add, FunctionTool)
+    assert not isinstance(add, ToolSource)
+
+
+def spin_forever(marker: str) -> str:
+    """Burn CPU forever (an isolated tool that must be killed)."""
+    Path(marker).write_text(str(os.getpid()))
+    while True:
+        pass
+
+
+async def test_an_isolated_tool_runs_in_a_process_that_dies_with_its_timeout(tmp_path: Path) -> None:
+    from kairos.testing import call as make_call
+    from kairos.tools.executor import execute
+
+    marker = tmp_path / "pid"
+    spinner = tool(timeout_s=5, isolate=True)(spin_forever)
+    done = await execute(make_call("spin_forever", {"marker": str(marker)}), ToolSet([spinner]), ToolContext(tmp_path))
+    assert done.result.is_error and "timed out after 5 s and was stopped" in done.result.content
+    pid = int(marker.read_text())
+    for _ in range(100):  # the child is killed, not left spinning (bounded wait, no timing assertion)
+        if not _alive(pid):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError(f"process {pid} still runs after the timeout")
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent's reap counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_a_cancelled_sync_tool_stops_at_its_next_python_instruction(tmp_path: Path) -> None:
+    started, stopped = threading.Event(), threading.Event()
+
+    @tool
+    def busy() -> str:
+        """Loop in Python until stopped."""
+        started.set()
+        try:
+            while True:
+                pass
+        finally:
+            stopped.set()
+
+    task = asyncio.ensure_future(busy.call({}, ToolContext(tmp_path)))
+    assert await asyncio.to_thread(started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(stopped.wait, 10)  # the thread did not keep running

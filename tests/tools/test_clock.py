@@ -23,7 +23,7 @@ async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
 
 
 async def now(ctx: ToolContext, **args: Any) -> ToolResult:
-    result: ToolResult = await current_time.call(current_time.validate(args), ctx)
+    result: ToolResult = await current_time.call(args, ctx)
     return result
 
 

@@ -26,7 +26,7 @@ async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
 
 
 async def sh(ctx: ToolContext, command: str, **args: Any) -> ToolResult:
-    result: ToolResult = await bash.call(bash.validate({"command": command, **args}), ctx)
+    result: ToolResult = await bash.call({"command": command, **args}, ctx)
     return result
 
 
@@ -87,7 +87,7 @@ async def test_cd_updates_the_context_cwd(ctx: ToolContext) -> None:
     await sh(ctx, "cd sub")
     assert ctx.cwd == ws / "sub"
     assert (await sh(ctx, "pwd")).content == str(ws / "sub")
-    assert (await read_file.call(read_file.validate({"path": "note.txt"}), ctx)).content.endswith("in sub")
+    assert (await read_file.call({"path": "note.txt"}, ctx)).content.endswith("in sub")
     await sh(ctx, "cd ..")
     assert ctx.cwd == ws
 

@@ -7,23 +7,23 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from kairos.agent import Agent
 from kairos.agent.events import ToolCallFinished
-from kairos.agent.loop import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import Message, ToolCall
+from kairos.plugins.todo import TodoTools
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import ToolContext, ToolRegistry
+from kairos.tools.base import ToolContext, ToolSet
 from kairos.tools.builtins.clock import CLOCK_RESOURCE
 from kairos.tools.builtins.todo import (
     TODO_RESOURCE,
     TodoInput,
     TodoList,
-    TodoTools,
     replay_todos,
     rewrite_todo_list,
     update_todo_status,
 )
-from kairos.tools.executor import ToolExecutor
+from kairos.tools.executor import execute as run_call
 
 
 class Tick:
@@ -42,9 +42,8 @@ def ctx_with_clock(workspace: Path) -> ToolContext:
 
 
 async def execute(ctx: ToolContext, name: str, args: dict[str, Any]) -> tuple[str, bool]:
-    ex = ToolExecutor(ToolRegistry([rewrite_todo_list, update_todo_status]))
-    result = await ex.execute(call(name, args), ctx)
-    return result.content, result.is_error
+    done = await run_call(call(name, args), ToolSet([rewrite_todo_list, update_todo_status]), ctx)
+    return done.result.content, done.result.is_error
 
 
 async def test_rewrite_assigns_ids_and_update_changes_status(workspace: Path) -> None:
@@ -129,7 +128,7 @@ async def test_state_survives_a_resume(store: SessionStore) -> None:
             reply("planned"),
         ]
     )
-    agent = Agent(model, extensions=[TodoTools()])
+    agent = Agent(model, plugins=[TodoTools()])
     async for _ in agent.run(session, "plan it"):
         pass
     live = session.tool_context.resources[TODO_RESOURCE]
@@ -138,7 +137,7 @@ async def test_state_survives_a_resume(store: SessionStore) -> None:
     resumed = store.resume(session.id)
     assert TODO_RESOURCE not in resumed.tool_context.resources
     model2 = ScriptedModel([reply("", call("update_todo_status", {"id": 2, "status": "in_progress"})), reply("ok")])
-    events = [e async for e in Agent(model2, extensions=[TodoTools()]).run(resumed, "continue")]
+    events = [e async for e in Agent(model2, plugins=[TodoTools()]).run(resumed, "continue")]
     finished = [e.result for e in events if isinstance(e, ToolCallFinished)][0]
     assert not finished.is_error and "[1] completed: read" in finished.content
     assert replay_todos(resumed.messages).items[0] == live.items[0]

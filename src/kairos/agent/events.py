@@ -9,7 +9,7 @@ from kairos.context.audit import PrefixAudit
 from kairos.models.types import ModelDelta, ToolCall, Usage
 from kairos.tools.base import ToolResult
 
-StopReason: TypeAlias = Literal["answer", "max_iterations", "loop_guard", "interrupted", "length"]
+StopReason: TypeAlias = Literal["answer", "max_iterations", "loop_guard", "interrupted", "length", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,7 @@ class RequestStats:
     type: Literal["status"] = "status"
 
     def to_record(self) -> dict[str, Any]:
+        """What is stored per request in the session database (``kairos trace``)."""
         u = self.usage
         return {
             "index": self.index,
@@ -42,17 +43,22 @@ class RequestStats:
             "prefix_ok": self.audit.ok,
             "first_request": self.audit.first_request,
             "diverged_at": self.audit.diverged_at,
+            "deliberate": self.audit.deliberate,
         }
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallStarted:
+    """A tool call is about to run."""
+
     call: ToolCall
     type: Literal["tool_started"] = "tool_started"
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCallFinished:
+    """A tool call ended (its result is already in the trajectory)."""
+
     call: ToolCall
     result: ToolResult
     duration_s: float
@@ -77,4 +83,26 @@ class RunError:
     type: Literal["error"] = "error"
 
 
-AgentEvent: TypeAlias = ModelDeltaEvent | RequestStats | ToolCallStarted | ToolCallFinished | FinalAnswer | RunError
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """Something worth showing that is not the answer: a retry wait, a tool set that changed."""
+
+    text: str
+    source: str = ""
+    type: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True, slots=True)
+class HookFailed:
+    """A plugin hook raised; the run went on without it (a guard plugin failed closed instead)."""
+
+    plugin: str
+    hook: str
+    message: str
+    error: BaseException | None = field(default=None, compare=False)
+    type: Literal["hook_failed"] = "hook_failed"
+
+
+AgentEvent: TypeAlias = (
+    ModelDeltaEvent | RequestStats | ToolCallStarted | ToolCallFinished | Notice | HookFailed | FinalAnswer | RunError
+)

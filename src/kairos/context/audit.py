@@ -24,12 +24,17 @@ class PrefixAudit:
     """Where they first differ: ``system``, ``tools[i]`` or ``messages[i]`` (with byte offset)."""
     stable_items: int = 0
     """How many serialised items (system + tools + messages) the previous request had."""
+    deliberate: str | None = None
+    """Why the prefix was changed on purpose (e.g. ``tools: added fetch``); None for an accident."""
 
     def describe(self) -> str:
+        """One line for the trace."""
         if self.first_request:
             return "first request"
         if self.ok:
             return f"prefix ok ({self.stable_items} items reused)"
+        if self.deliberate:
+            return f"prefix changed at {self.diverged_at} on purpose ({self.deliberate})"
         return f"PREFIX BROKEN at {self.diverged_at}"
 
 
@@ -40,7 +45,16 @@ class PrefixAuditor:
         self._prev_head: list[str] | None = None
         self._memo: MessageMemo[str] = MessageMemo(Message.serialized)
 
-    def audit(self, request: ModelRequest) -> PrefixAudit:
+    def audit(self, request: ModelRequest, deliberate: str | None = None) -> PrefixAudit:
+        """Compare ``request`` with the previous one; ``deliberate`` names a change made on purpose."""
+        found = self._audit(request)
+        if not found.ok and deliberate:
+            return PrefixAudit(
+                False, diverged_at=found.diverged_at, stable_items=found.stable_items, deliberate=deliberate
+            )
+        return found
+
+    def _audit(self, request: ModelRequest) -> PrefixAudit:
         head = [request.system, *(t.serialized() for t in request.tools)]
         prev_head, self._prev_head = self._prev_head, head
         prev_msgs = list(self._memo.values)

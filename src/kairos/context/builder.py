@@ -7,22 +7,25 @@ system prompt or the tool list: time and cwd ride in the status message at the e
 
 from __future__ import annotations
 
-import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from kairos.context.session import Session
-from kairos.errors import ContextOverflowError
-from kairos.models.base import Model
+from kairos.context.session import SessionView
 from kairos.models.types import STATUS, Message, ModelRequest, SystemPrompt, ToolSpec
 
+Clock = Callable[[], datetime]
 
-class StatusProvider(Protocol):
-    """Computes the trailing status text for the next request (code, never the model)."""
 
-    def render(self, session: Session) -> str | None: ...
+class HasSession(Protocol):
+    """Anything that carries a session (the agent's run context does)."""
+
+    @property
+    def session(self) -> SessionView:
+        """The session being run."""
+        ...
 
 
 class TrajectoryView(Protocol):
@@ -32,10 +35,9 @@ class TrajectoryView(Protocol):
     (its decisions are frozen in the session) so the prefix stays cacheable.
     """
 
-    def apply(self, session: Session, messages: Sequence[Message]) -> Sequence[Message]: ...
-
-
-Clock = Callable[[], datetime]
+    def apply(self, session: SessionView, messages: Sequence[Message]) -> Sequence[Message]:
+        """The messages the model should see instead of ``messages``."""
+        ...
 
 
 class BasicStatus:
@@ -47,18 +49,32 @@ class BasicStatus:
         self.clock = clock or (lambda: datetime.now().astimezone())
         self.task_chars = task_chars
 
-    def render(self, session: Session) -> str | None:
+    def render(self, ctx: HasSession, lines: Sequence[str] = ()) -> str | None:
+        """Time, cwd, the current request, then ``lines``."""
+        session = ctx.session
         now = self.clock()
-        cwd = session.tool_context.cwd or session.workspace
-        lines = [f"Time: {now:%Y-%m-%d %H:%M:%S %Z}", f"cwd: {_display_path(cwd, session.workspace)}"]
+        out = [f"Time: {now:%Y-%m-%d %H:%M:%S %Z}", f"cwd: {display_path(cwd_of(session), session.workspace)}"]
         task = current_task(session.message_list())
         if task and self.task_chars:
-            lines.append(f"Current request: {_shorten(task, self.task_chars)}")
-        return "\n".join(lines)
+            out.append(f"Current request: {_shorten(task, self.task_chars)}")
+        return "\n".join([*out, *lines])
+
+
+class NoStatus:
+    """No trailing status at all (benchmarks that compare prompt tokens, tests of something else)."""
+
+    def render(self, ctx: HasSession, lines: Sequence[str] = ()) -> str | None:
+        """Always None."""
+        return None
+
+
+def cwd_of(session: SessionView) -> Path:
+    """The session shell's current directory (the workspace until a ``cd``)."""
+    return session.tool_context.cwd or session.workspace
 
 
 def current_task(messages: Sequence[Message]) -> str | None:
-    """The last real user message (harness-made status messages are skipped)."""
+    """The last real user message (harness-made messages and events are skipped)."""
     for m in reversed(messages):
         if m.from_user:
             return m.content
@@ -71,86 +87,41 @@ def _shorten(text: str, limit: int) -> str:
 
 
 def status_message(text: str) -> Message:
+    """The trailing ``<agent_status>`` user message."""
     return Message("user", f"<agent_status>\n{text}\n</agent_status>", origin=STATUS)
 
 
-OverflowHook = Callable[[Session, ModelRequest, int, int], Awaitable[ModelRequest | None]]
-"""Called when a request is over budget with (session, request, tokens, limit); returns a
-smaller request (e.g. after compression) or None to give up."""
-
-
+@dataclass
 class ContextBuilder:
-    """Assembles requests for one agent; holds no per-session state."""
+    """Assembles requests: the prefix parts are fixed here; the session, tools and status come per call."""
 
-    def __init__(
-        self,
-        system: SystemPrompt,
-        tools: Sequence[ToolSpec] = (),
-        *,
-        status: StatusProvider | None = None,
-        views: Sequence[TrajectoryView] = (),
-        max_tokens: int = 1024,
-        temperature: float = 0.0,
-    ) -> None:
-        self.system = system
-        self.tools = tuple(tools)
-        self.status = status if status is not None else BasicStatus()
-        self.views = list(views)
-        self.max_tokens = max_tokens
-        self.temperature = temperature
-        self.overflow_hooks: list[OverflowHook] = []
+    system: SystemPrompt
+    views: Sequence[TrajectoryView] = ()
+    max_tokens: int = 1024
+    temperature: float = 0.0
 
-    def build(self, session: Session) -> ModelRequest:
+    def build(self, session: SessionView, tools: tuple[ToolSpec, ...], status: str | None = None) -> ModelRequest:
+        """The request for the session's current trajectory, views applied, ``status`` trailing."""
         messages: Sequence[Message] = session.message_list()
         for view in self.views:
             messages = view.apply(session, messages)
         stable = tuple(messages)
-        text = self.status.render(session) if self.status else None
-        trailing = (status_message(text),) if text else ()
+        trailing = (status_message(status),) if status else ()
         return ModelRequest(
             system_static=self.system.static,
             system_deployment=self.system.deployment,
-            tools=self.tools,
+            tools=tools,
             messages=stable + trailing,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             stable_prefix_len=len(stable),
         )
 
-    async def build_within_budget(self, session: Session, model: Model) -> tuple[ModelRequest, int]:
-        """Build, count tokens with the model's tokenizer, and shrink or refuse if over the window.
 
-        Raises:
-            ContextOverflowError: still over the window after every overflow hook ran.
-        """
-        request = self.build(session)
-        limit = model.context_window - request.max_tokens
-        tokens = model.count_tokens(request)
-        for hook in self.overflow_hooks:
-            if tokens <= limit:
-                break
-            smaller = await hook(session, request, tokens, limit)
-            if smaller is not None:
-                request, tokens = smaller, model.count_tokens(smaller)
-        if tokens > limit:
-            raise ContextOverflowError(
-                f"the request needs {tokens} prompt tokens but {model.name} allows {limit} "
-                f"({model.context_window} window - {request.max_tokens} reserved for the reply). "
-                "Start a new session, raise the window (e.g. --ctx), or enable compression.",
-                prompt_tokens=tokens,
-                limit=limit,
-            )
-        return request, tokens
-
-
-def _display_path(path: Path, workspace: Path) -> str:
+def display_path(path: Path, workspace: Path) -> str:
+    """``path`` as ``./sub/dir`` inside the workspace, absolute outside it."""
     try:
         rel = path.relative_to(workspace)
     except ValueError:
         return str(path)
     return "." if str(rel) == "." else "./" + rel.as_posix()
-
-
-def system_facts() -> str:
-    """OS and shell facts for the deployment part of the system prompt (stable per machine)."""
-    return f"OS: {os.uname().sysname}; shell: {os.environ.get('SHELL', '/bin/sh')}"

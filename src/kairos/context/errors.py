@@ -69,8 +69,9 @@ class FourLayerErrors:
 def stack_summary(exc: BaseException, t: Tool, max_frames: int = 4) -> list[str]:
     """``file:line in function: code`` for the tool's own frames (harness and event-loop frames dropped)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_harness(f.filename)]
+    fn = getattr(t, "fn", None)  # a function tool's own code; schema tools have none
     try:
-        own = inspect.getsourcefile(t.fn)
+        own = inspect.getsourcefile(fn) if fn is not None else None
     except TypeError:  # a builtin or C function has no source file
         own = None
     start = next((i for i, f in enumerate(frames) if f.filename == own), 0)

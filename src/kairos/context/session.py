@@ -1,33 +1,114 @@
-"""Sessions: an append-only trajectory plus the per-session resources tools need."""
+"""Sessions: an append-only trajectory, an inbox, and the per-session resources tools need.
+
+Only the agent loop appends to a session (plugins get a read-only :class:`SessionView`), and
+only one loop at a time: opening a session for writing takes its lease (see
+:mod:`kairos.context.lease`), released by :meth:`Session.aclose`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from kairos.context.inbox import Inbox, InboxEvent, Interrupt, InterruptMode, Posted, event_from_record
+from kairos.context.lease import SessionLease
 from kairos.context.store import SessionInfo, TrajectoryStore
 from kairos.models.types import Message
 from kairos.paths import default_state_dir
 from kairos.tools.base import ToolContext
 
+INTERRUPTED_TOOL_RESULT = "[interrupted: this tool call was stopped before it finished; its result is unknown]"
+
+Closer = Callable[[], Awaitable[None]]
+Spawner = Callable[[str, dict[str, Any]], "Session"]
+
+
+def early_result_key(call_id: str) -> str:
+    """Frozen key of a tool result that finished before an earlier call of the same reply."""
+    return f"kairos.result.{call_id}"
+
+
+class SessionView(Protocol):
+    """What plugins and views may read of a session. Writes go through the agent loop."""
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        ...
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """A copy of the trajectory."""
+        ...
+
+    def message_list(self) -> Sequence[Message]:
+        """The live trajectory (read-only by contract; no copy)."""
+        ...
+
+    @property
+    def request_count(self) -> int:
+        """Model requests made so far (across resumes)."""
+        ...
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Per-session scratch space of plugins (counters, caches); not persisted."""
+        ...
+
+    @property
+    def tool_context(self) -> ToolContext:
+        """What the session's tools get (workspace, cwd, resources)."""
+        ...
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace root."""
+        ...
+
+    def freeze(self, key: str, value: str) -> str:
+        """Decide ``value`` once for ``key``; later calls (and resumed sessions) get the first value."""
+        ...
+
+    def frozen(self, key: str) -> str | None:
+        """The value frozen under ``key``, if any."""
+        ...
+
 
 class Session:
     """One conversation. Messages are only ever appended; each append is persisted at once."""
 
-    def __init__(self, session_id: str, store: TrajectoryStore, workspace: Path, messages: list[Message]) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        store: TrajectoryStore,
+        workspace: Path,
+        messages: list[Message],
+        *,
+        pending: list[Posted] | None = None,
+        lease: SessionLease | None = None,
+        state_dirs: tuple[Path, ...] = (),
+        spawner: Spawner | None = None,
+    ) -> None:
         self.id = session_id
         self.store = store
         self._messages = messages
-        self.tool_context = ToolContext(workspace=workspace, session_id=session_id)
-        self.request_count = len(store.load_requests(session_id))
+        self.tool_context = ToolContext(workspace=workspace, session_id=session_id, state_dirs=state_dirs)
+        self.request_count = store.count_requests(session_id)
         self.state: dict[str, Any] = {}
         """Per-session harness state kept by plug-ins (counters, audit memory); not persisted."""
-        self._interrupt = asyncio.Event()
+        self.inbox = Inbox(store, session_id, pending)
+        self.lease = lease
+        self._closers: list[Closer] = []
+        self._closed = False
+        self._spawner = spawner
+        if lease is not None:  # a session dropped without aclose() gives its lease back
+            weakref.finalize(self, lease.release)
 
     @property
     def messages(self) -> Sequence[Message]:
+        """A copy of the trajectory."""
         return tuple(self._messages)
 
     def message_list(self) -> list[Message]:
@@ -39,16 +120,23 @@ class Session:
 
     @property
     def workspace(self) -> Path:
+        """The workspace root."""
         return self.tool_context.workspace
 
-    def append(self, *messages: Message) -> None:
-        """Persist then append: a crash never leaves memory ahead of disk."""
-        if not messages:
+    def append(self, *messages: Message, consume: Sequence[int] = ()) -> None:
+        """Persist then append (a crash never leaves memory ahead of disk); ``consume`` marks the
+        inbox events these messages were made from, in the same transaction."""
+        if not messages and not consume:
             return
-        self.store.append_messages(self.id, len(self._messages), messages)
+        self.store.append_messages(self.id, len(self._messages), messages, consume=consume)
         self._messages.extend(messages)
 
+    def consume(self, seqs: Sequence[int]) -> None:
+        """Mark inbox events done that produce no message (an interrupt)."""
+        self.store.consume(self.id, seqs)
+
     def record_request(self, record: dict[str, Any]) -> int:
+        """Store one request's trace record; returns its index."""
         idx = self.request_count
         self.store.append_request(self.id, idx, record)
         self.request_count += 1
@@ -58,50 +146,133 @@ class Session:
         """Decide ``value`` once for ``key``; later calls (and resumed sessions) get the first value."""
         return self.store.freeze(self.id, key, value)
 
-    # -- interruption -----------------------------------------------------------------------
+    def frozen(self, key: str) -> str | None:
+        """The value frozen under ``key``, if any."""
+        return self.store.frozen(self.id, key)
 
-    def interrupt(self) -> None:
-        """Ask the running turn to stop at the next safe point (the trajectory stays valid)."""
-        self._interrupt.set()
+    def spawn(self, title: str, meta: dict[str, Any]) -> Session:
+        """A new session in the same store and workspace (held for writing when the store leases)."""
+        if self._spawner is not None:
+            return self._spawner(title, meta)
+        sid = self.store.create_session(title, meta)
+        return Session(sid, self.store, self.workspace, [], state_dirs=self.tool_context.state_dirs)
 
-    @property
-    def interrupted(self) -> bool:
-        return self._interrupt.is_set()
+    # -- the inbox --------------------------------------------------------------------------
 
-    async def wait_interrupt(self) -> None:
-        await self._interrupt.wait()
+    def post(self, event: InboxEvent) -> int:
+        """Post an event to this session (persisted before it returns; safe from any thread)."""
+        return self.inbox.post(event)
 
-    def clear_interrupt(self) -> None:
-        self._interrupt.clear()
+    def interrupt(self, mode: InterruptMode = "immediate", reason: str = "") -> None:
+        """Ask the running turn to stop (``immediate``: at once, the trajectory stays valid)."""
+        self.post(Interrupt(mode, reason))
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def on_close(self, closer: Closer) -> None:
+        """Run ``closer`` when the session closes (plugins' per-session teardown); last added runs first."""
+        self._closers.append(closer)
 
     async def aclose(self) -> None:
-        await self.tool_context.aclose()
+        """Close plugins' per-session state and tool resources, then release the write lease."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            while self._closers:
+                await self._closers.pop()()
+            await self.tool_context.aclose()
+        finally:
+            if self.lease is not None:
+                self.lease.release()
+
+
+def open_calls(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """``(id, name)`` of tool calls of the last tool-calling reply that have no result yet."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "assistant" and m.tool_calls:
+            answered = {r.tool_call_id for r in messages[i + 1 :] if r.role == "tool"}
+            return [(c.id, c.name) for c in m.tool_calls if c.id not in answered]
+        if m.role != "tool":
+            return []
+    return []
 
 
 class SessionStore:
-    """Creates and resumes sessions of one workspace."""
+    """Creates and resumes sessions of one workspace (each opened for writing holds its lease)."""
 
     def __init__(
         self, workspace: Path | str = ".", state_dir: Path | None = None, *, db_path: Path | str | None = None
     ):
         self.workspace = Path(workspace).resolve()
         self.state_dir = state_dir or default_state_dir(self.workspace)
-        self.trajectories = TrajectoryStore(db_path if db_path is not None else self.state_dir / "kairos.db")
+        path = db_path if db_path is not None else self.state_dir / "kairos.db"
+        self.trajectories = TrajectoryStore(path)
+        self._lock_dir = None if str(path) == ":memory:" else Path(path).parent / "locks"
 
-    def new(self, title: str = "") -> Session:
-        sid = self.trajectories.create_session(title)
-        return Session(sid, self.trajectories, self.workspace, [])
+    def _lease(self, session_id: str) -> SessionLease:
+        lease = SessionLease(self._lock_dir, session_id, owner=id(self.trajectories))
+        lease.acquire()
+        return lease
+
+    def _session(self, sid: str, messages: list[Message], lease: SessionLease) -> Session:
+        pending = []
+        for e in self.trajectories.pending_events(sid):
+            try:
+                pending.append(Posted(e.seq, event_from_record(e.kind, e.record), e.posted_at))
+            except ValueError:  # a record this version cannot read: consumed, not fatal
+                self.trajectories.consume(sid, [e.seq])
+        return Session(
+            sid,
+            self.trajectories,
+            self.workspace,
+            messages,
+            pending=pending,
+            lease=lease,
+            state_dirs=(self.state_dir,),
+            spawner=self.new,
+        )
+
+    def new(self, title: str = "", meta: dict[str, Any] | None = None) -> Session:
+        """A new session, held for writing."""
+        sid = self.trajectories.create_session(title, meta)
+        return self._session(sid, [], self._lease(sid))
 
     def resume(self, session_id: str) -> Session:
-        """Raises ``SessionNotFoundError`` for an unknown id."""
+        """A stored session, held for writing; a turn cut by a crash is closed first: every tool call
+        without a result gets the interrupted placeholder (appended, so the log stays append-only).
+
+        Raises:
+            SessionNotFoundError: unknown id.
+            SessionBusyError: another run holds it.
+            StoreError: the database or a record is unreadable.
+        """
         messages = self.trajectories.load_messages(session_id)
-        return Session(session_id, self.trajectories, self.workspace, messages)
+        lease = self._lease(session_id)
+        try:
+            session = self._session(session_id, messages, lease)
+            missing = open_calls(messages)
+            if missing:  # finished results saved on the side come back; the rest get the placeholder
+                session.append(
+                    *(
+                        Message.tool(cid, session.frozen(early_result_key(cid)) or INTERRUPTED_TOOL_RESULT, name)
+                        for cid, name in missing
+                    )
+                )
+        except BaseException:
+            lease.release()
+            raise
+        return session
 
     def open(self, session_id: str | None, title: str = "") -> Session:
+        """``resume(session_id)`` when given, else ``new(title)``."""
         return self.resume(session_id) if session_id else self.new(title)
 
     def list(self, limit: int = 50) -> list[SessionInfo]:
+        """Stored sessions, newest first (no lease needed)."""
         return self.trajectories.list_sessions(limit)
 
     def close(self) -> None:
+        """Close the database."""
         self.trajectories.close()

@@ -2,7 +2,11 @@
 
 Rows are only ever inserted: a session's messages are the ordered ``messages`` rows, and
 decisions that must survive a resume byte for byte (spill previews, compression summaries)
-go to ``frozen``, written once and never updated.
+go to ``frozen``, written once and never updated. Inbox events go to ``inbox`` when posted and
+are marked consumed in the same transaction that appends the messages made from them.
+
+A database that cannot be read (corrupt, truncated, not a database, its folder a file) raises
+:class:`~kairos.errors.StoreError` with what to do; it is never replaced or rewritten.
 """
 
 from __future__ import annotations
@@ -12,12 +16,12 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.errors import SessionNotFoundError
+from kairos.errors import SessionNotFoundError, StoreError
 from kairos.models.types import Message
 
 _SCHEMA = """
@@ -46,109 +50,245 @@ CREATE TABLE IF NOT EXISTS frozen (
     value TEXT NOT NULL,
     PRIMARY KEY (session_id, key)
 );
+CREATE TABLE IF NOT EXISTS inbox (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    posted_at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    record TEXT NOT NULL,
+    consumed_at REAL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (session_id, consumed_at);
 """
 
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
+    """One row of ``kairos sessions``."""
+
     id: str
     created_at: float
     title: str
     messages: int
 
 
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An inbox row not consumed yet."""
+
+    seq: int
+    kind: str
+    record: dict[str, Any]
+    posted_at: float
+
+
+def _unusable(path: Path, e: Exception) -> StoreError:
+    return StoreError(
+        f"the session database {path} cannot be used ({type(e).__name__}: {e}). It was left as it is: "
+        f"move it away to start afresh (mv {path} {path}.broken), or restore it from a backup"
+    )
+
+
 class TrajectoryStore:
-    """One SQLite file per workspace; safe to share between sessions of one process."""
+    """One SQLite file per workspace; safe to share between sessions and threads of one process.
+
+    Raises:
+        StoreError: the file or its folder cannot be used (see the module docstring).
+    """
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError) as e:
+                raise StoreError(
+                    f"cannot keep kairos state in {self.path.parent}: a file is in the way ({e}). Move that file "
+                    "away, or set KAIROS_HOME to another folder"
+                ) from e
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as e:
+            raise _unusable(self.path, e) from e
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()
+        except sqlite3.DatabaseError as e:
+            self._db.close()
+            raise _unusable(self.path, e) from e
 
     def close(self) -> None:
+        """Close the connection (idempotent)."""
         with self._lock:
             self._db.close()
 
-    def create_session(self, title: str = "", meta: dict[str, Any] | None = None, session_id: str | None = None) -> str:
-        sid = session_id or uuid.uuid4().hex[:12]
+    def _read(self, sql: str, args: Sequence[Any]) -> list[Any]:
         with self._lock:
-            self._db.execute(
-                "INSERT INTO sessions (id, created_at, title, meta) VALUES (?, ?, ?, ?)",
-                (sid, time.time(), title, json.dumps(meta or {})),
-            )
-        return sid
-
-    def has_session(self, session_id: str) -> bool:
-        with self._lock:
-            row = self._db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        return row is not None
-
-    def load_messages(self, session_id: str) -> list[Message]:
-        if not self.has_session(session_id):
-            raise SessionNotFoundError(session_id)
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT record FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
-            ).fetchall()
-        return [Message.from_record(json.loads(r[0])) for r in rows]
-
-    def append_messages(self, session_id: str, first_seq: int, messages: Iterable[Message]) -> None:
-        """Insert messages at ``first_seq``, ``first_seq + 1``…; an existing seq is an error (append-only)."""
-        now = time.time()
-        rows = [(session_id, first_seq + i, now, m.serialized()) for i, m in enumerate(messages)]
-        with self._lock:
-            self._db.execute("BEGIN")
             try:
-                self._db.executemany(
-                    "INSERT INTO messages (session_id, seq, created_at, record) VALUES (?, ?, ?, ?)", rows
-                )
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as e:
+                raise _unusable(self.path, e) from e
+
+    def _write(self, statements: Iterable[tuple[str, Sequence[Any] | Iterable[Sequence[Any]], bool]]) -> None:
+        """Run ``(sql, args, many)`` statements in one transaction."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as e:
+                raise _unusable(self.path, e) from e
+            try:
+                for sql, args, many in statements:
+                    if many:
+                        self._db.executemany(sql, args)
+                    else:
+                        self._db.execute(sql, args)  # type: ignore[arg-type]
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
 
+    # -- sessions --------------------------------------------------------------------------
+
+    def create_session(self, title: str = "", meta: dict[str, Any] | None = None, session_id: str | None = None) -> str:
+        """A new, empty session; returns its id."""
+        sid = session_id or uuid.uuid4().hex[:12]
+        row = (sid, time.time(), title, json.dumps(meta or {}))
+        self._write([("INSERT INTO sessions (id, created_at, title, meta) VALUES (?, ?, ?, ?)", row, False)])
+        return sid
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether ``session_id`` exists."""
+        return bool(self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
+
+    def session_meta(self, session_id: str) -> dict[str, Any]:
+        """The meta dict a session was created with ({} for an unknown id)."""
+        rows = self._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
+        return dict(json.loads(rows[0][0])) if rows else {}
+
+    def list_sessions(self, limit: int = 50) -> list[SessionInfo]:
+        """Newest first."""
+        rows = self._read(
+            "SELECT s.id, s.created_at, s.title, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) "
+            "FROM sessions s ORDER BY s.created_at DESC LIMIT ?",
+            (limit,),
+        )
+        return [SessionInfo(r[0], r[1], r[2], r[3]) for r in rows]
+
+    # -- messages --------------------------------------------------------------------------
+
+    def load_messages(self, session_id: str) -> list[Message]:
+        """Every message of a session, in order.
+
+        Raises:
+            SessionNotFoundError: no such session.
+            StoreError: a stored record cannot be read (the session is not resumed half-way).
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        rows = self._read("SELECT seq, record FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
+        out = []
+        for seq, record in rows:
+            try:
+                out.append(Message.from_record(json.loads(record)))
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                raise StoreError(
+                    f"message {seq} of session {session_id} in {self.path} is unreadable ({e}); the session cannot be "
+                    "resumed as it is. Start a new session; the database itself is left untouched"
+                ) from e
+        return out
+
+    def append_messages(
+        self, session_id: str, first_seq: int, messages: Iterable[Message], *, consume: Sequence[int] = ()
+    ) -> None:
+        """Insert messages at ``first_seq``, ``first_seq + 1``…, and mark the inbox events ``consume``
+        consumed, in one transaction; an existing seq is an error (append-only)."""
+        now = time.time()
+        rows = [(session_id, first_seq + i, now, m.serialized()) for i, m in enumerate(messages)]
+        statements: list[tuple[str, Any, bool]] = [
+            ("INSERT INTO messages (session_id, seq, created_at, record) VALUES (?, ?, ?, ?)", rows, True)
+        ]
+        if consume:
+            sql = "UPDATE inbox SET consumed_at = ? WHERE session_id = ? AND seq = ?"
+            statements.append((sql, [(now, session_id, s) for s in consume], True))
+        self._write(statements)
+
     def append_request(self, session_id: str, idx: int, record: dict[str, Any]) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO requests (session_id, idx, record) VALUES (?, ?, ?)",
-                (session_id, idx, json.dumps(record)),
-            )
+        """Store one request's trace record."""
+        sql = "INSERT OR REPLACE INTO requests (session_id, idx, record) VALUES (?, ?, ?)"
+        self._write([(sql, (session_id, idx, json.dumps(record)), False)])
 
     def load_requests(self, session_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT record FROM requests WHERE session_id = ? ORDER BY idx", (session_id,)
-            ).fetchall()
+        """Every request record of a session, in order."""
+        rows = self._read("SELECT record FROM requests WHERE session_id = ? ORDER BY idx", (session_id,))
         return [json.loads(r[0]) for r in rows]
+
+    def count_requests(self, session_id: str) -> int:
+        """How many requests a session made."""
+        return int(self._read("SELECT COUNT(*) FROM requests WHERE session_id = ?", (session_id,))[0][0])
+
+    # -- frozen decisions ------------------------------------------------------------------
 
     def freeze(self, session_id: str, key: str, value: str) -> str:
         """Store ``value`` under ``key`` unless a value is already frozen; return the frozen one."""
-        with self._lock:
-            self._db.execute(
-                "INSERT OR IGNORE INTO frozen (session_id, key, value) VALUES (?, ?, ?)", (session_id, key, value)
-            )
-            row = self._db.execute(
-                "SELECT value FROM frozen WHERE session_id = ? AND key = ?", (session_id, key)
-            ).fetchone()
-        return str(row[0])
+        sql = "INSERT OR IGNORE INTO frozen (session_id, key, value) VALUES (?, ?, ?)"
+        self._write([(sql, (session_id, key, value), False)])
+        frozen = self.frozen(session_id, key)
+        assert frozen is not None
+        return frozen
 
     def frozen(self, session_id: str, key: str) -> str | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT value FROM frozen WHERE session_id = ? AND key = ?", (session_id, key)
-            ).fetchone()
-        return None if row is None else str(row[0])
+        """The value frozen under ``key``, if any."""
+        rows = self._read("SELECT value FROM frozen WHERE session_id = ? AND key = ?", (session_id, key))
+        return None if not rows else str(rows[0][0])
 
-    def list_sessions(self, limit: int = 50) -> list[SessionInfo]:
+    # -- inbox -----------------------------------------------------------------------------
+
+    def post_event(self, session_id: str, kind: str, record: dict[str, Any]) -> tuple[int, float]:
+        """Store an inbox event (durable when this returns); its sequence number and time."""
+        now = time.time()
         with self._lock:
-            rows = self._db.execute(
-                "SELECT s.id, s.created_at, s.title, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) "
-                "FROM sessions s ORDER BY s.created_at DESC LIMIT ?",
-                (limit,),
-            ).fetchall()
-        return [SessionInfo(r[0], r[1], r[2], r[3]) for r in rows]
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    row = self._db.execute(
+                        "SELECT COALESCE(MAX(seq), 0) + 1 FROM inbox WHERE session_id = ?", (session_id,)
+                    ).fetchone()
+                    seq = int(row[0])
+                    self._db.execute(
+                        "INSERT INTO inbox (session_id, seq, posted_at, kind, record) VALUES (?, ?, ?, ?, ?)",
+                        (session_id, seq, now, kind, json.dumps(record, ensure_ascii=False)),
+                    )
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            except sqlite3.DatabaseError as e:
+                raise _unusable(self.path, e) from e
+        return seq, now
+
+    def pending_events(self, session_id: str) -> list[StoredEvent]:
+        """Inbox events not consumed yet, oldest first (unreadable rows are skipped, not fatal)."""
+        rows = self._read(
+            "SELECT seq, kind, record, posted_at FROM inbox WHERE session_id = ? AND consumed_at IS NULL ORDER BY seq",
+            (session_id,),
+        )
+        out = []
+        for seq, kind, record, posted_at in rows:
+            try:
+                data = json.loads(record)
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                out.append(StoredEvent(int(seq), str(kind), data, float(posted_at)))
+        return out
+
+    def consume(self, session_id: str, seqs: Sequence[int]) -> None:
+        """Mark inbox events consumed without appending anything (interrupts, bad records)."""
+        if seqs:
+            sql = "UPDATE inbox SET consumed_at = ? WHERE session_id = ? AND seq = ?"
+            now = time.time()
+            self._write([(sql, [(now, session_id, s) for s in seqs], True)])

@@ -1,7 +1,7 @@
-"""Prompt-injection defences: source tagging, warning, sanitiser, approval, leak guard, provenance.
+"""Security building blocks: source tagging, sanitiser, approval, leak guard, provenance.
 
-Plug :class:`InjectionDefences` into an agent as an extension; configure it with
-:class:`DefencesConfig` (``[defences]`` in kairos.toml). See ``defences`` for what each part does.
+The plugin that applies them to an agent is :class:`kairos.plugins.defences.InjectionDefences`,
+configured with :class:`DefencesConfig` (``[defences]`` in kairos.toml).
 """
 
 from kairos.security.approval import (
@@ -17,16 +17,13 @@ from kairos.security.approval import (
 from kairos.security.defences import (
     INJECTION_WARNING,
     DefencesConfig,
-    InjectionDefences,
-    MemoryVerdict,
-    Provenance,
-    ProvenanceGuard,
     SecurityEvent,
     SecurityLog,
     security_log,
     with_warning,
 )
 from kairos.security.leak import LeakGuard
+from kairos.security.provenance import MemoryVerdict, Provenance, ProvenanceGuard
 from kairos.security.sanitize import find_suspicious, sanitize, wrap_external, wrapped_source
 
 __all__ = [
@@ -38,7 +35,6 @@ __all__ = [
     "Decision",
     "DefencesConfig",
     "DenyApprover",
-    "InjectionDefences",
     "LeakGuard",
     "InteractiveApprover",
     "MemoryVerdict",

@@ -18,7 +18,6 @@ from kairos.skills.catalog import (
     parse_skill_md,
 )
 from kairos.skills.config import SkillsConfig
-from kairos.skills.extension import Skills
 
 __all__ = [
     "ApprovalStore",
@@ -27,7 +26,6 @@ __all__ = [
     "SkillEntry",
     "SkillFormatError",
     "SkillRoot",
-    "Skills",
     "SkillsConfig",
     "builtin_root",
     "parse_skill_md",

@@ -1,27 +1,35 @@
-"""Tools: typed Python functions the model can call.
+"""Tools: what the model can call, as a small protocol, and its two implementations.
 
-``@tool`` turns a (sync or async) function into a :class:`Tool`: the JSON schema comes from the
-type hints (pydantic), the description from the docstring, and ``Args:`` lines describe the
-parameters. A parameter annotated :class:`ToolContext` is injected by the harness and hidden
-from the model.
+A :class:`Tool` is a name, a JSON-Schema spec, flags (read-only, external output, side effects,
+timeout, output cap), ``validate(arguments)`` and ``call(arguments, ctx)``. Implementations:
+
+- :class:`FunctionTool` (``@tool``): a typed Python function (sync or async); the schema comes
+  from the type hints (pydantic), the description from the docstring, ``Args:`` lines describe the
+  parameters; a parameter annotated :class:`ToolContext` is injected and hidden from the model;
+- :class:`SchemaTool`: only a JSON Schema and a handler (what an MCP server provides).
+
+A :class:`ToolSource` is a set of tools that may change while kairos runs (an MCP server, a
+plugin's dynamic tools): a fingerprint plus a list. A session works on a frozen :class:`ToolSet`
+snapshot, refreshed only at a turn start, where new tools are appended (never reordered).
 """
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
+import hashlib
 import inspect
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints, overload
+from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from kairos.models.types import ToolSpec
+from kairos.tools._run import run_in_process, run_in_thread
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 12_000
@@ -51,6 +59,11 @@ class ToolResult:
     content: str
     is_error: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    """Facts for the harness and plugins (never shown to the model), e.g. ``exception``, ``truncated_from``."""
+
+
+class InvalidArguments(ValueError):
+    """The arguments do not match the tool's schema; the message is written for the model."""
 
 
 @dataclass(slots=True)
@@ -104,6 +117,7 @@ class ToolContext:
         return {k: v for k, v in os.environ.items() if not is_secret_name(k, self.secret_env)}
 
     async def aclose(self) -> None:
+        """Close every resource that has an ``aclose`` (the bash shell, clients)."""
         for res in list(self.resources.values()):
             close = getattr(res, "aclose", None)
             if close is not None:
@@ -117,12 +131,181 @@ def is_secret_name(name: str, patterns: Iterable[str] = SECRET_ENV_PATTERNS) -> 
     return any(fnmatch.fnmatchcase(upper, p.upper()) for p in patterns)
 
 
+# ---- the protocol ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """Anything the model can call. ``validate`` runs before any hook; ``call`` only on valid arguments."""
+
+    @property
+    def name(self) -> str:
+        """Unique name; what the model calls."""
+        ...
+
+    @property
+    def spec(self) -> ToolSpec:
+        """Name, description and JSON Schema of the arguments, as the model sees them."""
+        ...
+
+    @property
+    def read_only(self) -> bool:
+        """It only reads (safe to repeat, safe to run without asking)."""
+        ...
+
+    @property
+    def external(self) -> bool:
+        """Its output comes from outside the trust boundary (web pages, mail, other people's files)."""
+        ...
+
+    @property
+    def side_effects(self) -> bool:
+        """Calling it changes the world (writes, sends, deletes)."""
+        ...
+
+    @property
+    def timeout_s(self) -> float:
+        """Seconds before the call is stopped and reported as timed out."""
+        ...
+
+    @property
+    def max_output_chars(self) -> int:
+        """Longer output is cut, with an explicit notice."""
+        ...
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        """Check ``arguments`` against the schema.
+
+        Raises:
+            InvalidArguments: with a message that tells the model what to send instead.
+        """
+        ...
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run on validated arguments (no timeout or capping: the executor adds those)."""
+        ...
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Tools that may change at run time. ``fingerprint`` is cheap and changes iff the list changes."""
+
+    def fingerprint(self) -> str:
+        """A short string that changes whenever the tools (names or specs) change."""
+        ...
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The current tools."""
+        ...
+
+
+class StaticTools:
+    """A fixed list of tools as a :class:`ToolSource`."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self.tools = tuple(tools)
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"two tools are named {dupes[0]!r}; tool names must be unique")
+        self._fingerprint = "static:" + ",".join(sorted(names))
+
+    def fingerprint(self) -> str:
+        """Constant: a static list never changes."""
+        return self._fingerprint
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools given at construction."""
+        return self.tools
+
+
+def spec_digest(tools: Iterable[Tool]) -> str:
+    """A digest of the tools' specs (for sources that compute their fingerprint from content)."""
+    h = hashlib.sha256()
+    for t in tools:
+        h.update(t.spec.serialized().encode())
+    return h.hexdigest()[:16]
+
+
+class ToolSet:
+    """An ordered, frozen snapshot of tools: what one session's requests list, in this order.
+
+    The first snapshot is sorted by name; :meth:`updated` keeps existing positions, so the tool
+    list never reorders when a source changes.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            if t.name in self._tools:
+                raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
+            self._tools[t.name] = t
+        self._specs = tuple(t.spec for t in self._tools.values())
+
+    @classmethod
+    def sorted(cls, tools: Iterable[Tool]) -> ToolSet:
+        """A first snapshot: tools in name order."""
+        return cls(sorted(tools, key=lambda t: t.name))
+
+    def updated(self, current: Iterable[Tool]) -> tuple[ToolSet, str | None]:
+        """The snapshot for ``current`` tools, and what changed (None when nothing did).
+
+        Kept tools stay where they were (a changed spec is replaced in place), removed ones go, new
+        ones are appended in name order.
+        """
+        now = {t.name: t for t in current}
+        kept = [now[n] for n in self._tools if n in now]
+        added = sorted((t for n, t in now.items() if n not in self._tools), key=lambda t: t.name)
+        removed = [n for n in self._tools if n not in now]
+        changed = [n for n, t in self._tools.items() if n in now and now[n].spec != t.spec]
+        if not (added or removed or changed):
+            return self, None
+        parts = []
+        if added:
+            parts.append("added " + ", ".join(t.name for t in added))
+        if removed:
+            parts.append("removed " + ", ".join(removed))
+        if changed:
+            parts.append("changed " + ", ".join(changed))
+        return ToolSet([*kept, *added]), "; ".join(parts)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool named ``name``, if any."""
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        """Tool names in snapshot order."""
+        return list(self._tools)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """Specs in snapshot order (the same tuple every call: cheap identity checks)."""
+        return self._specs
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+
+# ---- function tools --------------------------------------------------------------------------
+
+
 ToolFn = Callable[..., Any]
 
 
 @dataclass(slots=True)
-class Tool:
-    """A callable tool with its schema and limits."""
+class FunctionTool:
+    """A Python function as a :class:`Tool`; arguments are checked and converted by a pydantic model.
+
+    Sync functions run in a worker thread; a timed-out or cancelled one is asked to stop at its next
+    Python instruction (a call blocked inside C code ends only when that call returns).
+    ``isolate=True`` runs each call in a child process that is killed on timeout: for CPU-bound or
+    blocking work that must really stop (module-level functions without a ToolContext only).
+    """
 
     name: str
     description: str
@@ -131,37 +314,52 @@ class Tool:
     context_param: str | None = None
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    read_only: bool = False
     external: bool = False
-    """Output comes from outside the trust boundary (web pages, files from others, email)."""
     side_effects: bool = False
-    """Calling it changes the world (writes, sends, deletes)."""
+    isolate: bool = False
     _spec: ToolSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.isolate and (self.context_param or inspect.iscoroutinefunction(self.fn)):
+            raise ValueError(f"tool {self.name!r}: isolate=True needs a plain sync function without a ToolContext")
 
     @property
     def spec(self) -> ToolSpec:
+        """Name, docstring and the pydantic model's JSON schema (without auto titles)."""
         if self._spec is None:
             self._spec = ToolSpec(self.name, self.description, _clean_schema(self.args_model.model_json_schema()))
         return self._spec
 
-    def validate(self, arguments: dict[str, Any]) -> BaseModel:
-        """Raises ``ValidationError`` with pydantic's explanation."""
-        return self.args_model.model_validate(arguments)
+    def validate(self, arguments: dict[str, Any]) -> None:
+        """Raises ``InvalidArguments`` with pydantic's explanation and the expected schema."""
+        self._parse(arguments)
 
-    async def call(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
-        """Run the tool on validated arguments (no timeout or capping; the executor adds those)."""
+    def _parse(self, arguments: dict[str, Any]) -> BaseModel:
+        try:
+            return self.args_model.model_validate(arguments)
+        except ValidationError as e:
+            raise InvalidArguments(format_validation_error(self.spec, e)) from e
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run the function on validated arguments."""
+        args = self._parse(arguments)
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if self.context_param:
             kwargs[self.context_param] = ctx
-        if inspect.iscoroutinefunction(self.fn):
+        if self.isolate:
+            out = await run_in_process(self.fn, kwargs)
+        elif inspect.iscoroutinefunction(self.fn):
             out = await self.fn(**kwargs)
         else:
-            out = await asyncio.to_thread(self.fn, **kwargs)
+            out = await run_in_thread(self.fn, kwargs, name=f"tool:{self.name}")
         if inspect.isawaitable(out):
             out = await out
         return to_result(out)
 
 
 def to_result(out: Any) -> ToolResult:
+    """A tool function's return value as a result (strings as is, anything else as JSON)."""
     if isinstance(out, ToolResult):
         return out
     if isinstance(out, str):
@@ -170,7 +368,7 @@ def to_result(out: Any) -> ToolResult:
 
 
 @overload
-def tool(fn: ToolFn, /) -> Tool: ...
+def tool(fn: ToolFn, /) -> FunctionTool: ...
 
 
 @overload
@@ -179,9 +377,11 @@ def tool(
     name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    read_only: bool = False,
     external: bool = False,
     side_effects: bool = False,
-) -> Callable[[ToolFn], Tool]: ...
+    isolate: bool = False,
+) -> Callable[[ToolFn], FunctionTool]: ...
 
 
 def tool(
@@ -191,19 +391,23 @@ def tool(
     name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    read_only: bool = False,
     external: bool = False,
     side_effects: bool = False,
-) -> Tool | Callable[[ToolFn], Tool]:
+    isolate: bool = False,
+) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
     """Decorate a typed function as a tool. Usable bare (``@tool``) or with options."""
 
-    def wrap(f: ToolFn) -> Tool:
+    def wrap(f: ToolFn) -> FunctionTool:
         return make_tool(
             f,
             name=name,
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
+            read_only=read_only,
             external=external,
             side_effects=side_effects,
+            isolate=isolate,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -215,9 +419,16 @@ def make_tool(
     name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    read_only: bool = False,
     external: bool = False,
     side_effects: bool = False,
-) -> Tool:
+    isolate: bool = False,
+) -> FunctionTool:
+    """``@tool`` as a function call (for functions made at run time, e.g. closures over a plugin).
+
+    Raises:
+        ValueError: ``f`` has no docstring (the model reads it to decide when to call the tool).
+    """
     description, arg_docs = parse_docstring(inspect.getdoc(f) or "")
     if not description:
         raise ValueError(f"tool {f.__name__!r} needs a docstring: the model reads it to decide when to call it")
@@ -233,7 +444,7 @@ def make_tool(
         fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
     model_name = "".join(part.title() for part in (name or f.__name__).split("_")) + "Args"
     args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
-    return Tool(
+    return FunctionTool(
         name=name or f.__name__,
         description=description,
         args_model=args_model,
@@ -241,8 +452,10 @@ def make_tool(
         context_param=context_param,
         timeout_s=timeout_s,
         max_output_chars=max_output_chars,
+        read_only=read_only,
         external=external,
         side_effects=side_effects,
+        isolate=isolate,
     )
 
 
@@ -287,37 +500,59 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return dict(cleaned)
 
 
-class ToolRegistry:
-    """The tools of an agent in a fixed order (sorted by name), so the prefix never reorders."""
-
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        for t in tools:
-            self.add(t)
-
-    def add(self, t: Tool) -> None:
-        if t.name in self._tools:
-            raise ValueError(f"two tools are named {t.name!r}; tool names must be unique")
-        self._tools[t.name] = t
-        self._tools = dict(sorted(self._tools.items()))
-
-    def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def names(self) -> list[str]:
-        return list(self._tools)
-
-    def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(t.spec for t in self._tools.values())
-
-    def __iter__(self) -> Any:
-        return iter(self._tools.values())
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-
-def format_validation_error(t: Tool, err: ValidationError) -> str:
+def format_validation_error(spec: ToolSpec, err: ValidationError) -> str:
+    """Pydantic's complaints on one line, then the schema the model should follow."""
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in err.errors())
-    schema = json.dumps(t.spec.parameters, ensure_ascii=False)
-    return f"Invalid arguments for tool '{t.name}': {problems}. Expected JSON schema: {schema}"
+    schema = json.dumps(spec.parameters, ensure_ascii=False)
+    return f"Invalid arguments for tool '{spec.name}': {problems}. Expected JSON schema: {schema}"
+
+
+# ---- schema-only tools --------------------------------------------------------------------------
+
+Handler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class SchemaTool:
+    """A tool known only by its JSON Schema and an async handler (an MCP server's tools, for one).
+
+    Arguments are checked with ``jsonschema`` against ``parameters``; the handler receives them as a
+    dict and may return a string, a :class:`ToolResult` or anything JSON-able.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Handler
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    read_only: bool = False
+    external: bool = False
+    side_effects: bool = False
+    _spec: ToolSpec | None = None
+    _validator: Any = None
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The spec exactly as given."""
+        if self._spec is None:
+            self._spec = ToolSpec(self.name, self.description, self.parameters)
+        return self._spec
+
+    def validate(self, arguments: dict[str, Any]) -> None:
+        """Raises ``InvalidArguments`` listing every schema violation and the expected schema."""
+        if self._validator is None:
+            from jsonschema import Draft202012Validator  # on first use: most agents have no schema tools
+
+            self._validator = Draft202012Validator(self.parameters)
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if errors:
+            problems = "; ".join(f"{'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors)
+            schema = json.dumps(self.parameters, ensure_ascii=False)
+            raise InvalidArguments(
+                f"Invalid arguments for tool '{self.name}': {problems}. Expected JSON schema: {schema}"
+            )
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run the handler."""
+        return to_result(await self.handler(arguments, ctx))

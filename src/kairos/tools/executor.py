@@ -1,8 +1,12 @@
-"""Runs one tool call: parse, validate, execute with a timeout, cap the output.
+"""Runs one tool call: parse, validate, hooks, execute with a timeout, cap the output.
 
 Every failure the *model* caused becomes a clear error result for the model (never an
-exception): malformed JSON, unknown tool, schema mismatch, tool exception, timeout.
-Hooks let later layers (permissions, status bar, injection defences) act before and after.
+exception): malformed JSON, unknown tool, schema mismatch, tool exception, timeout. The caller
+(the agent's runner) passes the plugin hooks in; this module knows nothing about plugins.
+
+Order: ``before`` sees only valid calls of known tools and may answer instead of the tool (a
+denial, a refused limit); the output is capped; ``after`` sees every result, errors included,
+with the uncapped text in ``metadata["full_content"]`` when it was cut (so a spill can keep it).
 """
 
 from __future__ import annotations
@@ -10,77 +14,99 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from kairos.models.types import ArgumentsError, ToolCall
+from kairos.tools.base import InvalidArguments, Tool, ToolContext, ToolResult, ToolSet
 
-from kairos.models.types import ToolCall
-from kairos.tools.base import Tool, ToolContext, ToolRegistry, ToolResult, format_validation_error
-
-BeforeHook = Callable[[ToolCall, Tool, ToolContext], Awaitable[ToolResult | None]]
+BeforeTool = Callable[[ToolCall, Tool], Awaitable[ToolResult | None]]
 """Runs before a valid call; returning a result short-circuits the call (e.g. denied)."""
-AfterHook = Callable[[ToolCall, Tool | None, ToolResult, ToolContext], ToolResult]
+AfterTool = Callable[[ToolCall, Tool | None, ToolResult], Awaitable[ToolResult]]
 """Runs on every result, errors included; returns the (possibly annotated) result."""
 ErrorFormatter = Callable[[ToolCall, Tool, dict[str, Any], BaseException], str]
+"""Turns a tool's exception into the text the model reads."""
+
+FULL_CONTENT = "full_content"
+"""``ToolResult.metadata`` key: the output before the cap cut it (only present when it did)."""
 
 
 def basic_error(call: ToolCall, t: Tool, args: dict[str, Any], exc: BaseException) -> str:
+    """``Tool 'x' failed: ValueError: …``."""
     return f"Tool '{t.name}' failed: {type(exc).__name__}: {exc}"
 
 
-class ToolExecutor:
-    def __init__(self, registry: ToolRegistry, *, format_error: ErrorFormatter = basic_error) -> None:
-        self.registry = registry
-        self.format_error = format_error
-        self.before: list[BeforeHook] = []
-        self.after: list[AfterHook] = []
+@dataclass(frozen=True, slots=True)
+class Executed:
+    """The outcome of one call."""
 
-    async def execute(self, call: ToolCall, ctx: ToolContext) -> ToolResult:
-        t = self.registry.get(call.name)
-        result = await self._execute(call, t, ctx)
-        for hook in self.after:
-            result = hook(call, t, result, ctx)
-        return result
+    result: ToolResult
+    """What the model will see (after the hooks)."""
+    raw: ToolResult
+    """What the tool (or the harness, for an error) said before any ``after`` hook annotated it."""
 
-    async def _execute(self, call: ToolCall, t: Tool | None, ctx: ToolContext) -> ToolResult:
-        if t is None:
-            names = ", ".join(self.registry.names()) or "(none)"
-            return ToolResult(f"Unknown tool '{call.name}'. Available tools: {names}.", is_error=True)
-        try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError as e:
-            return ToolResult(
-                f"The arguments for '{t.name}' are not valid JSON ({e.msg} at position {e.pos}): "
-                f"{call.arguments[:500]!r}. Send one JSON object matching: {json.dumps(t.spec.parameters)}",
-                is_error=True,
-            )
-        if not isinstance(args, dict):
-            return ToolResult(
-                f"The arguments for '{t.name}' must be a JSON object, got {type(args).__name__}. "
-                f"Expected: {json.dumps(t.spec.parameters)}",
-                is_error=True,
-            )
-        try:
-            validated = t.validate(args)
-        except ValidationError as e:
-            return ToolResult(format_validation_error(t, e), is_error=True)
-        for hook in self.before:
-            verdict = await hook(call, t, ctx)
-            if verdict is not None:
-                return verdict
-        try:
-            result = await asyncio.wait_for(t.call(validated, ctx), timeout=t.timeout_s)
-        except TimeoutError:
-            return ToolResult(
-                f"Tool '{t.name}' timed out after {t.timeout_s:g} s. Try a smaller request or another approach.",
-                is_error=True,
-                metadata={"timeout_s": t.timeout_s},
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:  # a tool bug must reach the model as a result, never crash the run
-            return ToolResult(self.format_error(call, t, args, e), is_error=True, metadata={"exception": repr(e)})
-        return cap_output(result, t.max_output_chars)
+
+async def execute(
+    call: ToolCall,
+    tools: ToolSet,
+    ctx: ToolContext,
+    *,
+    before: BeforeTool | None = None,
+    after: AfterTool | None = None,
+    format_error: ErrorFormatter = basic_error,
+) -> Executed:
+    """Run ``call`` against ``tools``; never raises for anything the model did."""
+    t = tools.get(call.name)
+    raw = await _run(call, t, tools, ctx, before, format_error)
+    result = await after(call, t, raw) if after is not None else raw
+    return Executed(result, raw)
+
+
+async def _run(
+    call: ToolCall,
+    t: Tool | None,
+    tools: ToolSet,
+    ctx: ToolContext,
+    before: BeforeTool | None,
+    format_error: ErrorFormatter,
+) -> ToolResult:
+    if t is None:
+        names = ", ".join(tools.names()) or "(none)"
+        return ToolResult(f"Unknown tool '{call.name}'. Available tools: {names}.", is_error=True)
+    try:
+        args = call.parsed_arguments()
+    except ArgumentsError as e:
+        return ToolResult(
+            f"The arguments for '{t.name}' are {e}: {call.arguments[:500]!r}. "
+            f"Send one JSON object matching: {_schema(t)}",
+            is_error=True,
+        )
+    try:
+        t.validate(args)
+    except InvalidArguments as e:
+        return ToolResult(str(e), is_error=True)
+    if before is not None:
+        verdict = await before(call, t)
+        if verdict is not None:
+            return verdict
+    try:
+        result = await asyncio.wait_for(t.call(args, ctx), timeout=t.timeout_s)
+    except TimeoutError:
+        return ToolResult(
+            f"Tool '{t.name}' timed out after {t.timeout_s:g} s and was stopped. "
+            "Try a smaller request or another approach.",
+            is_error=True,
+            metadata={"timeout_s": t.timeout_s},
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # a tool bug must reach the model as a result, never crash the run
+        return ToolResult(format_error(call, t, args, e), is_error=True, metadata={"exception": e})
+    return cap_output(result, t.max_output_chars)
+
+
+def _schema(t: Tool) -> str:
+    return json.dumps(t.spec.parameters, ensure_ascii=False)
 
 
 def cap_output(result: ToolResult, limit: int) -> ToolResult:
@@ -88,8 +114,11 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
     n = len(result.content)
     if n <= limit:
         return result
-    notice = (
-        f"\n[output truncated: showing the first {limit} of {n} characters. "
-        "Ask for less (offset/limit, a narrower pattern or path) to see the rest.]"
-    )
-    return ToolResult(result.content[:limit] + notice, result.is_error, {**result.metadata, "truncated_from": n})
+    total = result.metadata.get("total_bytes")
+    size = f"{n:,} characters" if total is None else f"{n:,} characters kept of {int(total):,} bytes produced"
+    where = result.metadata.get("full_output")
+    notice = f"\n[output truncated: showing the first {limit:,} of {size}."
+    notice += f" The full output is in {where}." if where else ""
+    notice += " Ask for less (offset/limit, a narrower pattern or path) to see the rest.]"
+    metadata = {**result.metadata, "truncated_from": n, FULL_CONTENT: result.content}
+    return ToolResult(result.content[:limit] + notice, result.is_error, metadata)

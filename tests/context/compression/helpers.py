@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kairos.agent import Agent
 from kairos.agent.events import AgentEvent
-from kairos.agent.loop import Agent
-from kairos.context.compression import CompressionConfig, CompressionEvent, CompressionExtension
+from kairos.context.builder import NoStatus
+from kairos.context.compression import CompressionConfig, CompressionEvent
 from kairos.context.compression.config import NoiseConfig, SpillConfig
 from kairos.context.session import Session
 from kairos.models.types import ModelRequest, SystemPrompt
+from kairos.plugins.compression import CompressionPlugin
 from kairos.testing import ScriptedModel
 from kairos.tools.base import Tool, tool
 from kairos.tools.builtins import read_file
@@ -38,11 +40,6 @@ def fetch(tag: str, chars: int = 3000) -> str:
 def note(text: str) -> str:
     """Return the text (a small result)."""
     return text
-
-
-class NoStatus:
-    def render(self, session: Session) -> str | None:
-        return None
 
 
 @dataclass
@@ -76,15 +73,15 @@ def make_agent(
     tools: Sequence[Tool] = (fetch, note, read_file),
     events: list[CompressionEvent] | None = None,
     **kw: Any,
-) -> tuple[Agent, CompressionExtension]:
-    ext = CompressionExtension(cfg, summarizer=summarizer, listeners=[events.append] if events is not None else [])
+) -> tuple[Agent, CompressionPlugin]:
+    ext = CompressionPlugin(cfg, summarizer=summarizer, listeners=[events.append] if events is not None else [])
     agent = Agent(
         model,
         tools=list(tools),
         system=SystemPrompt("You are a test agent.", "Deployment: tests."),
         status=NoStatus(),
         max_tokens=kw.pop("max_tokens", 256),
-        extensions=[ext],
+        plugins=[ext],
         **kw,
     )
     return agent, ext

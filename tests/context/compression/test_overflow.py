@@ -79,9 +79,10 @@ async def test_overflow_hook_compresses_first_and_returns_a_request_that_fits(se
         Message.assistant("", (ToolCall("c1", "fetch", '{"tag": "a"}'),)),
         Message.tool("c1", page("a", 12_000), "fetch"),
     )
-    request = agent.builder.build(session)
+    ctx = await agent.context(session)
+    request = ctx.build()
     tokens, limit = model.count_tokens(request), 2000 - 256
-    smaller = await ext.on_overflow(session, request, tokens, limit)
+    smaller = await ext.on_overflow(ctx, request, tokens, limit)
     assert smaller is not None and model.count_tokens(smaller) <= limit
     assert smaller.messages[2].content.startswith(COMPRESSED) and state_of(session).ledger.get("compressed", 2)
 
@@ -89,4 +90,7 @@ async def test_overflow_hook_compresses_first_and_returns_a_request_that_fits(se
 async def test_disabled_compression_installs_nothing(session: Session) -> None:
     model = ScriptedModel([reply("hi")])
     agent, _ = make_agent(model, CompressionConfig(enabled=False))
-    assert agent.builder.views == [] and agent.before_request == [] and agent.builder.overflow_hooks == []
+    ctx = await agent.context(session)
+    assert agent.builder.views == ()
+    assert await agent.plugins[0].at_safe_point(ctx, "before_request") == ()
+    assert state_of(session).ledger.get("spill", 0) is None

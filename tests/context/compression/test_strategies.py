@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
-from kairos.agent.loop import Agent
 from kairos.context.compression import (
     COMPRESSED,
     SPECS,
     STRATEGIES,
     CompressionEvent,
-    CompressionExtension,
     state_of,
 )
 from kairos.context.session import Session, SessionStore
-from kairos.context.status import StatusBar, StatusBarConfig
 from kairos.errors import ModelUnavailableError
 from kairos.models.types import Message, ModelResponse, SystemPrompt, ToolCall
+from kairos.plugins.compression import CompressionPlugin
+from kairos.plugins.status_bar import StatusBar, StatusBarConfig
 from kairos.testing import ScriptedModel, call, reply
 from tests.context.compression.helpers import CountingModel, collect, config, fetch, make_agent, page
 
@@ -68,12 +68,13 @@ async def test_trigger_is_the_configured_share_of_the_usable_window(session: Ses
     summ = summarizer()
     agent, ext = make_agent(model, config(trigger_ratio=0.8), summarizer=summ)
     model.forced = 7999  # 80 % of 10,000 usable is 8,000
-    await ext.before_request(session)
+    ctx = await agent.context(session)
+    await ext.before_request(ctx)
     session.append(*_fake_turn(session))
-    await ext.before_request(session)
+    await ext.before_request(ctx)
     assert summ.requests == []
     model.forced = 8001
-    await ext.before_request(session)
+    await ext.before_request(ctx)
     assert len(summ.requests) == 1
 
 
@@ -165,7 +166,7 @@ async def test_circuit_breaker_trips_after_three_failures_and_stops_trying(sessi
     assert len(summ.requests) == 3  # one per attempt (the first target fails, the attempt counts once)
     trip = next(e for e in events if e.kind == "breaker_tripped")
     assert "stopped" in trip.message and "3 consecutive failures" in trip.message
-    assert state_of(session).tripped and ext.status_line(session) is not None
+    assert state_of(session).tripped and ext.status_lines(await agent.context(session))
     errors = [e for e in run if isinstance(e, RunError)]
     assert errors and "prompt tokens" in errors[0].message  # it then overflows safely, without retry loops
 
@@ -257,12 +258,13 @@ async def test_a_result_that_jumps_past_the_window_is_compressed_before_sending(
 async def test_tripped_breaker_is_shown_in_the_status_bar(session: Session) -> None:
     model = ScriptedModel([*fetches(*"abcdefgh", chars=1200), reply("done")], context_window=2000)
     summ = ScriptedModel([ModelUnavailableError("summariser down", model="s")] * 10)
-    ext = CompressionExtension(config(), summarizer=summ)
+    ext = CompressionPlugin(config(), summarizer=summ)
     bar = StatusBar(StatusBarConfig(timestamps=False, system_state=False, current_request=False, todo=False))
     agent = Agent(
-        model, tools=[fetch], system=SystemPrompt("You are a test agent."), max_tokens=256, extensions=[bar, ext]
+        model, tools=[fetch], system=SystemPrompt("You are a test agent."), max_tokens=256, plugins=[bar, ext]
     )
     await collect(agent, session, "go")
     assert state_of(session).tripped
-    status = bar.compose(session)
+    ctx = await agent.context(session)
+    status = bar.render(ctx, ctx.status_lines())
     assert status is not None and "context compression: stopped" in status

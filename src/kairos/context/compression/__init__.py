@@ -9,14 +9,13 @@
 
 Every decision is frozen in the session and applied by a deterministic view; the stored
 trajectory is never rewritten and only tool results are ever replaced. Plug it in with
-``Agent(..., extensions=[CompressionExtension(config)])``.
+``Agent(..., plugins=[CompressionPlugin(config)])`` (:mod:`kairos.plugins.compression`).
 """
 
 from __future__ import annotations
 
 from kairos.context.compression.archive import round_log
 from kairos.context.compression.config import STRATEGIES, CompressionConfig, NoiseConfig, SpillConfig, Strategy
-from kairos.context.compression.extension import CompressionExtension
 from kairos.context.compression.ledger import COMPRESSED, CompressionEvent, SessionCompression, state_of
 from kairos.context.compression.llm import Summarizer, SummaryError
 from kairos.context.compression.provider import (
@@ -35,7 +34,6 @@ __all__ = [
     "ClearToolUses",
     "CompressionConfig",
     "CompressionEvent",
-    "CompressionExtension",
     "CompressionView",
     "ContextEditingBackend",
     "ContextEditor",

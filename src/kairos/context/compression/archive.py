@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kairos.context.compression.ledger import COMPRESSED, SessionCompression, state_of
 from kairos.context.compression.noise import calls_by_id, describe_call
-from kairos.context.session import Session
+from kairos.context.session import SessionView
 from kairos.models.types import Message
 
 _MAX_CALLS = 12
@@ -78,7 +78,7 @@ def entry(r: Round, messages: Sequence[Message], saved: Saved | None = None) -> 
     return "\n".join(lines)
 
 
-def record_completed(session: Session, st: SessionCompression, saved: Saved | None = None) -> list[int]:
+def record_completed(session: SessionView, st: SessionCompression, saved: Saved | None = None) -> list[int]:
     """Freeze an entry for every completed round that has none; returns their numbers."""
     messages = session.message_list()
     new = []
@@ -89,7 +89,7 @@ def record_completed(session: Session, st: SessionCompression, saved: Saved | No
     return new
 
 
-def round_log(session: Session) -> list[str]:
+def round_log(session: SessionView) -> list[str]:
     """Every frozen round entry of the session, oldest first."""
     st = state_of(session)
     out = []

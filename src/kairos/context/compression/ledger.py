@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from kairos.context.session import Session
+from kairos.context.session import SessionView
 
 COMPRESSED = "[COMPRESSED]"
 """Marks content layer 5 produced; marked content is never compressed again."""
@@ -62,7 +62,7 @@ class Ledger:
     miss can only become stale by our own write, which updates the cache.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionView) -> None:
         self._session = session
         self._cache: dict[str, str | None] = {}
         self.version = 0
@@ -70,7 +70,7 @@ class Ledger:
 
     def _get(self, key: str) -> str | None:
         if key not in self._cache:
-            self._cache[key] = self._session.store.frozen(self._session.id, _PREFIX + key)
+            self._cache[key] = self._session.frozen(_PREFIX + key)
         return self._cache[key]
 
     def _freeze(self, key: str, value: str) -> str:
@@ -138,7 +138,7 @@ class SessionCompression:
         return self.compressed_chars / self.original_chars if self.original_chars else None
 
 
-def state_of(session: Session) -> SessionCompression:
+def state_of(session: SessionView) -> SessionCompression:
     st = session.state.get(STATE_KEY)
     if not isinstance(st, SessionCompression):
         st = SessionCompression(Ledger(session))
@@ -146,7 +146,7 @@ def state_of(session: Session) -> SessionCompression:
     return st
 
 
-def emit(session: Session, st: SessionCompression, listeners: list[Listener], event: CompressionEvent) -> None:
+def emit(session: SessionView, st: SessionCompression, listeners: list[Listener], event: CompressionEvent) -> None:
     """Record an event, log it, and tell the listeners (a failing listener never stops the run)."""
     st.events.append(event)
     level = logging.WARNING if event.kind in ("failed", "breaker_tripped") else logging.INFO

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from kairos.context.session import Session
+from kairos.context.session import SessionView
 from kairos.models.base import Model
 from kairos.models.types import ModelRequest
 
@@ -50,7 +50,7 @@ class ContextEditor(Protocol):
     """Harness side of layer 3: called only when a request is over the window."""
 
     async def edit(
-        self, model: Model, session: Session, request: ModelRequest, tokens: int, limit: int
+        self, model: Model, session: SessionView, request: ModelRequest, tokens: int, limit: int
     ) -> ModelRequest | None: ...
 
 
@@ -61,7 +61,7 @@ class ProviderContextEditing:
         self.clear = edit or ClearToolUses()
 
     async def edit(
-        self, model: Model, session: Session, request: ModelRequest, tokens: int, limit: int
+        self, model: Model, session: SessionView, request: ModelRequest, tokens: int, limit: int
     ) -> ModelRequest | None:
         if not isinstance(model, ContextEditingBackend):
             return None

@@ -13,20 +13,22 @@ is (the default ``<workspace>/.kairos``), else ``<workspace>/.kairos/spill/<sess
 
 from __future__ import annotations
 
+import html
 import os
 import re
 from pathlib import Path
 
 from kairos.context.compression.config import SpillConfig
-from kairos.context.session import Session
+from kairos.context.session import SessionView
 from kairos.models.types import Message
 from kairos.paths import default_state_dir
+from kairos.security.sanitize import wrap_external, wrapped_source
 
 _LINE_CHARS = 300
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def spill_root(session: Session, configured: str | None = None) -> Path:
+def spill_root(session: SessionView, configured: str | None = None) -> Path:
     """The folder spill files of all sessions go to (always inside the workspace)."""
     ws = session.workspace
     if configured:
@@ -39,17 +41,17 @@ def spill_root(session: Session, configured: str | None = None) -> Path:
     return ws / ".kairos" / "spill"
 
 
-def spill_path(session: Session, seq: int, call_id: str | None, configured: str | None = None) -> Path:
+def spill_path(session: SessionView, seq: int, call_id: str | None, configured: str | None = None) -> Path:
     name = f"{seq}-{_SAFE.sub('_', call_id or 'result')[:64]}.txt"
     return spill_root(session, configured) / _SAFE.sub("_", session.id) / name
 
 
-def display(session: Session, path: Path) -> str:
+def display(session: SessionView, path: Path) -> str:
     """``path`` relative to the workspace: what read_file accepts from the workspace root."""
     return path.relative_to(session.workspace).as_posix()
 
 
-def write_spill(session: Session, path: Path, content: str) -> None:
+def write_spill(session: SessionView, path: Path, content: str) -> None:
     """Write atomically; a ``.gitignore`` keeps spilled outputs out of the user's commits.
 
     Raises:
@@ -77,8 +79,11 @@ def _take(lines: list[str], budget: int) -> list[str]:
     return out
 
 
-def preview(content: str, cfg: SpillConfig, where: str | None, problem: str | None = None) -> str:
-    """Head and tail lines, the size, and how to read the rest (``where``: the file's path)."""
+def preview(
+    content: str, cfg: SpillConfig, where: str | None, problem: str | None = None, total: int | None = None
+) -> str:
+    """Head and tail lines, the size, and how to read the rest (``where``: the file's path;
+    ``total``: the output's full size when ``content`` is only its capped part)."""
     lines = content.splitlines() or [""]
     head = _take([_clip(x) for x in lines[: cfg.head_lines]], cfg.preview_chars * 2 // 3)
     rest = lines[len(head) :]
@@ -86,6 +91,8 @@ def preview(content: str, cfg: SpillConfig, where: str | None, problem: str | No
     tail = list(reversed(_take([_clip(x) for x in reversed(tail_src)], cfg.preview_chars // 3)))
     hidden = len(lines) - len(head) - len(tail)
     size = f"{len(content):,} chars in {len(lines):,} lines"
+    if total is not None and total > len(content):
+        size = f"{total:,} chars in all ({len(content):,} kept in the context before this preview)"
     if where is not None:
         top = f"[large output: {size}, saved to {where}; only its start and end are shown here]"
         more = (
@@ -112,26 +119,36 @@ class Spiller:
         self.cfg = cfg
 
     def needs(self, message: Message) -> bool:
+        """A tool result over the spill threshold."""
         return message.role == "tool" and len(message.content) > self.cfg.max_chars
 
-    def path(self, session: Session, seq: int, message: Message) -> Path:
+    def path(self, session: SessionView, seq: int, message: Message) -> Path:
+        """Where the result at ``seq`` is spilled."""
         return spill_path(session, seq, message.tool_call_id, self.cfg.dir)
 
-    def save(self, session: Session, seq: int, message: Message) -> tuple[str | None, str | None]:
-        """Write the full content; returns (display path, None) or (None, why it failed)."""
+    def save(
+        self, session: SessionView, seq: int, message: Message, whole: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """Write the full content (``whole`` when the stored message was capped); returns
+        (display path, None) or (None, why it failed)."""
         path = self.path(session, seq, message)
         try:
-            write_spill(session, path, message.content)
+            write_spill(session, path, whole if whole is not None else message.content)
         except OSError as e:
             return None, e.strerror or type(e).__name__
         return display(session, path), None
 
-    def decide(self, session: Session, seq: int, message: Message) -> str:
-        """The preview text for a new large result (the caller freezes it)."""
-        where, problem = self.save(session, seq, message)
-        return preview(message.content, self.cfg, where, problem)
+    def decide(self, session: SessionView, seq: int, message: Message, whole: str | None = None) -> str:
+        """The preview text for a new large result (the caller freezes it); ``whole`` is the
+        uncapped output when the stored message holds only its capped part."""
+        if whole is not None:
+            source = wrapped_source(message.content)
+            if source is not None:  # external output stays marked as such in the file too
+                whole = wrap_external(whole, html.unescape(source))
+        where, problem = self.save(session, seq, message, whole)
+        return preview(message.content, self.cfg, where, problem, len(whole) if whole is not None else None)
 
-    def restore(self, session: Session, seq: int, message: Message, frozen: str) -> None:
+    def restore(self, session: SessionView, seq: int, message: Message, frozen: str) -> None:
         """Rewrite a deleted spill file that a frozen preview points to (content from the trajectory)."""
         path = self.path(session, seq, message)
         if not path.exists() and display(session, path) in frozen:

@@ -24,7 +24,7 @@ A circuit breaker stops all attempts after ``max_failures`` consecutive failed o
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kairos.context.compression.archive import archive_pointers, entry, rounds
@@ -39,7 +39,7 @@ from kairos.context.compression.ledger import (
 from kairos.context.compression.llm import Summarizer, SummaryError
 from kairos.context.compression.noise import calls_by_id, describe_call
 from kairos.context.compression.spill import Spiller, display
-from kairos.context.session import Session
+from kairos.context.session import SessionView
 from kairos.models.types import Message, ToolCall
 
 
@@ -91,7 +91,7 @@ class Compressor:
         self.spiller = spiller
         self.listeners = listeners
 
-    def targets(self, session: Session, st: SessionCompression, seqs: Iterable[int] | None = None) -> list[int]:
+    def targets(self, session: SessionView, st: SessionCompression, seqs: Iterable[int] | None = None) -> list[int]:
         """Unmarked tool results worth compressing (no layer 2/5 decision, not already marked)."""
         messages = session.message_list()
         out = []
@@ -106,7 +106,7 @@ class Compressor:
             out.append(seq)
         return out
 
-    def _context(self, st: SessionCompression, messages: list[Message], before: int) -> str:
+    def _context(self, st: SessionCompression, messages: Sequence[Message], before: int) -> str:
         """What the agent already knows: earlier compressed results, newest last."""
         parts = []
         for seq in range(before):
@@ -114,7 +114,7 @@ class Compressor:
                 parts.append(_strip_marker(text))
         return "\n".join(parts)
 
-    def _original_note(self, session: Session, seq: int, message: Message) -> str:
+    def _original_note(self, session: SessionView, seq: int, message: Message) -> str:
         if not self.cfg.keep_originals:
             return ""
         path = self.spiller.path(session, seq, message)
@@ -124,7 +124,7 @@ class Compressor:
                 return ""
         return f'\n[original: read_file(path="{display(session, path)}")]'
 
-    async def attempt(self, session: Session, st: SessionCompression, targets: list[int], why: str) -> int:
+    async def attempt(self, session: SessionView, st: SessionCompression, targets: list[int], why: str) -> int:
         """One compression attempt over ``targets``; returns how many results it replaced."""
         if st.tripped or not self.spec.llm:
             return 0
@@ -173,9 +173,9 @@ class Compressor:
 
     async def _one(
         self,
-        session: Session,
+        session: SessionView,
         st: SessionCompression,
-        messages: list[Message],
+        messages: Sequence[Message],
         calls: dict[str, ToolCall],
         seq: int,
         fresh: dict[int, str],
@@ -201,9 +201,9 @@ class Compressor:
 
     def _commit(
         self,
-        session: Session,
+        session: SessionView,
         st: SessionCompression,
-        messages: list[Message],
+        messages: Sequence[Message],
         replaced: dict[int, str],
         errors: list[str],
         why: str,

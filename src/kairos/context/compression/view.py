@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kairos.context.compression.ledger import state_of
-from kairos.context.session import Session
+from kairos.context.session import SessionView
 from kairos.models.types import Message
 
 
-def stored_seqs(session: Session, messages: Sequence[Message]) -> list[int | None]:
+def stored_seqs(session: SessionView, messages: Sequence[Message]) -> list[int | None]:
     """The stored sequence number of each message (None for one a previous view made up)."""
     stored = session.message_list()
     if messages is stored or (
@@ -31,7 +31,7 @@ class CompressionView:
     def __init__(self) -> None:
         self._cache: dict[tuple[str, int], tuple[Message, str, Message]] = {}
 
-    def apply(self, session: Session, messages: Sequence[Message]) -> Sequence[Message]:
+    def apply(self, session: SessionView, messages: Sequence[Message]) -> Sequence[Message]:
         ledger = state_of(session).ledger
         out: list[Message] | None = None
         for i, seq in enumerate(stored_seqs(session, messages)):

@@ -6,7 +6,8 @@ it), against drift towards local subtasks. Items are ``{id, content, status, tim
 The state lives in ``ctx.resources[TODO_RESOURCE]`` while a session runs, but it is *derived
 from the trajectory*: :func:`replay_todos` re-applies every successful TODO call found in the
 messages, taking each call's timestamp from its own result (``updated YYYY-MM-DD HH:MM:SS``), so
-a resumed session rebuilds exactly the list it had. :class:`TodoTools` installs that seeding.
+a resumed session rebuilds exactly the list it had. The plugin :class:`kairos.plugins.todo.TodoTools`
+seeds it and shows the list in the status.
 The executor starts the calls of one reply in order and these tools never suspend, so live
 execution order equals trajectory order and the replay matches what the tools did.
 """
@@ -14,22 +15,17 @@ execution order equals trajectory order and the replay matches what the tools di
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from kairos.models.types import Message
-from kairos.tools.base import Tool, ToolContext, ToolResult, tool
+from kairos.models.types import Message, ToolCall
+from kairos.tools.base import FunctionTool, Tool, ToolContext, ToolResult, tool
 from kairos.tools.builtins.clock import CLOCK_RESOURCE, system_now
-
-if TYPE_CHECKING:
-    from kairos.agent.loop import Agent
-    from kairos.context.session import Session
 
 TodoStatus: TypeAlias = Literal["pending", "in_progress", "completed", "cancelled"]
 TODO_STATUSES: tuple[str, ...] = get_args(TodoStatus)
@@ -175,7 +171,7 @@ async def _rewrite(items: list[TodoInput], ctx: ToolContext) -> ToolResult:
     return _result("rewrite_todo_list", todos, now)
 
 
-rewrite_todo_list = Tool(
+rewrite_todo_list = FunctionTool(
     name="rewrite_todo_list",
     description=inspect.getdoc(_rewrite) or "",
     args_model=RewriteArgs,
@@ -211,15 +207,15 @@ class _UpdateArgs(BaseModel):
     status: TodoStatus
 
 
-def _apply(todos: TodoList, name: str, arguments: str, stamp: str) -> TodoList:
+def _apply(todos: TodoList, call: ToolCall, stamp: str) -> TodoList:
     """Re-apply one recorded call; a call that fails now failed then too and changes nothing."""
     try:
-        args: Any = json.loads(arguments) if arguments.strip() else {}
-        if name == "rewrite_todo_list":
+        args = call.parsed_arguments()
+        if call.name == "rewrite_todo_list":
             return todos.rewrite(RewriteArgs.model_validate(args).items, stamp)
         update = _UpdateArgs.model_validate(args)
         return todos.update(update.id, update.status, stamp)
-    except (ValueError, ValidationError, TypeError):  # TodoError and JSONDecodeError are ValueErrors
+    except (ValueError, ValidationError, TypeError):  # TodoError and ArgumentsError are ValueErrors
         return todos
 
 
@@ -233,27 +229,5 @@ def replay_todos(messages: Sequence[Message]) -> TodoList:
                 continue
             stamp = _STAMP.search(results.get(c.id, ""))
             if stamp is not None:
-                todos = _apply(todos, c.name, c.arguments, stamp.group(1))
+                todos = _apply(todos, c, stamp.group(1))
     return todos
-
-
-def todo_list(session: Session) -> TodoList:
-    """The session's live list, seeded from its trajectory the first time (e.g. after a resume)."""
-    res = session.tool_context.resources
-    todos = res.get(TODO_RESOURCE)
-    if not isinstance(todos, TodoList):
-        todos = res[TODO_RESOURCE] = replay_todos(session.message_list())
-    return todos
-
-
-class TodoTools:
-    """Extension: the two TODO tools, with their state rebuilt from the trajectory on resume."""
-
-    def tools(self) -> Sequence[Tool]:
-        return todo_tools()
-
-    def install(self, agent: Agent) -> None:
-        async def seed(session: Session) -> None:
-            todo_list(session)
-
-        agent.before_request.append(seed)

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, RequestStats, ToolCallFinished
-from kairos.agent.loop import Agent
 from kairos.context.builder import BasicStatus
 from kairos.context.session import Session, SessionStore
-from kairos.context.status import (
+from kairos.context.validate import trajectory_problems
+from kairos.models.types import ModelRequest
+from kairos.plugins.status_bar import (
     UNANNOTATED,
     SimulatedClock,
     StatusBar,
@@ -21,8 +23,7 @@ from kairos.context.status import (
     choose_update_mode,
     last_status,
 )
-from kairos.context.validate import trajectory_problems
-from kairos.models.types import ModelRequest
+from kairos.plugins.todo import TodoTools
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import tool
 from kairos.tools.builtins import bash
@@ -72,7 +73,7 @@ def phone(merchant: str = "Xfinity") -> Any:
 
 def make(model: ScriptedModel, **cfg: Any) -> Agent:
     config = StatusBarConfig(clock_start=START, clock_step_s=5, **cfg)
-    return Agent(model, tools=[phone_call, web_search, local_note], extensions=[StatusBar(config, environment=ENV)])
+    return Agent(model, tools=[phone_call, web_search, local_note], plugins=[StatusBar(config, environment=ENV)])
 
 
 async def run(agent: Agent, session: Session, text: str) -> list[AgentEvent]:
@@ -168,7 +169,7 @@ async def test_tool_wide_limit_from_shorthand_config(session: Session) -> None:
     config = StatusBarConfig.model_validate({"limits": {"phone_call": 1}})
     assert config.limits["phone_call"].max_calls == 1 and config.limits["phone_call"].per_argument is None
     model = ScriptedModel([reply("", phone(), phone("Other")), reply("done")])
-    agent = Agent(model, tools=[phone_call], extensions=[StatusBar(config, environment=ENV)])
+    agent = Agent(model, tools=[phone_call], plugins=[StatusBar(config, environment=ENV)])
     await run(agent, session, "call")
     assert executed == ["Xfinity"]
     assert "Maximum calls to 'phone_call' reached (1/1)" in status_of(model.requests[-1])
@@ -240,11 +241,11 @@ async def test_auto_mode_decides_once_and_freezes(store: SessionStore) -> None:
     session = store.new()
     model = ScriptedModel([reply("", phone()), reply("done")])
     bar = StatusBar(StatusBarConfig(mode="auto", tokens_between_updates=5_000), environment=ENV)
-    Agent(model, tools=[phone_call], extensions=[bar])
+    Agent(model, tools=[phone_call], plugins=[bar])
     decision = bar.decision(session)
     assert decision.mode == "append" and decision.expected_updates == 20
     assert decision.status_tokens > 0 and decision.tokens_between_updates == 5_000
-    agent = Agent(model, tools=[phone_call], extensions=[bar])
+    agent = Agent(model, tools=[phone_call], plugins=[bar])
     await run(agent, session, "go")
     assert any((m.origin is not None) for m in session.messages)
     await session.aclose()
@@ -256,7 +257,7 @@ async def test_auto_mode_decides_once_and_freezes(store: SessionStore) -> None:
 async def test_auto_mode_can_choose_replace(session: Session) -> None:
     model = ScriptedModel([reply("done")])
     bar = StatusBar(StatusBarConfig(mode="auto", tokens_between_updates=1), environment=ENV)
-    await run(Agent(model, tools=[phone_call], extensions=[bar]), session, "go")
+    await run(Agent(model, tools=[phone_call], plugins=[bar]), session, "go")
     assert bar.decision(session).mode == "replace"
     assert status_of(model.requests[0])
 
@@ -273,8 +274,8 @@ async def test_everything_off_means_no_status_no_tools_no_notes(session: Session
     )
     model = ScriptedModel([reply("", phone(), phone()), reply("done")])
     bar = StatusBar(config)
-    agent = Agent(model, tools=[phone_call], extensions=[bar])
-    assert agent.tools.names() == ["phone_call"] and agent.executor.format_error is basic_error
+    agent = Agent(model, tools=[phone_call], plugins=[bar])
+    assert [t.name for t in agent.all_tools()] == ["phone_call"] and agent.pipeline.format_error is basic_error
     await run(agent, session, "go")
     assert all(r.messages[-1].origin is None for r in model.requests)
     assert executed == ["Xfinity", "Xfinity"]  # no counters, no enforcement
@@ -282,14 +283,14 @@ async def test_everything_off_means_no_status_no_tools_no_notes(session: Session
 
 
 async def test_disabled_extension_leaves_the_core_status(session: Session) -> None:
-    agent = Agent(ScriptedModel([reply("x")]), extensions=[StatusBar(StatusBarConfig(enabled=False))])
-    assert isinstance(agent.builder.status, BasicStatus) and not agent.tools.names()
+    agent = Agent(ScriptedModel([reply("x")]), plugins=[StatusBar(StatusBarConfig(enabled=False))])
+    assert isinstance(agent.status, BasicStatus) and not agent.all_tools()
 
 
 async def test_each_technique_alone(session: Session) -> None:
     only_todo = StatusBarConfig(current_request=False, timestamps=False, counters=False, system_state=False, todo=True)
     model = ScriptedModel([reply("", call("rewrite_todo_list", {"items": [{"content": "step one"}]})), reply("ok")])
-    await run(Agent(model, extensions=[StatusBar(only_todo)]), session, "plan")
+    await run(Agent(model, plugins=[StatusBar(only_todo), TodoTools()]), session, "plan")
     assert status_of(model.requests[-1]).splitlines()[1:] == [
         "Current State:",
         "- TODO (1 items: 1 pending):",
@@ -302,7 +303,7 @@ async def test_each_technique_alone(session: Session) -> None:
 async def test_system_state_follows_cd(session: Session, workspace: Path) -> None:
     (workspace / "src").mkdir()
     model = ScriptedModel([reply("", call("bash", {"command": "cd src"})), reply("done")])
-    agent = Agent(model, tools=[bash], extensions=[StatusBar(StatusBarConfig(), environment=ENV)])
+    agent = Agent(model, tools=[bash], plugins=[StatusBar(StatusBarConfig(), environment=ENV)])
     await run(agent, session, "go into src")
     assert "- Environment: cwd . | OS Linux | shell bash | Python 3.11.9" in status_of(model.requests[0])
     assert "- Environment: cwd ./src | OS Linux" in status_of(model.requests[1])

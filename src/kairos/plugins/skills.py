@@ -1,9 +1,10 @@
-"""The ``Skills`` extension: progressive disclosure of skills (book ch2 §3.9, Exp 2-6).
+"""The ``Skills`` plugin: progressive disclosure of skills (book ch2 §3.9, Exp 2-6).
 
 Three layers, each appended at the end of the trajectory and never edited afterwards:
 
-1. **Catalog.** Before the first request of a session (after the user's message), one synthetic
-   user message ``<skills_catalog fingerprint="…">`` lists each usable skill's name and description. Before
+1. **Catalog.** At the safe point before the first request of a session (after the user's
+   message), one harness-made user message ``<skills_catalog fingerprint="…">`` lists each
+   usable skill's name and description. Before
    every later request the catalog is recomputed; only when its fingerprint differs from the last
    one in the trajectory (a skill installed, removed, approved or revoked) is a
    ``<skills_catalog_update …>`` appended with just the difference. The fingerprint is read back
@@ -27,16 +28,14 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kairos.context.session import Session
-from kairos.models.types import HARNESS, Message
+from kairos.agent.plugin import Plugin, RunContext, SafePoint
+from kairos.context.session import SessionView
+from kairos.models.types import Message, Origin
 from kairos.skills.catalog import SKILL_FILE, Skill, SkillCatalog, SkillEntry
 from kairos.skills.config import SkillsConfig
-from kairos.tools.base import Tool, ToolResult, make_tool
-
-if TYPE_CHECKING:
-    from kairos.agent.loop import Agent
+from kairos.tools.base import Tool, ToolResult, ToolSource, make_tool
 
 CATALOG_TAG = "skills_catalog"
 UPDATE_TAG = "skills_catalog_update"
@@ -54,6 +53,7 @@ FIRST_COMMAND = (
     "The first command this skill runs is below. Call the bash tool with it now, "
     "after replacing its placeholders (such as FILE) with the user's values:\n{command}"
 )
+SKILLS_ORIGIN = Origin("harness", "skills")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 
 
@@ -95,7 +95,7 @@ def render_update(old: Mapping[str, str], new: Mapping[str, str], fp: str) -> st
     return f'<{UPDATE_TAG} fingerprint="{fp}">\n' + "\n".join(parts) + f"\n</{UPDATE_TAG}>"
 
 
-def last_catalog(session: Session) -> str | None:
+def last_catalog(session: SessionView) -> str | None:
     """The fingerprint of the last catalog message in the trajectory (scans only new messages)."""
     memo: dict[str, Any] = session.state.setdefault(_STATE_KEY, {"scanned": 0, "fingerprint": None})
     messages = session.message_list()
@@ -109,8 +109,10 @@ def last_catalog(session: Session) -> str | None:
     return fp
 
 
-class Skills:
-    """Skills for one workspace: the catalog hook plus ``load_skill`` and ``read_skill_file``."""
+class Skills(Plugin):
+    """Skills for one workspace: the catalog at the safe point plus ``load_skill`` and ``read_skill_file``."""
+
+    stage = "annotate"
 
     def __init__(self, catalog: SkillCatalog, *, max_file_chars: int = 20_000, python: str | None = None) -> None:
         self.catalog = catalog
@@ -129,35 +131,39 @@ class Skills:
         catalog = SkillCatalog.for_workspace(workspace, config, state_dir=state_dir)
         return cls(catalog, max_file_chars=config.max_file_chars)
 
-    def tools(self) -> Sequence[Tool]:
+    def tools(self) -> Sequence[Tool | ToolSource]:
+        """``load_skill`` and ``read_skill_file``."""
         return list(self._tools)
 
-    def install(self, agent: Agent) -> None:
-        # Before each request: after the user's first message (measured: with the catalog placed
-        # before it, the 1.5B model loaded the matching skill in 1 of 5 trials, after it 8 of 8),
-        # and again whenever a skill is created or removed, even during a turn.
-        agent.before_request.append(self.sync_catalog)
+    async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
+        """Before each request: the catalog after the user's first message (measured: with the catalog
+        placed before it, the 1.5B model loaded the matching skill in 1 of 5 trials, after it 8 of 8),
+        and the change whenever a skill is created or removed, even during a turn."""
+        if at != "before_request":
+            return ()
+        message = self.catalog_message(ctx.session)
+        return (message,) if message is not None else ()
 
     # -- catalog -----------------------------------------------------------------------------
 
     def current_entries(self) -> dict[str, str]:
         return {s.name: s.summary for s in self.catalog.available()}
 
-    async def sync_catalog(self, session: Session) -> None:
-        """Append the catalog, or the change since the last one, when the model's view is stale."""
+    def catalog_message(self, session: SessionView) -> Message | None:
+        """The catalog, or the change since the last one, when the model's view is stale; else None."""
         entries = self.current_entries()
         fp = fingerprint(entries)
         seen = last_catalog(session)
         if seen == fp or (seen is None and not entries):
-            return
+            return None
         old = self._frozen_entries(session, seen) if seen is not None else None
         text = render_catalog(entries, fp) if old is None else render_update(old, entries, fp)
         session.freeze(_FROZEN_PREFIX + fp, json.dumps(entries, sort_keys=True, ensure_ascii=False))
-        session.append(Message("user", text, origin=HARNESS))
+        return Message.user(text, SKILLS_ORIGIN)
 
     @staticmethod
-    def _frozen_entries(session: Session, fp: str) -> dict[str, str] | None:
-        raw = session.store.frozen(session.id, _FROZEN_PREFIX + fp)
+    def _frozen_entries(session: SessionView, fp: str) -> dict[str, str] | None:
+        raw = session.frozen(_FROZEN_PREFIX + fp)
         if raw is None:  # e.g. a trajectory copied without its frozen decisions: resend in full
             return None
         data = json.loads(raw)

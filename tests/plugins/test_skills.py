@@ -7,13 +7,13 @@ import shlex
 import sys
 from pathlib import Path
 
+from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, ToolCallFinished
-from kairos.agent.loop import Agent
 from kairos.context.session import Session, SessionStore
 from kairos.context.validate import trajectory_problems
 from kairos.models.types import HARNESS, Message, SystemPrompt
+from kairos.plugins.skills import CATALOG_TAG, FOLLOW_UP, UPDATE_TAG, Skills, fingerprint, render_catalog
 from kairos.skills.config import SkillsConfig
-from kairos.skills.extension import CATALOG_TAG, FOLLOW_UP, UPDATE_TAG, Skills, fingerprint, render_catalog
 from kairos.testing import ScriptedModel, call, reply
 from tests.skills.test_catalog import write_skill
 
@@ -21,7 +21,7 @@ from tests.skills.test_catalog import write_skill
 def make(workspace: Path, model: ScriptedModel, **config: object) -> tuple[Agent, Skills]:
     cfg = SkillsConfig.model_validate({"builtin": False, "entry_points": False, **config})
     skills = Skills.from_config(workspace, cfg, state_dir=workspace / ".state")
-    agent = Agent(model, system=SystemPrompt("You are a test agent."), extensions=[skills])
+    agent = Agent(model, system=SystemPrompt("You are a test agent."), plugins=[skills])
     return agent, skills
 
 
@@ -192,6 +192,7 @@ async def test_resume_keeps_the_catalog_state(workspace: Path, store: SessionSto
     s2 = store.resume(s1.id)
     await run(agent, s2, "two")
     assert len(catalogs(s2)) == 1  # same catalog: not sent again after resume
+    await s2.aclose()
     write_skill(workspace / "skills", "beta")
     s3 = store.resume(s1.id)
     await run(agent, s3, "three")

@@ -10,9 +10,13 @@ from typing import Any
 
 import pytest
 
+from kairos.agent import Agent
 from kairos.agent.events import AgentEvent
-from kairos.agent.loop import Agent
-from kairos.agent.subagent import (
+from kairos.context.session import Session, SessionStore
+from kairos.context.validate import trajectory_problems
+from kairos.models.types import ModelRequest, ReasoningPolicy, StreamEvent, SystemPrompt
+from kairos.plugins.defences import InjectionDefences
+from kairos.plugins.subagents import (
     FROM_MAIN,
     FROM_USER,
     RUNNER_KEY,
@@ -22,10 +26,7 @@ from kairos.agent.subagent import (
     SubAgents,
     tag_task,
 )
-from kairos.context.session import Session, SessionStore
-from kairos.context.validate import trajectory_problems
-from kairos.models.types import ModelRequest, ReasoningPolicy, StreamEvent, SystemPrompt
-from kairos.security import DefencesConfig, DenyApprover, InjectionDefences
+from kairos.security import DefencesConfig, DenyApprover
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import Tool, tool
 from kairos.tools.builtins import read_file, write_file
@@ -84,12 +85,12 @@ class Router:
 def make_parent(
     model: Router, tools: list[Tool] | None = None, config: SubAgentConfig | None = None, **kw: Any
 ) -> Agent:
-    exts: list[Any] = [SubAgents(config or SubAgentConfig()), *kw.pop("extensions", [])]
+    exts: list[Any] = [SubAgents(config or SubAgentConfig()), *kw.pop("plugins", [])]
     return Agent(
         model,  # type: ignore[arg-type]
         tools=tools if tools is not None else [search, read_file, write_file],
         system=SystemPrompt("You are the main agent.", "Deployment: tests."),
-        extensions=exts,
+        plugins=exts,
         **kw,
     )
 
@@ -352,7 +353,7 @@ async def test_child_inherits_approval_and_external_taint_is_tagged(session: Ses
             reply("Saved nothing: writing was denied."),
         ],
     )
-    await run(make_parent(model, tools=[fetch_page, write_file], extensions=[defences]), session, "go")
+    await run(make_parent(model, tools=[fetch_page, write_file], plugins=[defences]), session, "go")
     page, written = model.child.requests[1].messages[-3:-1]
     assert page.content.startswith(f'{TOOL_RESULT} <external_content source="fetch_page: http://x.test">')
     assert written.content.startswith(f"{TOOL_RESULT} Not run: 'write_file'")

@@ -1,7 +1,8 @@
-"""``CompressionExtension``: the five layers plugged into an agent.
+"""``CompressionPlugin``: the five layers of :mod:`kairos.context.compression` as one
+``compress``-stage plugin (it runs after every other plugin, so its token check sees what they append).
 
-Decisions are made between model calls, in ``agent.before_request`` (and, when a request is
-over the window, in the builder's overflow hook), and each one is frozen in the session. What
+Decisions are made at the safe point before each model call (and, when a request is over the
+window, in its overflow hook), and each one is frozen in the session. What
 the model sees comes from :class:`CompressionView`, a deterministic projection of the stored,
 append-only trajectory; the trajectory itself is never rewritten. Per request:
 
@@ -17,13 +18,18 @@ append-only trajectory; the trajectory itself is never rewritten. Per request:
 Events (spills, compressions, failures, a tripped breaker) go to the ``listeners`` and to the
 ``kairos.compression`` logger, and stay in ``events(session)``; the breaker's message says
 that compression stopped and why, without failing the run.
+
+A result the executor capped reaches the spill with its whole text (``metadata["full_content"]``),
+so the spill file keeps the full output and the preview states its real size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from kairos.agent.loop import Agent
+from kairos.agent.plugin import Plugin, RunContext, SafePoint
+from kairos.context.builder import TrajectoryView
 from kairos.context.compression import noise
 from kairos.context.compression.archive import record_completed
 from kairos.context.compression.config import CompressionConfig
@@ -39,18 +45,23 @@ from kairos.context.compression.provider import ContextEditor, ProviderContextEd
 from kairos.context.compression.spill import Spiller, display
 from kairos.context.compression.strategies import Compressor
 from kairos.context.compression.view import CompressionView
-from kairos.context.session import Session
+from kairos.context.session import SessionView
 from kairos.models.base import Model
-from kairos.models.types import ModelRequest, ToolCall
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.models.types import Message, ModelRequest, ToolCall
+from kairos.tools.base import Tool, ToolResult
+from kairos.tools.executor import FULL_CONTENT
+
+_ERRORS_KEY = "kairos.compression.errors"
+_FULL_KEY = "kairos.compression.full"
 
 
-class CompressionExtension:
+class CompressionPlugin(Plugin):
     """Spill, noise removal, provider editing, round archive and LLM compression for one agent.
 
-    ``summarizer`` defaults to the agent's own model. Install it after extensions that append
-    messages in ``before_request``, so its token check sees their messages too.
+    ``summarizer`` defaults to the agent's own model.
     """
+
+    stage = "compress"
 
     def __init__(
         self,
@@ -66,50 +77,46 @@ class CompressionExtension:
         self.listeners = list(listeners)
         self.spiller = Spiller(self.config.spill)
         self.view = CompressionView()
-        self._errors: dict[str, set[str]] = {}
-        self._agent: Agent | None = None
-        self._compressor: Compressor | None = None
+        self._compressors: dict[int, Compressor] = {}
 
-    def tools(self) -> Sequence[Tool]:
-        return ()
+    def views(self) -> Sequence[TrajectoryView]:
+        """The projection that shows frozen replacements instead of stored results."""
+        return (self.view,) if self.config.enabled else ()
 
-    def install(self, agent: Agent) -> None:
-        if self._agent is not None:
-            raise ValueError("a CompressionExtension serves one agent; create one per agent")
-        self._agent = agent
-        cfg = self.config
-        summarizer = Summarizer(
-            self.summarizer_model or agent.model, max_tokens=cfg.summary_max_tokens, context_chars=cfg.context_chars
-        )
-        self._compressor = Compressor(cfg, summarizer, self.spiller, self.listeners)
-        if not cfg.enabled:
-            return
-        agent.builder.views.insert(0, self.view)  # it addresses stored messages: it must see them first
-        agent.before_request.append(self.before_request)
-        agent.builder.overflow_hooks.append(self.on_overflow)
-        agent.executor.after.append(self._note_error)
-
-    @property
-    def compressor(self) -> Compressor:
-        if self._compressor is None:
-            raise RuntimeError("install the extension on an agent first")
-        return self._compressor
-
-    @property
-    def agent(self) -> Agent:
-        if self._agent is None:
-            raise RuntimeError("install the extension on an agent first")
-        return self._agent
+    def compressor(self, model: Model) -> Compressor:
+        """The compressor for an agent's model (the summariser defaults to it)."""
+        comp = self._compressors.get(id(model))
+        if comp is None:
+            cfg = self.config
+            summarizer = Summarizer(
+                self.summarizer_model or model, max_tokens=cfg.summary_max_tokens, context_chars=cfg.context_chars
+            )
+            comp = self._compressors[id(model)] = Compressor(cfg, summarizer, self.spiller, self.listeners)
+        return comp
 
     # -- hooks ------------------------------------------------------------------------------
 
-    def _note_error(self, call: ToolCall, tool: Tool | None, result: ToolResult, ctx: ToolContext) -> ToolResult:
-        """Executor hook: remember which calls failed (the trajectory does not store it)."""
+    async def after_tool(self, ctx: RunContext, call: ToolCall, tool: Tool | None, result: ToolResult) -> ToolResult:
+        """Remember which calls failed (the trajectory does not say) and the whole text of capped outputs."""
+        if not self.config.enabled:
+            return result
+        state: dict[str, Any] = ctx.session.state
         if result.is_error:
-            self._errors.setdefault(ctx.session_id, set()).add(call.id)
+            state.setdefault(_ERRORS_KEY, set()).add(call.id)
+        full = result.metadata.get(FULL_CONTENT)
+        if isinstance(full, str) and self.config.spill.enabled:
+            state.setdefault(_FULL_KEY, {})[call.id] = full
         return result
 
-    async def before_request(self, session: Session) -> None:
+    async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
+        """Before each request: run the layers (they freeze decisions; nothing is appended)."""
+        if self.config.enabled and at == "before_request":
+            await self.before_request(ctx)
+        return ()
+
+    async def before_request(self, ctx: RunContext) -> None:
+        """First-sight layers, the round archive, immediate strategies, then the thresholds."""
+        session = ctx.session
         st = state_of(session)
         messages = session.message_list()
         start = st.seen
@@ -119,38 +126,39 @@ class CompressionExtension:
             for n in record_completed(session, st, lambda seq: self._saved(session, st, seq)):
                 event = CompressionEvent("archived", f"round {n + 1} logged", session.request_count)
                 emit(session, st, self.listeners, event)
-        comp = self.compressor
+        comp = self.compressor(ctx.model)
         if comp.spec.immediate:
             new = comp.targets(session, st, range(start, len(messages)))
             if new:
                 await comp.attempt(session, st, new, "new tool results")
         st.seen = len(messages)
-        await self._thresholds(session, st)
+        await self._thresholds(ctx, st)
 
-    async def on_overflow(
-        self, session: Session, request: ModelRequest, tokens: int, limit: int
-    ) -> ModelRequest | None:
-        """Overflow hook: every local layer at once, then provider-side editing."""
+    async def on_overflow(self, ctx: RunContext, request: ModelRequest, tokens: int, limit: int) -> ModelRequest | None:
+        """Every local layer at once, then provider-side editing."""
+        if not self.config.enabled:
+            return None
+        session = ctx.session
         st = state_of(session)
-        agent = self.agent
+        comp = self.compressor(ctx.model)
         changed = self._past_noise(session, st, f"over the window ({tokens}/{limit} tokens)")
-        changed += await self.compressor.attempt(
-            session, st, self.compressor.targets(session, st), f"over the window ({tokens}/{limit} tokens)"
+        changed += await comp.attempt(
+            session, st, comp.targets(session, st), f"over the window ({tokens}/{limit} tokens)"
         )
         if changed:
-            request = agent.builder.build(session)
-            tokens = agent.model.count_tokens(request)
+            request = ctx.build()
+            tokens = ctx.model.count_tokens(request)
             if tokens <= limit:
                 return request
         if self.config.provider_editing:
-            edited = await self.editor.edit(agent.model, session, request, tokens, limit)
+            edited = await self.editor.edit(ctx.model, session, request, tokens, limit)
             if edited is not None:
                 msg = f"provider-side context editing requested at {tokens}/{limit} tokens"
                 emit(session, st, self.listeners, CompressionEvent("provider_edit", msg, session.request_count))
                 return edited
         return request if changed else None
 
-    def _saved(self, session: Session, st: SessionCompression, seq: int) -> str | None:
+    def _saved(self, session: SessionView, st: SessionCompression, seq: int) -> str | None:
         """The spill path of the result at ``seq`` if one was written, for round entries."""
         m = session.message_list()[seq]
         where = display(session, self.spiller.path(session, seq, m))
@@ -159,8 +167,8 @@ class CompressionExtension:
 
     # -- layers -----------------------------------------------------------------------------
 
-    def _freeze_errors(self, session: Session, st: SessionCompression) -> None:
-        pending = self._errors.get(session.id)
+    def _freeze_errors(self, session: SessionView, st: SessionCompression) -> None:
+        pending: set[str] | None = session.state.get(_ERRORS_KEY)
         if not pending:
             return
         for seq, m in enumerate(session.message_list()):
@@ -168,7 +176,7 @@ class CompressionExtension:
                 st.ledger.mark_error(seq, m.name or "")
                 pending.discard(m.tool_call_id)
 
-    def _first_sight(self, session: Session, st: SessionCompression, start: int) -> None:
+    def _first_sight(self, session: SessionView, st: SessionCompression, start: int) -> None:
         """Layers that decide before the model sees a result: no cache break."""
         messages = session.message_list()
         cfg = self.config
@@ -181,6 +189,7 @@ class CompressionExtension:
                 msg = f"{len(new)} duplicate tool results replaced by pointers"
                 event = CompressionEvent("noise_removed", msg, session.request_count, tuple(new))
                 emit(session, st, self.listeners, event)
+        full: dict[str, str] = session.state.pop(_FULL_KEY, {})
         if not cfg.spill.enabled:
             return
         for seq in range(start, len(messages)):
@@ -191,11 +200,13 @@ class CompressionExtension:
             if frozen is not None:
                 self.spiller.restore(session, seq, m, frozen)
             elif self.spiller.needs(m) and st.ledger.get("noise", seq) is None:
-                st.ledger.freeze("spill", seq, self.spiller.decide(session, seq, m))
-                msg = f"tool result of {len(m.content):,} chars spilled to a file (call {m.tool_call_id})"
+                whole = full.get(m.tool_call_id or "")
+                st.ledger.freeze("spill", seq, self.spiller.decide(session, seq, m, whole))
+                size = len(whole) if whole is not None else len(m.content)
+                msg = f"tool result of {size:,} chars spilled to a file (call {m.tool_call_id})"
                 emit(session, st, self.listeners, CompressionEvent("spilled", msg, session.request_count, (seq,)))
 
-    def _past_noise(self, session: Session, st: SessionCompression, why: str) -> int:
+    def _past_noise(self, session: SessionView, st: SessionCompression, why: str) -> int:
         """Superseded reads and retried errors, in one batch (they edit seen results)."""
         cfg = self.config.noise
         if not cfg.enabled:
@@ -215,26 +226,29 @@ class CompressionExtension:
             emit(session, st, self.listeners, CompressionEvent("noise_removed", msg, session.request_count, tuple(new)))
         return len(new)
 
-    async def _thresholds(self, session: Session, st: SessionCompression) -> None:
-        agent = self.agent
-        request = agent.builder.build(session)
-        usable = agent.model.context_window - request.max_tokens
-        tokens = agent.model.count_tokens(request)
+    async def _thresholds(self, ctx: RunContext, st: SessionCompression) -> None:
+        session = ctx.session
+        request = ctx.build()
+        usable = ctx.model.context_window - request.max_tokens
+        tokens = ctx.model.count_tokens(request)
         noisy = self.config.noise.enabled and tokens > self.config.noise.at_ratio * usable
         if noisy and self._past_noise(session, st, f"prompt at {tokens}/{usable} tokens"):
-            tokens = agent.model.count_tokens(agent.builder.build(session))
-        comp = self.compressor
+            tokens = ctx.model.count_tokens(ctx.build())
+        comp = self.compressor(ctx.model)
         if comp.spec.llm and tokens > self.config.trigger_ratio * usable:
             await comp.attempt(session, st, comp.targets(session, st), f"prompt at {tokens}/{usable} tokens")
 
     # -- inspection -------------------------------------------------------------------------
 
-    def events(self, session: Session) -> list[CompressionEvent]:
+    def events(self, session: SessionView) -> list[CompressionEvent]:
+        """What compression did in ``session`` (spills, compressions, failures)."""
         return list(state_of(session).events)
 
-    def status_line(self, session: Session) -> str | None:
-        """One line for a status bar when compression needs attention (the breaker is open)."""
-        st = state_of(session)
-        if st.tripped:
-            return "context compression: stopped after repeated failures; the context may overflow"
-        return None
+    def status_lines(self, ctx: RunContext) -> Sequence[str]:
+        """One line when compression needs attention (the breaker is open)."""
+        if state_of(ctx.session).tripped:
+            return ("context compression: stopped after repeated failures; the context may overflow",)
+        return ()
+
+
+__all__ = ["CompressionPlugin"]

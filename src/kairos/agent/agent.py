@@ -1,0 +1,87 @@
+"""``Agent``: a declarative description (model, tools, prompt, plugins, limits). Driving a session
+is the :class:`~kairos.agent.runner.Runner`'s job; ``Agent.run`` is a shortcut to it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kairos.agent._pipeline import Pipeline
+from kairos.agent.events import AgentEvent
+from kairos.agent.plugin import Plugin, RunContext, StatusProvider
+from kairos.context.builder import BasicStatus, ContextBuilder
+from kairos.models.base import Model
+from kairos.models.types import SystemPrompt
+from kairos.tools.base import Tool, ToolSource
+
+if TYPE_CHECKING:
+    from kairos.agent.runner import Runner
+    from kairos.context.session import Session
+
+
+class Agent:
+    """A model, its tools, its system prompt, its plugins and its limits.
+
+    Building one checks the plugins (a second claimant of a single slot, two plugins of one
+    service type, two tools of one name are :class:`~kairos.errors.ConfigError`\\ s). An agent
+    holds no per-session state: run it on any number of sessions.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        tools: Iterable[Tool | ToolSource] = (),
+        system: SystemPrompt | str = "You are a helpful assistant.",
+        plugins: Sequence[Plugin] = (),
+        status: StatusProvider | None = None,
+        max_iterations: int = 20,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+    ) -> None:
+        self.model = model
+        self.tools: tuple[Tool | ToolSource, ...] = tuple(tools)
+        self.base_system = SystemPrompt(system) if isinstance(system, str) else system
+        """The system prompt as given; :attr:`system` adds the plugins' suffixes."""
+        self.plugins = tuple(plugins)
+        self.max_iterations = max_iterations
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.pipeline = Pipeline(self.plugins, status=status)
+        self.system = self.base_system.with_suffix(*self.pipeline.suffixes)
+        """The effective system prompt: what every request of this agent starts with."""
+        self.status: StatusProvider = self.pipeline.status if self.pipeline.status is not None else BasicStatus()
+        """The provider of the trailing status message (a plugin's, the one given, or time/cwd/task)."""
+        self.builder = ContextBuilder(
+            self.system, views=tuple(self.pipeline.views), max_tokens=max_tokens, temperature=temperature
+        )
+        self._runner: Runner | None = None
+
+    def all_tools(self) -> tuple[Tool | ToolSource, ...]:
+        """The agent's tools and every plugin's, as declared (sources not yet listed)."""
+        return (*self.tools, *self.pipeline.tools)
+
+    @property
+    def runner(self) -> Runner:
+        """The runner that drives this agent's sessions (made on first use)."""
+        if self._runner is None:
+            from kairos.agent.runner import Runner
+
+            self._runner = Runner(self)
+        return self._runner
+
+    def run(self, session: Session, input: str | None = None) -> AsyncIterator[AgentEvent]:
+        """Post ``input`` (if any) to the session's inbox and run until the model answers.
+
+        Yields events as they happen; see :class:`~kairos.agent.runner.Runner`.
+        """
+        return self.runner.run(session, input)
+
+    async def context(self, session: Session) -> RunContext:
+        """This agent's run context on ``session``, its plugins opened on first use (to call hooks
+        or build a request outside a run).
+
+        Raises:
+            KairosError: a guard plugin could not open.
+        """
+        return await self.runner.context(session)

@@ -1,0 +1,646 @@
+"""The runner drives one session with one agent (book ch2 §3.1, ch6 §3.1-3.3).
+
+Per model call: drain the inbox and let plugins append at the safe point, build the request
+(views, trailing status, window check), stream the reply, append it verbatim, run the tools it
+asked for concurrently and append each result the moment it finishes. Repeat until a reply has
+no tool calls and the inbox is empty.
+
+Safe points and preemption: the inbox is drained before every request and before a final
+answer is returned (a message that arrived meanwhile is taken up instead of ending the run).
+While the model streams or tools run, the loop races them against a preempting event: the
+partial text is kept, unfinished tools get the placeholder result, and then either the run ends
+(an immediate interrupt) or the loop goes on with the new event. Task cancellation and closing
+the event iterator leave the same valid trajectory. Tool-call ids are made unique per session,
+so each call gets exactly one result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kairos.agent.events import (
+    AgentEvent,
+    FinalAnswer,
+    ModelDeltaEvent,
+    Notice,
+    RequestStats,
+    RunError,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from kairos.agent.guard import LoopGuard
+from kairos.agent.plugin import ReplyGuard
+from kairos.context.audit import PrefixAuditor
+from kairos.context.inbox import (
+    ExternalContent,
+    InboxEvent,
+    Interrupt,
+    Posted,
+    TaskCompleted,
+    TimerFired,
+    UserInput,
+)
+from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionView, early_result_key
+from kairos.errors import ContextOverflowError, KairosError
+from kairos.models.base import Model
+from kairos.models.types import (
+    Message,
+    ModelNotice,
+    ModelRequest,
+    ModelResponse,
+    Origin,
+    ResponseDone,
+    StreamEvent,
+    SystemPrompt,
+    TextDelta,
+    ToolCall,
+)
+from kairos.security.sanitize import source_attr, wrap_external
+from kairos.tools.base import Tool, ToolResult, ToolSet, ToolSource
+from kairos.tools.executor import Executed, execute
+
+if TYPE_CHECKING:
+    from kairos.agent.agent import Agent
+
+T = TypeVar("T")
+_STATE_KEY = "kairos.run"
+_TOOLS_KEY = "kairos.tools.v"
+_MAX_TOOL_VERSIONS = 10_000
+
+
+class _Preempted(Exception):
+    """Internal: a preempting event arrived while the model streamed or tools ran."""
+
+
+class _OpenFailed(Exception):
+    """Internal: a guard plugin could not open for the session."""
+
+    def __init__(self, message: str, reports: list[AgentEvent]) -> None:
+        super().__init__(message)
+        self.reports = reports
+
+
+@dataclass
+class RunState:
+    """One agent on one session: the :class:`~kairos.agent.plugin.RunContext` plugins see."""
+
+    agent: Agent
+    live: Session
+    tools: ToolSet
+    fingerprints: tuple[str, ...]
+    tools_version: int = 0
+    auditor: PrefixAuditor = field(default_factory=PrefixAuditor)
+    reports: list[AgentEvent] = field(default_factory=list)
+    call_ids: set[str] = field(default_factory=set)
+    deliberate: str | None = None
+    """A change to the prefix made on purpose since the last request (the audit says so)."""
+
+    @property
+    def session(self) -> SessionView:
+        """The session, read-only for plugins."""
+        return self.live
+
+    @property
+    def model(self) -> Model:
+        """The agent's model."""
+        return self.agent.model
+
+    @property
+    def system(self) -> SystemPrompt:
+        """The effective system prompt."""
+        return self.agent.system
+
+    @property
+    def max_iterations(self) -> int:
+        """Model calls one run may make."""
+        return self.agent.max_iterations
+
+    def build(self) -> ModelRequest:
+        """The next request as it stands (views applied, status trailing; no window check)."""
+        status = self.agent.status.render(self, self.status_lines())
+        return self.agent.builder.build(self.live, self.tools.specs(), status)
+
+    def status_lines(self) -> list[str]:
+        """Every plugin's status lines now."""
+        return self.agent.pipeline.status_lines(self, self.report)
+
+    def service(self, kind: type[T]) -> T | None:
+        """A service some plugin of the agent provides."""
+        return self.agent.pipeline.service(kind)
+
+    def post(self, event: InboxEvent) -> int:
+        """Post to the session's inbox."""
+        return self.live.post(event)
+
+    def new_session(self, title: str, meta: dict[str, Any]) -> Session:
+        """A new session beside this one (same store and workspace), held for writing."""
+        return self.live.spawn(title, meta)
+
+    def report(self, event: AgentEvent) -> None:
+        """Queue an event (a hook failure) for the run to yield at its next step."""
+        self.reports.append(event)
+
+    def flush(self) -> list[AgentEvent]:
+        """Take the queued events."""
+        out, self.reports = self.reports, []
+        return out
+
+
+def event_message(event: InboxEvent) -> Message | None:
+    """The message an inbox event becomes (None for control events)."""
+    if isinstance(event, UserInput):
+        return Message.user(event.text)
+    if isinstance(event, ExternalContent):
+        return Message.user(wrap_external(event.text, event.source), Origin("external", event.source))
+    if isinstance(event, TaskCompleted):
+        status = "completed" if event.ok else "failed"
+        body = wrap_external(event.text, f"{event.source} {event.task_id}") if event.external else event.text
+        text = (
+            f'<task_result id="{source_attr(event.task_id)}" source="{source_attr(event.source)}" status="{status}">\n'
+            f"{body}\n</task_result>"
+        )
+        return Message.user(text, Origin("event", f"{event.source} {event.task_id}"))
+    if isinstance(event, TimerFired):
+        text = f'<timer name="{source_attr(event.name)}">\n{event.text}\n</timer>'
+        return Message.user(text, Origin("event", f"timer: {event.name}"))
+    return None
+
+
+@dataclass
+class _Drained:
+    """What one drain found."""
+
+    appended: int = 0
+    stop: Interrupt | None = None
+    """An interrupt that ends the run at this safe point."""
+    after_turn: bool = False
+    """An ``after_turn`` interrupt: end the run when the model answers."""
+
+
+class Runner:
+    """Runs an :class:`~kairos.agent.agent.Agent` on sessions; see the module docstring."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._key = f"{_STATE_KEY}.{id(self)}"
+
+    # -- per-session state ----------------------------------------------------------------
+
+    async def _current_tools(self) -> tuple[list[Tool], tuple[str, ...]]:
+        tools: list[Tool] = []
+        prints: list[str] = []
+        for item in self.agent.all_tools():
+            if isinstance(item, ToolSource):
+                prints.append(item.fingerprint())
+                tools.extend(await item.list_tools())
+            else:
+                prints.append(item.name)
+                tools.append(item)
+        return tools, tuple(prints)
+
+    async def _state(self, session: Session) -> RunState:
+        """The session's run state, opening the plugins on first use.
+
+        Raises:
+            _OpenFailed: a guard plugin could not open (the others were closed again).
+        """
+        st = session.state.get(self._key)
+        if isinstance(st, RunState):
+            return st
+        tools, prints = await self._current_tools()
+        snapshot, version = _restore_order(session, tools)
+        st = RunState(self.agent, session, snapshot, prints, version)
+        st.call_ids = {c.id for m in session.message_list() for c in m.tool_calls}
+        failed = await self.agent.pipeline.open(st, st.report)
+        if failed is not None:
+            await self.agent.pipeline.close(st, st.report)
+            raise _OpenFailed(failed, st.flush())
+        session.state[self._key] = st
+
+        async def close() -> None:
+            await self.agent.pipeline.close(st, st.report)
+
+        session.on_close(close)
+        return st
+
+    async def context(self, session: Session) -> RunState:
+        """The run state of ``session`` (see :meth:`Agent.context <kairos.agent.agent.Agent.context>`)."""
+        try:
+            return await self._state(session)
+        except _OpenFailed as e:
+            raise KairosError(str(e)) from e
+
+    async def _refresh_tools(self, st: RunState) -> str | None:
+        """At a turn start: take up changed tool sources (appended, never reordered)."""
+        if not any(isinstance(t, ToolSource) for t in self.agent.all_tools()):
+            return None
+        prints = tuple(t.fingerprint() if isinstance(t, ToolSource) else t.name for t in self.agent.all_tools())
+        if prints == st.fingerprints:
+            return None
+        tools, prints = await self._current_tools()
+        st.fingerprints = prints
+        snapshot, change = st.tools.updated(tools)
+        if change is None:
+            return None
+        st.tools = snapshot
+        st.tools_version += 1
+        st.live.freeze(f"{_TOOLS_KEY}{st.tools_version}", json.dumps(snapshot.names()))
+        st.deliberate = f"tools: {change}"
+        return change
+
+    # -- the inbox ------------------------------------------------------------------------
+
+    def _drain(self, st: RunState, *, at_start: bool = False) -> _Drained:
+        """Append messages for pending events (one transaction with their consumption)."""
+        session = st.live
+        posted = session.inbox.take()
+        out = _Drained()
+        if not posted:
+            return out
+        last_input = max((p.seq for p in posted if isinstance(p.event, UserInput)), default=-1)
+        messages: list[Message] = []
+        consumed: list[int] = []
+        control: list[int] = []
+        for p in posted:
+            if isinstance(p.event, Interrupt):
+                control.append(p.seq)
+                if at_start and p.seq < last_input:
+                    continue  # it targeted the work before this input: superseded
+                if p.event.mode == "after_turn":
+                    out.after_turn = True
+                elif out.stop is None:
+                    out.stop = p.event
+                continue
+            message = event_message(p.event)
+            if message is None:
+                control.append(p.seq)
+                continue
+            messages.append(self.agent.pipeline.on_input(st, message, st.report))
+            consumed.append(p.seq)
+        try:
+            session.append(*messages, consume=consumed)
+            session.consume(control)
+        except BaseException:
+            _put_back(session, posted)
+            raise
+        out.appended = len(messages)
+        return out
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self, session: Session, input: str | None = None) -> AsyncIterator[AgentEvent]:
+        """Post ``input`` (if any) and run until the model answers; yields events as they happen.
+
+        With nothing posted and nothing pending, it yields nothing.
+        """
+        if input is not None:
+            session.post(UserInput(input))
+        session.inbox.bind()
+        try:
+            st = await self._state(session)
+        except _OpenFailed as e:
+            for event in e.reports:
+                yield event
+            yield RunError(str(e))
+            return
+        for event in st.flush():
+            yield event
+        change = await self._refresh_tools(st)
+        if change:
+            yield Notice(f"the tool set changed: {change}", "tools")
+        drained = self._drain(st, at_start=True)
+        if drained.stop is not None:
+            yield FinalAnswer("Interrupted before the turn started.", stop_reason="interrupted")
+            return
+        if not drained.appended:
+            return
+        after_turn = drained.after_turn
+        await self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
+        guard = LoopGuard()
+        first = True
+        for _ in range(self.agent.max_iterations):
+            if not first:
+                drained = self._drain(st)
+                after_turn = after_turn or drained.after_turn
+                if drained.stop is not None:
+                    yield FinalAnswer("Interrupted.", stop_reason="interrupted")
+                    return
+            first = False
+            await self.agent.pipeline.at_safe_point(st, "before_request", lambda ms: session.append(*ms), st.report)
+            for event in st.flush():
+                yield event
+            try:
+                request, estimate = await self._build_within_budget(st)
+            except KairosError as e:
+                for event in st.flush():
+                    yield event
+                yield RunError(str(e), e)
+                return
+            audit = st.auditor.audit(request, st.deliberate)
+            st.deliberate = None
+            await self.agent.pipeline.on_request(st, request, st.report)
+            for event in st.flush():
+                yield event
+            guards = self.agent.pipeline.reply_guards(st, st.report)
+            response: ModelResponse | None = None
+            partial: list[str] = []  # text shown so far (past the reply guards): kept when cut short
+            try:
+                async with aclosing(self._stream(st, request)) as model_events:
+                    async for item in model_events:
+                        if isinstance(item, ResponseDone):
+                            response = item.response
+                        elif isinstance(item, ModelNotice):
+                            yield Notice(item.text, "model")
+                        else:
+                            delta = item
+                            if isinstance(delta, TextDelta):
+                                text = _fed(guards, delta.text)
+                                if not text:
+                                    continue
+                                delta = TextDelta(text)
+                                partial.append(text)
+                            yield ModelDeltaEvent(delta)
+            except _Preempted:
+                _keep_partial(session, partial)
+                if self._ends_run(session):
+                    yield FinalAnswer("".join(partial), stop_reason="interrupted")
+                    return
+                continue
+            except (asyncio.CancelledError, GeneratorExit):
+                _keep_partial(session, partial)
+                raise
+            except Exception as e:  # the model backend failed: tell the user, keep the trajectory
+                yield RunError(f"model call failed: {e}", e)
+                return
+            if response is None:
+                yield RunError(f"model {self.agent.model.name!r} ended without a response")
+                return
+            reply, tail = _guarded_reply(response.message, guards, bool(partial))
+            if tail:
+                yield ModelDeltaEvent(TextDelta(tail))
+            reply = _unique_ids(reply, st.call_ids)
+            session.append(reply)
+            stats = RequestStats(session.request_count, response.usage, audit, estimate)
+            session.record_request(stats.to_record())
+            yield stats
+            if not reply.tool_calls:
+                if response.finish_reason == "length":
+                    yield FinalAnswer(reply.content, stop_reason="length")
+                    return
+                if not after_turn and _has_messages(session):
+                    continue  # safe point before the final answer: take up what arrived meanwhile
+                if after_turn:
+                    self._drain_control(session)
+                yield FinalAnswer(reply.content)
+                return
+            stop: str | None = None
+            try:
+                async with aclosing(self._run_tools(st, reply.tool_calls, guard)) as tool_events:
+                    async for ev in tool_events:
+                        if isinstance(ev, str):
+                            stop = stop or ev
+                        else:
+                            yield ev
+            except _Preempted:
+                if self._ends_run(session):
+                    yield FinalAnswer("Interrupted while tools were running.", stop_reason="interrupted")
+                    return
+                continue
+            for event in st.flush():
+                yield event
+            if stop is not None:
+                yield FinalAnswer(stop, stop_reason="loop_guard")
+                return
+        yield FinalAnswer(
+            f"Stopped after {self.agent.max_iterations} model calls without a final answer (max_iterations). "
+            "The work so far is in the session; continue it or raise max_iterations.",
+            stop_reason="max_iterations",
+        )
+
+    def _ends_run(self, session: Session) -> bool:
+        """After a preemption: does an immediate interrupt end the run? (It is consumed then.)"""
+        pending = session.inbox.pending()
+        if any(isinstance(p.event, Interrupt) and p.event.mode == "immediate" for p in pending):
+            self._drain_control(session)
+            return True
+        return False
+
+    @staticmethod
+    def _drain_control(session: Session) -> None:
+        """Consume pending interrupts (they were honoured); other events stay queued."""
+        kept: list[Posted] = []
+        done: list[Posted] = []
+        for p in session.inbox.take():
+            (done if isinstance(p.event, Interrupt) else kept).append(p)
+        _put_back(session, kept)
+        session.consume([p.seq for p in done])
+
+    async def _build_within_budget(self, st: RunState) -> tuple[ModelRequest, int]:
+        request = st.build()
+        model = self.agent.model
+        limit = model.context_window - request.max_tokens
+        tokens = model.count_tokens(request)
+        if tokens > limit:
+            request, tokens, errors = await self.agent.pipeline.on_overflow(
+                st, request, tokens, limit, model.count_tokens
+            )
+            for p, e in zip(self.agent.pipeline.hooked["on_overflow"], errors, strict=False):
+                self.agent.pipeline.failed(p, "on_overflow", e, st.report)
+        if tokens > limit:
+            raise ContextOverflowError(
+                f"the request needs {tokens} prompt tokens but {model.name} allows {limit} "
+                f"({model.context_window} window - {request.max_tokens} reserved for the reply). "
+                "Start a new session, give the model a larger window ([local] n_ctx or [remote] context_window "
+                "in kairos.toml), or turn on compression ([compression] enabled = true).",
+                prompt_tokens=tokens,
+                limit=limit,
+            )
+        return request, tokens
+
+    async def _stream(self, st: RunState, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
+        """The model's events, raced against a preempting event so a stalled prefill can be stopped."""
+        stream = aiter(self.agent.model.stream(request))
+        waiter = asyncio.ensure_future(st.live.inbox.wait_preempt())
+        try:
+            while True:
+                nxt = asyncio.ensure_future(anext(stream))
+                done, _ = await asyncio.wait({nxt, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                if nxt not in done:
+                    nxt.cancel()
+                    await asyncio.gather(nxt, return_exceptions=True)
+                    raise _Preempted
+                try:
+                    event = nxt.result()
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            waiter.cancel()
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def _execute(self, st: RunState, call: ToolCall) -> Executed:
+        pipeline = self.agent.pipeline
+
+        async def before(c: ToolCall, t: Tool) -> ToolResult | None:
+            return await pipeline.before_tool(st, c, t, st.report)
+
+        async def after(c: ToolCall, t: Tool | None, r: ToolResult) -> ToolResult:
+            return await pipeline.after_tool(st, c, t, r, st.report)
+
+        return await execute(
+            call,
+            st.tools,
+            st.live.tool_context,
+            before=before if pipeline.hooked["before_tool"] else None,
+            after=after if pipeline.hooked["after_tool"] else None,
+            format_error=pipeline.format_error,
+        )
+
+    async def _run_tools(
+        self, st: RunState, calls: Sequence[ToolCall], guard: LoopGuard
+    ) -> AsyncGenerator[AgentEvent | str, None]:
+        """Run every call of one reply concurrently; yield each result as it finishes.
+
+        Results enter the trajectory in call order (a run is reproducible whatever finishes first);
+        one that finishes before an earlier sibling is persisted at once on the side
+        (:func:`~kairos.context.session.early_result_key`), so a crash loses no finished result.
+        Yields a ``str`` (the loop guard's stop message) when the agent is looping.
+        """
+        session = st.live
+        started: dict[asyncio.Task[Executed], tuple[ToolCall, float]] = {}
+        ready: dict[str, str] = {}
+        appended = 0
+
+        def flush_ready() -> None:
+            nonlocal appended
+            batch = []
+            while appended < len(calls) and calls[appended].id in ready:
+                c = calls[appended]
+                batch.append(Message.tool(c.id, ready[c.id], c.name))
+                appended += 1
+            session.append(*batch)
+
+        waiter: asyncio.Future[None] | None = None
+        try:
+            for call in calls:
+                yield ToolCallStarted(call)
+            for call in calls:
+                task = asyncio.create_task(self._execute(st, call), name=f"tool:{call.name}:{call.id}")
+                started[task] = (call, time.perf_counter())
+            waiter = asyncio.ensure_future(session.inbox.wait_preempt())
+            remaining = set(started)
+            while remaining:
+                done, _ = await asyncio.wait(remaining | {waiter}, return_when=asyncio.FIRST_COMPLETED)
+                for task in remaining & done:
+                    remaining.discard(task)
+                    call, t0 = started[task]
+                    executed = task.result()
+                    result = executed.result
+                    count = guard.observe(call, executed.raw.content)
+                    if count >= guard.warn_at:
+                        result = dataclasses.replace(result, content=result.content + guard.warning(call, count))
+                    ready[call.id] = result.content
+                    if call is not calls[appended]:
+                        session.freeze(early_result_key(call.id), result.content)
+                    flush_ready()
+                    yield ToolCallFinished(call, result, time.perf_counter() - t0)
+                    if count >= guard.stop_at:
+                        yield guard.stop_message(call, count)
+                if waiter in done and remaining:
+                    raise _Preempted
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+            running = [t for t in started if not t.done()]
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            for c in calls[appended:]:  # every call gets exactly one result, whatever ended the phase
+                ready.setdefault(c.id, INTERRUPTED_TOOL_RESULT)
+            flush_ready()
+
+
+def _put_back(session: Session, posted: list[Posted]) -> None:
+    """Return events to the front of the inbox (a failed append must not lose them)."""
+    if posted:
+        session.inbox.put_back(posted)
+
+
+def _has_messages(session: Session) -> bool:
+    return any(not isinstance(p.event, Interrupt) for p in session.inbox.pending())
+
+
+def _keep_partial(session: Session, partial: list[str]) -> None:
+    text = "".join(partial)
+    if text:
+        session.append(Message.assistant(text))
+
+
+def _fed(guards: Sequence[ReplyGuard] | None, text: str) -> str:
+    if guards is None:  # a guard plugin failed to start: show nothing until the reply is replaced
+        return ""
+    for g in guards:
+        text = g.feed(text)
+    return text
+
+
+def _guarded_reply(reply: Message, guards: Sequence[ReplyGuard] | None, shown: bool) -> tuple[Message, str]:
+    """The reply to store and the held-back tail to show, after every guard finished."""
+    if guards is None:
+        text = "[reply withheld: a reply check could not run]"
+        return dataclasses.replace(reply, content=text, raw=None, tool_calls=()), text
+    tail = ""
+    for g in guards:
+        tail = g.feed(tail) + g.finish()
+    replacement = next((g.replacement for g in guards if g.replacement is not None), None)
+    if replacement is None:
+        return reply, tail
+    # the raw text must not be re-rendered either
+    return dataclasses.replace(reply, content=replacement, raw=None), ("\n" if shown else "") + replacement
+
+
+def _unique_ids(reply: Message, used: set[str]) -> Message:
+    """Give every tool call an id not used before in the session (a duplicate would lose a result)."""
+    if not reply.tool_calls:
+        return reply
+    calls = []
+    changed = False
+    for c in reply.tool_calls:
+        cid = c.id or "call"
+        if cid in used:
+            n = 2
+            while f"{cid}_{n}" in used:
+                n += 1
+            cid = f"{cid}_{n}"
+        if cid != c.id:
+            changed = True
+            c = dataclasses.replace(c, id=cid)
+        used.add(cid)
+        calls.append(c)
+    return dataclasses.replace(reply, tool_calls=tuple(calls)) if changed else reply
+
+
+def _restore_order(session: Session, tools: list[Tool]) -> tuple[ToolSet, int]:
+    """The session's tool order as last recorded (new tools appended), or name order for a new session."""
+    version = 0
+    names: list[str] | None = None
+    for n in range(1, _MAX_TOOL_VERSIONS):
+        raw = session.frozen(f"{_TOOLS_KEY}{n}")
+        if raw is None:
+            break
+        version, names = n, json.loads(raw)
+    if names is None:
+        return ToolSet.sorted(tools), 0
+    by_name = {t.name: t for t in tools}
+    snapshot, _ = ToolSet([by_name[n] for n in names if n in by_name]).updated(tools)
+    return snapshot, version

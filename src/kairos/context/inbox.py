@@ -1,0 +1,237 @@
+"""A session's inbox: the one way anything gets into a session (book ch6 §3.1-3.3).
+
+Typed events are posted from anywhere (another thread, a signal handler, a timer, a sub-agent),
+persisted in the session database before ``post`` returns, and drained by the agent loop at its
+safe points (before each model request, and before it would return a final answer). Each event
+type says whether it *preempts*: a preempting event stops the running model stream or tool at
+once (the trajectory stays valid: partial text kept, placeholder tool results); the others wait
+for the next safe point. Interrupt modes: ``immediate`` preempts and ends the run; ``after_tool``
+ends it at the next safe point, cutting nothing in flight; ``after_turn`` lets the model finish
+its answer, then ends the run without taking up queued events.
+
+Consumption is exactly-once: the messages made from drained events are appended to the
+trajectory in the same transaction that marks the events consumed, so after a crash an event
+is either in the trajectory or still pending, never both, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias
+
+InterruptMode: TypeAlias = Literal["immediate", "after_tool", "after_turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class UserInput:
+    """What the user typed (or said). Urgent input preempts the running step."""
+
+    text: str
+    urgent: bool = False
+    kind: ClassVar[str] = "user_input"
+
+    @property
+    def preempts(self) -> bool:
+        """Only urgent input cuts the running step short."""
+        return self.urgent
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalContent:
+    """Content from outside the trust boundary (mail, a web hook, a file drop): data, not instructions."""
+
+    source: str
+    """Where it came from, e.g. ``mail: alice@example.com``; shown in the wrapper tag."""
+    text: str
+    urgent: bool = False
+    kind: ClassVar[str] = "external"
+
+    @property
+    def preempts(self) -> bool:
+        """Only urgent content (as a classifier or a rule decided) cuts the running step short."""
+        return self.urgent
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCompleted:
+    """A background task finished: an async tool or a sub-agent."""
+
+    task_id: str
+    text: str
+    """Its result as the model should read it (a sub-agent's envelope, a tool's output)."""
+    source: str = "task"
+    """What ran: ``subagent``, ``tool: build`` …"""
+    ok: bool = True
+    external: bool = False
+    """The result carries external content (it is then wrapped as such)."""
+    kind: ClassVar[str] = "task_completed"
+
+    @property
+    def preempts(self) -> bool:
+        """Completions wait for the next safe point."""
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """A timer the agent or the user set went off."""
+
+    name: str
+    text: str = ""
+    kind: ClassVar[str] = "timer"
+
+    @property
+    def preempts(self) -> bool:
+        """Timers wait for the next safe point."""
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """Stop the running turn (see the module docstring for the three modes)."""
+
+    mode: InterruptMode = "immediate"
+    reason: str = ""
+    kind: ClassVar[str] = "interrupt"
+
+    @property
+    def preempts(self) -> bool:
+        """Only an immediate interrupt cuts the running step short."""
+        return self.mode == "immediate"
+
+
+InboxEvent: TypeAlias = UserInput | ExternalContent | TaskCompleted | TimerFired | Interrupt
+EVENT_TYPES: dict[str, type[InboxEvent]] = {
+    cls.kind: cls for cls in (UserInput, ExternalContent, TaskCompleted, TimerFired, Interrupt)
+}
+
+
+def event_record(event: InboxEvent) -> dict[str, Any]:
+    """The event's fields as a JSON-able dict (its kind is stored beside it)."""
+    return {name: getattr(event, name) for name in event.__dataclass_fields__}
+
+
+def event_from_record(kind: str, record: dict[str, Any]) -> InboxEvent:
+    """Rebuild an event stored by :func:`event_record`.
+
+    Raises:
+        ValueError: an unknown kind or fields that do not fit it.
+    """
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown inbox event kind {kind!r}")
+    try:
+        return cls(**record)
+    except TypeError as e:
+        raise ValueError(f"bad {kind} event record: {e}") from e
+
+
+@dataclass(frozen=True, slots=True)
+class Posted:
+    """An event with its place in the session's inbox."""
+
+    seq: int
+    event: InboxEvent
+    posted_at: float
+
+
+class InboxStore(Protocol):
+    """Persistence of inbox events (the session database; a broker later)."""
+
+    def post_event(self, session_id: str, kind: str, record: dict[str, Any]) -> tuple[int, float]:
+        """Store an event; returns its sequence number and timestamp."""
+        ...
+
+
+class Inbox:
+    """The pending events of one session. ``post`` is safe from any thread.
+
+    The agent loop ``take``\\ s events at safe points and races running work against
+    :meth:`wait_preempt`. Consuming (marking events done in the store) is the loop's job,
+    together with appending their messages.
+    """
+
+    def __init__(self, store: InboxStore, session_id: str, pending: list[Posted] | None = None) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._lock = threading.Lock()
+        self._pending: deque[Posted] = deque(pending or ())
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._changed: asyncio.Event | None = None
+        self.listeners: list[Callable[[Posted], None]] = []
+        """Called (in the posting thread) after each post, e.g. to wake a runtime worker."""
+
+    def post(self, event: InboxEvent) -> int:
+        """Persist ``event``, queue it and wake the loop; returns its sequence number."""
+        seq, at = self._store.post_event(self._session_id, event.kind, event_record(event))
+        posted = Posted(seq, event, at)
+        with self._lock:
+            self._pending.append(posted)
+        self._wake()
+        for listener in list(self.listeners):
+            listener(posted)
+        return seq
+
+    def bind(self) -> None:
+        """Attach to the running event loop (the loop that drains this inbox)."""
+        self._loop = asyncio.get_running_loop()
+        self._changed = asyncio.Event()
+
+    def _wake(self) -> None:
+        loop, changed = self._loop, self._changed
+        if loop is None or changed is None:
+            return
+        try:
+            loop.call_soon_threadsafe(changed.set)
+        except RuntimeError:  # that loop is closed; the next bind() attaches a new one
+            pass
+
+    def pending(self) -> list[Posted]:
+        """A copy of what waits, oldest first."""
+        with self._lock:
+            return list(self._pending)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def take(self) -> list[Posted]:
+        """Remove and return everything pending, oldest first (the caller consumes them in the store)."""
+        with self._lock:
+            out = list(self._pending)
+            self._pending.clear()
+        return out
+
+    def put_back(self, posted: list[Posted]) -> None:
+        """Return taken events to the front, in order (they were not consumed after all)."""
+        with self._lock:
+            self._pending.extendleft(reversed(posted))
+        self._wake()
+
+    def preempting(self) -> bool:
+        """Whether a pending event asks to cut the running step short."""
+        with self._lock:
+            return any(p.event.preempts for p in self._pending)
+
+    async def wait_preempt(self) -> None:
+        """Return once a preempting event is pending (at once if one already is)."""
+        await self._wait_for(self.preempting)
+
+    async def wait(self) -> None:
+        """Return once anything is pending."""
+        await self._wait_for(lambda: len(self) > 0)
+
+    async def _wait_for(self, ready: Callable[[], bool]) -> None:
+        while True:
+            if self._changed is None or self._loop is not asyncio.get_running_loop():
+                self.bind()
+            changed = self._changed
+            assert changed is not None
+            changed.clear()
+            if ready():  # checked after clear(): a post in between sets the flag again
+                return
+            await changed.wait()
