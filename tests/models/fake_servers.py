@@ -24,6 +24,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hold_open: bool = False
     """After the events, keep the stream open until the client hangs up (cancellation tests)."""
+    chunked_cut: bool = False
+    """Send the events with chunked transfer encoding and hang up in the middle of a chunk after
+    them: the client sees a broken HTTP body, not a clean end (a close-delimited stream cannot)."""
 
 
 @dataclass
@@ -98,6 +101,8 @@ def _make_handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(length) if length else b""
             body = json.loads(raw) if raw else None
             reply = server._next(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+            if reply.chunked_cut:
+                self.protocol_version = "HTTP/1.1"  # chunked framing exists only in HTTP/1.1
             self.send_response(reply.status)
             for key, value in reply.headers.items():
                 self.send_header(key, value)
@@ -110,12 +115,21 @@ def _make_handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
                 return
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
+            if reply.chunked_cut:
+                self.send_header("Transfer-Encoding", "chunked")
+                self.close_connection = True
             self.end_headers()
             for name, data in reply.events:
                 text = data if isinstance(data, str) else json.dumps(data)
-                frame = (f"event: {name}\n" if name else "") + f"data: {text}\n\n"
-                self.wfile.write(frame.encode())
+                frame = ((f"event: {name}\n" if name else "") + f"data: {text}\n\n").encode()
+                if reply.chunked_cut:
+                    frame = b"%x\r\n%s\r\n" % (len(frame), frame)
+                self.wfile.write(frame)
                 self.wfile.flush()
+            if reply.chunked_cut:
+                self.wfile.write(b"400\r\ndata: {")  # announces 1024 bytes, sends 7, hangs up
+                self.wfile.flush()
+                return
             if reply.hold_open:
                 self.connection.settimeout(10)
                 try:
@@ -154,12 +168,18 @@ def chat_stream(
     finish_reason: str = "stop",
     usage: dict[str, Any] | None = None,
     hold_open: bool = False,
+    complete: bool = True,
+    chunked_cut: bool = False,
 ) -> Reply:
-    """A complete SSE reply: a role chunk, ``deltas``, the finish chunk, a usage chunk and ``[DONE]``."""
+    """A complete SSE reply: a role chunk, ``deltas``, the finish chunk, a usage chunk and ``[DONE]``.
+
+    ``complete=False`` ends the stream (the server closes it) right after ``deltas``: no finish
+    chunk, no ``[DONE]``, as when a connection drops. ``chunked_cut`` does so mid-chunk.
+    """
     events: list[tuple[str | None, Any]] = [(None, chat_chunk({"role": "assistant", "content": ""}))]
     events += [(None, chat_chunk(d)) for d in deltas]
-    if hold_open:
-        return Reply(events=events, hold_open=True)
+    if hold_open or not complete or chunked_cut:
+        return Reply(events=events, hold_open=hold_open, chunked_cut=chunked_cut)
     events.append((None, chat_chunk({}, finish_reason=finish_reason)))
     if usage is not None:
         events.append((None, chat_chunk(usage=usage)))
@@ -195,9 +215,15 @@ def anthropic_stream(
     cache_read: int = 0,
     cache_creation: int = 0,
     hold_open: bool = False,
+    complete: bool = True,
+    chunked_cut: bool = False,
 ) -> Reply:
     """An SSE Messages reply. Blocks: ``("text", [pieces])``, ``("thinking", [pieces], signature)``,
-    ``("tool_use", id, name, [json pieces])``."""
+    ``("tool_use", id, name, [json pieces])``.
+
+    ``complete=False`` ends the stream right after the last block's deltas (no ``content_block_stop``,
+    ``message_delta`` or ``message_stop``), as when a connection drops; ``chunked_cut`` does so mid-chunk.
+    """
     usage = {
         "input_tokens": input_tokens,
         "output_tokens": 1,
@@ -232,7 +258,11 @@ def anthropic_stream(
         events += [("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas]
         if hold_open:
             return Reply(events=events, hold_open=True)
+        if index == len(blocks) - 1 and (not complete or chunked_cut):
+            return Reply(events=events, chunked_cut=chunked_cut)
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    if not complete or chunked_cut:  # no blocks: cut right after message_start
+        return Reply(events=events, chunked_cut=chunked_cut)
     final_delta = {
         "type": "message_delta",
         "delta": {"stop_reason": stop_reason, "stop_sequence": None},

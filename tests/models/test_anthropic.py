@@ -15,6 +15,7 @@ from kairos.models.base import Model, complete
 from kairos.models.types import (
     HARNESS,
     Message,
+    ModelNotice,
     ModelRequest,
     ModelResponse,
     ReasoningDelta,
@@ -306,3 +307,91 @@ async def test_thinking_config_is_sent(server: FakeServer) -> None:
         await complete(model, make_request())
     body = server.bodies()[0]
     assert body["thinking"] == {"type": "adaptive"} and body["metadata"] == {"user_id": "u"}
+
+
+# ---- a cut stream is an error, never a reply ------------------------------------------------
+
+
+async def drain(model: AnthropicModel, request: ModelRequest, seen: list[StreamEvent]) -> None:
+    async for event in model.stream(request):
+        seen.append(event)
+
+
+async def test_stream_cut_after_text_raises_and_never_finishes(server: FakeServer) -> None:
+    server.script(anthropic_stream(("text", ["The answer", " is 4"]), complete=False))
+    seen: list[StreamEvent] = []
+    async with make_model(server) as model:
+        with pytest.raises(ModelUnavailableError, match="after output had started.*message_stop"):
+            await drain(model, make_request(), seen)
+    assert seen == [TextDelta("The answer"), TextDelta(" is 4")]
+    assert len(server.requests) == 1
+
+
+async def test_stream_cut_right_after_a_complete_tool_input_is_not_acted_on(server: FakeServer) -> None:
+    server.script(anthropic_stream(("tool_use", "toolu_rm", "read_file", ['{"path": "a.py"}']), complete=False))
+    seen: list[StreamEvent] = []
+    async with make_model(server) as model:
+        with pytest.raises(ModelUnavailableError, match="stream broke after output had started"):
+            await drain(model, make_request(tools=(READ,)), seen)
+    assert seen == [
+        ToolCallDelta(0, "toolu_rm", "read_file", ""),
+        ToolCallDelta(0, None, None, '{"path": "a.py"}'),
+    ]
+
+
+async def test_stream_cut_before_any_output_is_retried(server: FakeServer) -> None:
+    server.script(anthropic_stream(complete=False), anthropic_stream(("text", ["ok"])))
+    async with make_model(server) as model:
+        events, response = await collect(model, make_request())
+    assert response.message.content == "ok"
+    assert [type(e) for e in events] == [ModelNotice, TextDelta]
+    assert len(server.requests) == 2
+
+
+async def test_broken_chunked_body_is_retried(server: FakeServer) -> None:
+    # Anthropic's SDK lets the HTTP library's error through unwrapped: still a dropped connection.
+    server.script(anthropic_stream(chunked_cut=True), anthropic_stream(("text", ["ok"])))
+    async with make_model(server) as model:
+        events, response = await collect(model, make_request())
+    assert response.message.content == "ok"
+    assert isinstance(events[0], ModelNotice) and "connection broke" in events[0].text
+
+
+# ---- retry waits are announced ---------------------------------------------------------------
+
+
+async def test_rate_limit_wait_is_announced_before_the_reply(server: FakeServer) -> None:
+    server.script(anthropic_error(429, "rate_limit_error", "slow down", {"retry-after": "60"}))
+    server.script(anthropic_stream(("text", ["ok"])))
+    sleeps: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    async with make_model(server, sleep=fake_sleep, max_retries=2) as model:
+        events, response = await collect(model, make_request())
+    assert sleeps == [60.0]
+    notice = events[0]
+    assert isinstance(notice, ModelNotice) and notice.wait_s == 60.0
+    assert notice.text.startswith("HTTP 429 rate_limit_error: slow down from claude-fake at http://127.0.0.1:")
+    assert notice.text.endswith(": retrying in 60 s (attempt 2 of 3)")
+    assert events[1:] == [TextDelta("ok")] and response.message.content == "ok"
+
+
+# ---- tool calls written as text (a local server speaking the Messages API) -------------------
+
+
+async def test_tool_call_tags_in_text_become_tool_calls(server: FakeServer) -> None:
+    tag = '<tool_call>\n{"name": "grep", "arguments": {"pattern": "TODO"}}\n</tool_call>'
+    server.script(anthropic_stream(("text", ["Searching.\n", tag[:20], tag[20:]])))
+    async with make_model(server) as model:
+        deltas, response = await collect(model, make_request(tools=(GREP,)))
+    assert deltas[0] == TextDelta("Searching.")
+    assert isinstance(deltas[1], ToolCallDelta) and deltas[1].name == "grep"
+    (call,) = response.message.tool_calls
+    assert (call.name, call.arguments, call.id) == ("grep", '{"pattern": "TODO"}', deltas[1].id)
+    assert response.message.content == "Searching." and response.finish_reason == "tool_calls"
+    server.script(anthropic_stream(("text", ["Searching.\n", tag])))
+    async with make_model(server, text_tool_calls="off") as model:
+        _, response = await collect(model, make_request(tools=(GREP,)))
+    assert response.message.content == "Searching.\n" + tag and not response.message.tool_calls

@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kairos.errors import ModelError, ModelUnavailableError
-from kairos.models._retry import Retry, RetryPolicy, retry_after_seconds, stream_with_retries
 from kairos.models.base import Model, complete
 from kairos.models.openai_compat import NO_KEY_PLACEHOLDER, OpenAICompatModel
 from kairos.models.types import (
     HARNESS,
     SYSTEM_CACHE_BOUNDARY,
     Message,
+    ModelNotice,
     ModelRequest,
     ModelResponse,
     ReasoningDelta,
@@ -32,6 +32,7 @@ from kairos.models.types import (
 from tests.models.fake_servers import FakeServer, Reply, chat_chunk, chat_stream, openai_error, tool_fragment
 
 READ = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
+WEATHER = ToolSpec("get_weather", "Weather of a city.", {"type": "object", "properties": {"city": {"type": "string"}}})
 
 
 @pytest.fixture
@@ -284,51 +285,176 @@ async def test_stream_error_chunk_before_output_is_retried(server: FakeServer) -
     assert len(server.requests) == 2
 
 
-# ---- the shared retry helper ----------------------------------------------------------------
+# ---- a cut stream is an error, never a reply ------------------------------------------------
 
 
-def test_retry_after_parsing() -> None:
-    assert retry_after_seconds({"Retry-After": "3"}) == 3.0
-    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    assert retry_after_seconds({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412470.0) == 10.0
-    assert retry_after_seconds({"Retry-After": "soon"}) is None
-    assert retry_after_seconds({}) is None
+async def drain(model: OpenAICompatModel, request: ModelRequest, seen: list[StreamEvent]) -> None:
+    async for event in model.stream(request):
+        seen.append(event)
 
 
-def test_backoff_grows_and_is_capped() -> None:
-    policy = RetryPolicy(max_retries=10, backoff_s=1.0, max_backoff_s=8.0, max_retry_after_s=5.0)
-    assert policy.attempts == 11
-    assert 0.5 <= policy.delay(1) <= 1.0
-    assert 2.0 <= policy.delay(3) <= 4.0
-    assert 4.0 <= policy.delay(10) <= 8.0
-    assert policy.delay(1, retry_after_s=3600) == 5.0
-    assert policy.delay(1, retry_after_s=0.5) == 0.5
+async def test_stream_cut_after_text_raises_and_never_finishes(server: FakeServer) -> None:
+    server.script(chat_stream({"content": "The answer is 4"}, complete=False), chat_stream({"content": "never"}))
+    seen: list[StreamEvent] = []
+    async with make_model(server) as model:
+        with pytest.raises(ModelUnavailableError, match="after output had started.*finish_reason"):
+            await drain(model, make_request(), seen)
+    assert seen == [TextDelta("The answer is 4")]
+    assert len(server.requests) == 1
 
 
-async def test_retry_helper_never_replays_after_a_yield() -> None:
-    calls = 0
+async def test_stream_cut_right_after_a_complete_tool_call_is_not_acted_on(server: FakeServer) -> None:
+    # The tool call looks whole, but without finish_reason nothing says the reply was: no ResponseDone.
+    fragment = tool_fragment(0, id="call_rm", name="read_file", arguments='{"path": "a.py"}')
+    server.script(chat_stream(fragment, complete=False))
+    seen: list[StreamEvent] = []
+    async with make_model(server) as model:
+        with pytest.raises(ModelUnavailableError, match="stream broke after output had started"):
+            await drain(model, make_request(tools=(READ,)), seen)
+    assert seen == [ToolCallDelta(0, "call_rm", "read_file", '{"path": "a.py"}')]
+    assert not any(isinstance(e, ResponseDone) for e in seen)
 
-    async def attempt() -> AsyncGenerator[int, None]:
-        nonlocal calls
-        calls += 1
-        if calls == 1:
-            raise ConnectionError("boom")
-        yield 1
-        raise ConnectionError("late boom")
 
+async def test_stream_cut_before_any_output_is_retried(server: FakeServer) -> None:
+    server.script(chat_stream(complete=False), chat_stream({"content": "ok"}))
+    async with make_model(server) as model:
+        events, response = await collect(model, make_request())
+    assert response.message.content == "ok"
+    assert [type(e) for e in events] == [ModelNotice, TextDelta]
+    assert "finish_reason" in events[0].text  # type: ignore[union-attr]
+    assert len(server.requests) == 2
+
+
+async def test_held_back_text_call_cut_off_is_retried_not_executed(server: FakeServer) -> None:
+    # The fenced call's JSON is whole but its fence is not closed: held back (not shown as text)
+    # when the stream breaks. Nothing has reached the consumer, so the reply is asked for again.
+    fenced = [{"content": "```json\n"}, {"content": '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'}]
+    server.script(chat_stream(*fenced, complete=False), chat_stream({"content": "Sunny."}))
+    async with make_model(server) as model:
+        events, response = await collect(model, make_request(tools=(WEATHER,)))
+    assert [type(e) for e in events] == [ModelNotice, TextDelta]
+    assert response.message == Message.assistant("Sunny.")
+
+
+async def test_broken_chunked_body_is_retried_then_reported(server: FakeServer) -> None:
+    server.script(chat_stream(chunked_cut=True), chat_stream({"content": "ok"}))
+    async with make_model(server) as model:
+        assert (await complete(model, make_request())).message.content == "ok"
+    server.script(chat_stream({"content": "partial"}, chunked_cut=True))
+    seen: list[StreamEvent] = []
+    async with make_model(server) as model:
+        with pytest.raises(ModelUnavailableError, match="after output had started"):
+            await drain(model, make_request(), seen)
+    assert seen == [TextDelta("partial")]
+
+
+async def test_streams_cut_every_time_give_up(server: FakeServer) -> None:
+    server.script(*[chat_stream(complete=False) for _ in range(3)])
+    async with make_model(server, max_retries=2) as model:
+        with pytest.raises(ModelUnavailableError) as info:
+            await complete(model, make_request())
+    assert info.value.attempts == 3 and "finish_reason" in str(info.value)
+
+
+# ---- retry waits are announced ---------------------------------------------------------------
+
+
+async def test_rate_limit_wait_is_announced_before_the_reply(server: FakeServer) -> None:
+    server.script(openai_error(429, "slow down", {"Retry-After": "60"}), chat_stream({"content": "ok"}))
     sleeps: list[float] = []
 
     async def fake_sleep(seconds: float) -> None:
         sleeps.append(seconds)
 
-    out: list[int] = []
-    with pytest.raises(ModelUnavailableError, match="late boom"):
-        async for item in stream_with_retries(
-            attempt,
-            policy=RetryPolicy(max_retries=5, backoff_s=0.01),
-            classify=lambda exc: Retry(str(exc)) if isinstance(exc, ConnectionError) else None,
-            give_up=lambda n, reason: ModelUnavailableError(reason, attempts=n),
-            sleep=fake_sleep,
-        ):
-            out.append(item)
-    assert out == [1] and calls == 2 and len(sleeps) == 1
+    async with make_model(server, sleep=fake_sleep) as model:
+        events, response = await collect(model, make_request())
+    assert sleeps == [60.0]
+    notice, text = events
+    assert isinstance(notice, ModelNotice) and notice.wait_s == 60.0
+    assert notice.text == (
+        f"HTTP 429: slow down from fake-model at {server.openai_base_url}: retrying in 60 s (attempt 2 of 5)"
+    )
+    assert text == TextDelta("ok") and response.message.content == "ok"
+
+
+async def test_max_retry_wait_caps_what_the_server_asks(server: FakeServer) -> None:
+    server.script(openai_error(503, "busy", {"Retry-After": "3600"}), chat_stream({"content": "ok"}))
+    sleeps: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    async with make_model(server, sleep=fake_sleep, max_retry_wait_s=5, max_retries=1) as model:
+        events, _ = await collect(model, make_request())
+    assert sleeps == [5.0]
+    assert isinstance(events[0], ModelNotice) and events[0].wait_s == 5.0
+    assert "retrying in 5 s (attempt 2 of 2)" in events[0].text
+    assert model.retry_policy.max_backoff_s == 5.0  # the exponential backoff obeys it too
+
+
+# ---- tool calls written as text --------------------------------------------------------------
+
+FENCED = [
+    {"content": "I'll check the weather.\n\n``"},
+    {"content": '`json\n{"name": "get_weather", '},
+    {"content": '"arguments": {"city": "Paris"}}\n```'},
+]
+
+
+async def test_fenced_json_call_becomes_a_tool_call(server: FakeServer) -> None:
+    server.script(chat_stream(*FENCED))
+    async with make_model(server) as model:
+        deltas, response = await collect(model, make_request(tools=(WEATHER, READ)))
+    assert deltas[0] == TextDelta("I'll check the weather.")
+    call_delta = deltas[1]
+    assert isinstance(call_delta, ToolCallDelta) and len(deltas) == 2
+    assert (call_delta.index, call_delta.name, call_delta.arguments) == (0, "get_weather", '{"city": "Paris"}')
+    assert call_delta.id is not None and call_delta.id.startswith("call_")
+    assert response.message == Message.assistant(
+        "I'll check the weather.", (ToolCall(call_delta.id, "get_weather", '{"city": "Paris"}'),)
+    )
+    assert response.finish_reason == "tool_calls"
+
+
+async def test_tool_call_tags_become_tool_calls_with_unique_ids(server: FakeServer) -> None:
+    tags = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n'
+    tags += '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'
+    server.script(chat_stream(*({"content": c} for c in tags.split(" "))))
+    async with make_model(server) as model:
+        deltas, response = await collect(model, make_request(tools=(WEATHER, READ)))
+    assert all(isinstance(d, ToolCallDelta) for d in deltas)
+    calls = response.message.tool_calls
+    expected = [("get_weather", '{"city": "Paris"}'), ("read_file", '{"path": "a.py"}')]
+    assert [(c.name, c.arguments) for c in calls] == expected
+    assert len({c.id for c in calls}) == 2 and response.message.content == ""
+
+
+@pytest.mark.parametrize(
+    ("setting", "tools"),
+    [("off", (WEATHER,)), ("auto", ()), ("auto", (READ,))],  # off; no tools offered; unknown tool name
+)
+async def test_text_stays_text(server: FakeServer, setting: str, tools: tuple[ToolSpec, ...]) -> None:
+    server.script(chat_stream(*FENCED))
+    async with make_model(server, text_tool_calls=setting) as model:
+        _, response = await collect(model, make_request(tools=tools))
+    assert response.message.content == "".join(d["content"] for d in FENCED)
+    assert response.message.tool_calls == () and response.finish_reason == "stop"
+
+
+async def test_server_tool_call_releases_held_text_first(server: FakeServer) -> None:
+    server.script(
+        chat_stream(
+            {"content": "Reading ``"},
+            tool_fragment(0, id="call_n", name="read_file", arguments='{"path": "a.py"}'),
+            finish_reason="tool_calls",
+        )
+    )
+    async with make_model(server) as model:
+        deltas, response = await collect(model, make_request(tools=(READ,)))
+    assert deltas == [
+        TextDelta("Reading"),
+        TextDelta(" ``"),
+        ToolCallDelta(0, "call_n", "read_file", '{"path": "a.py"}'),
+    ]
+    assert response.message.content == "Reading ``"
+    assert response.message.tool_calls == (ToolCall("call_n", "read_file", '{"path": "a.py"}'),)

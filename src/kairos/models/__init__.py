@@ -28,6 +28,8 @@ def load_model(spec: str, settings: ModelSettings | None = None, *, base_url: st
             max_retries=remote.max_retries,
             backoff_s=remote.backoff_s,
             timeout_s=remote.timeout_s,
+            max_retry_wait_s=remote.max_retry_wait_s,
+            text_tool_calls=remote.text_tool_calls,
         )
     if spec.startswith("anthropic:"):
         from kairos.models.anthropic import AnthropicModel
@@ -39,6 +41,8 @@ def load_model(spec: str, settings: ModelSettings | None = None, *, base_url: st
             max_retries=remote.max_retries,
             backoff_s=remote.backoff_s,
             timeout_s=remote.timeout_s,
+            max_retry_wait_s=remote.max_retry_wait_s,
+            text_tool_calls=remote.text_tool_calls,
         )
     if spec in ("local", "local-small") or spec.endswith(".gguf"):
         try:

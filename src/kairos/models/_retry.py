@@ -3,7 +3,8 @@
 The SDKs' own retries are switched off because they cannot see our stream: a retry is only safe
 while nothing has reached the consumer yet, otherwise deltas would be shown twice. This module
 re-opens the whole stream on transient failures (429, 5xx, timeouts, dropped connections) until
-the first event has been yielded, and after that lets errors through.
+the first event has been yielded, and after that lets errors through. Before each wait it can
+yield a notice (see ``RetryWait``), so a user is never left staring at a silent pause.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from kairos.errors import ModelError, ModelUnavailableError
+from kairos.models.types import ModelNotice
 
 T = TypeVar("T")
 
@@ -31,6 +33,16 @@ class Retry:
 
     reason: str
     retry_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryWait:
+    """What ``stream_with_retries`` is about to do: wait ``wait_s``, then make attempt ``attempt`` of ``attempts``."""
+
+    reason: str
+    wait_s: float
+    attempt: int
+    attempts: int
 
 
 Verdict = Retry | ModelError | None
@@ -95,12 +107,14 @@ async def stream_with_retries(
     classify: Callable[[Exception], Verdict],
     give_up: Callable[[int, str], ModelUnavailableError],
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    notice: Callable[[RetryWait], T] | None = None,
 ) -> AsyncIterator[T]:
     """Yield from ``attempt()``, re-opening it on transient errors until something was yielded.
 
     ``give_up(attempts, last_reason)`` builds the error raised when the retries are spent (or when
-    a transient error hits after output has started and a retry would duplicate it). Each attempt
-    generator is closed deterministically, so cancellation also closes the HTTP stream.
+    a transient error hits after output has started and a retry would duplicate it). ``notice``,
+    if given, makes the event yielded before each wait. Each attempt generator is closed
+    deterministically, so cancellation also closes the HTTP stream.
     """
     retry_number = 0
     while True:
@@ -108,7 +122,9 @@ async def stream_with_retries(
         try:
             async with aclosing(attempt()) as events:
                 async for event in events:
-                    produced = True
+                    # A notice is no part of the reply: after one, a retry still duplicates nothing.
+                    if not isinstance(event, ModelNotice):
+                        produced = True
                     yield event
             return
         except Exception as exc:
@@ -122,4 +138,10 @@ async def stream_with_retries(
             retry_number += 1
             if retry_number >= policy.attempts:
                 raise give_up(retry_number, verdict.reason) from exc
-            await sleep(policy.delay(retry_number, verdict.retry_after_s))
+            wait = RetryWait(
+                verdict.reason, policy.delay(retry_number, verdict.retry_after_s), retry_number + 1, policy.attempts
+            )
+        # Outside the except block: the consumer handles the notice without our exception in flight.
+        if notice is not None:
+            yield notice(wait)
+        await sleep(wait.wait_s)

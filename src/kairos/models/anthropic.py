@@ -14,6 +14,9 @@ Choices worth knowing:
   whose signature is unknown (e.g. from a restored session or another backend) is not resent.
 * ``system``-role messages inside the trajectory become user text (the API has no such role).
 * ``request.temperature`` is not sent: the current SDK has no such parameter. Use ``extra_body``.
+* A stream that ends without ``message_stop`` was cut and is never used as a reply.
+* Tool calls a Messages-API-speaking local server returns as text become tool calls, as in the
+  OpenAI-compatible backend (``text_tool_calls``; Claude itself always uses ``tool_use``).
 """
 
 from __future__ import annotations
@@ -22,24 +25,20 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator
-from types import TracebackType
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from kairos.errors import ConfigError, ModelError, ModelUnavailableError
-from kairos.models._retry import RETRYABLE_STATUS, Retry, RetryPolicy, Verdict, retry_after_seconds, stream_with_retries
-from kairos.models.base import TokenEstimator
+from kairos.errors import ConfigError, ModelError
+from kairos.models._remote import IncompleteStreamError, RemoteModel, ReplyParts, TextToolCalls
+from kairos.models._text_tools import TextToolScanner
 from kairos.models.types import (
     Message,
     ModelDelta,
     ModelRequest,
     ModelResponse,
-    ReasoningDelta,
     ReasoningPolicy,
     ResponseDone,
     StreamEvent,
-    TextDelta,
-    ToolCall,
     ToolCallDelta,
     Usage,
     apply_reasoning_policy,
@@ -65,8 +64,28 @@ def _import_sdk() -> Any:
     return anthropic
 
 
-class AnthropicModel:
-    """A Claude model over the Messages API, streamed, with prompt caching and tool use."""
+class AnthropicModel(RemoteModel[dict[str, Any]]):
+    """A Claude model over the Messages API, streamed, with prompt caching and tool use.
+
+    Args:
+        model: the model name, e.g. ``claude-sonnet-4-5``.
+        api_key: default ``ANTHROPIC_API_KEY``; a keyless server at another ``base_url`` needs none.
+        base_url: default ``ANTHROPIC_BASE_URL`` or Anthropic's API.
+        context_window: the model's window in tokens.
+        reasoning_policy: which earlier thinking is sent back.
+        max_retries: retries after a transient failure (429, 529, 5xx, timeouts, a cut stream).
+        backoff_s: the first retry wait; it doubles per retry.
+        timeout_s: how long one HTTP attempt may take.
+        max_retry_wait_s: the longest single wait, a server's ``Retry-After`` included.
+        text_tool_calls: ``auto`` turns tool calls a server left in the text into tool calls;
+            ``off`` keeps text as text.
+        thinking: the ``thinking`` parameter, e.g. ``{"type": "adaptive"}``.
+        extra_body: extra request fields (``metadata``, ...).
+        sleep: how to wait between attempts (tests pass a fake); default ``asyncio.sleep``.
+
+    Raises:
+        ConfigError: the SDK is not installed, or no key is set for Anthropic's own API.
+    """
 
     def __init__(
         self,
@@ -79,49 +98,38 @@ class AnthropicModel:
         max_retries: int = 4,
         backoff_s: float = 1.0,
         timeout_s: float = 120.0,
+        max_retry_wait_s: float = 60.0,
+        text_tool_calls: TextToolCalls = "auto",
         thinking: dict[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         sdk = _import_sdk()
+        super().__init__(
+            model,
+            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
+            context_window=context_window,
+            reasoning_policy=reasoning_policy,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_retry_wait_s=max_retry_wait_s,
+            text_tool_calls=text_tool_calls,
+            sleep=sleep,
+        )
         self._sdk = sdk
-        self.name = model
-        self.context_window = context_window
-        self.reasoning_policy = ReasoningPolicy(reasoning_policy)
-        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             if self.base_url == DEFAULT_BASE_URL:
                 raise ConfigError("no Anthropic API key: set ANTHROPIC_API_KEY or pass api_key")
             key = "no-key-required"  # a keyless local/proxy server speaking the Messages API
-        self.timeout_s = timeout_s
         self.thinking = dict(thinking) if thinking else None
         """Passed through as the ``thinking`` parameter, e.g. ``{"type": "adaptive"}``."""
         self.extra_body = dict(extra_body or {})
-        self.retry_policy = RetryPolicy(max_retries=max_retries, backoff_s=backoff_s)
-        self._estimate = TokenEstimator()  # memoised estimate_request_tokens
         self._client: anthropic_sdk.AsyncAnthropic = sdk.AsyncAnthropic(
             api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s
         )
         self._signatures: OrderedDict[str, list[Block]] = OrderedDict()
-
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.name!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
-        await self._client.close()
-
-    async def __aenter__(self) -> AnthropicModel:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    def count_tokens(self, request: ModelRequest) -> int:
-        """An estimate; the exact count would cost an API round trip per call."""
-        return self._estimate(request)
 
     # ---- request building ----------------------------------------------------------------
 
@@ -189,12 +197,7 @@ class AnthropicModel:
 
     # ---- streaming -----------------------------------------------------------------------
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Stream one reply; retried transparently until the first delta is out.
-
-        ``ttft_s`` and ``total_s`` count from this call, backoff included: what the user waits.
-        """
-        started = time.monotonic()
+    def _prepare(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
             "model": self.name,
             "max_tokens": request.max_tokens,
@@ -208,24 +211,24 @@ class AnthropicModel:
             params["thinking"] = self.thinking
         if self.extra_body:
             params["extra_body"] = self.extra_body
+        return params
 
-        def attempt() -> AsyncGenerator[StreamEvent, None]:
-            return self._attempt(params, started)
-
-        async for event in stream_with_retries(
-            attempt, policy=self.retry_policy, classify=self._classify, give_up=self._give_up
-        ):
-            yield event
-
-    async def _attempt(self, params: dict[str, Any], started: float) -> AsyncGenerator[StreamEvent, None]:
-        stream = await self._client.messages.create(stream=True, **params)
-        state = _StreamState(started)
+    async def _attempt(
+        self, request: ModelRequest, prepared: dict[str, Any], started: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        stream = await self._client.messages.create(stream=True, **prepared)
+        state = _StreamState(started, self._text_scanner(request))
         try:
             async for event in stream:
                 for delta in state.feed(event):
                     yield delta
         finally:
             await stream.close()  # also on cancellation: frees the connection promptly
+        if not state.stopped:
+            # The connection closed early: the reply (or a tool call's input) may be truncated.
+            raise IncompleteStreamError("the stream ended without message_stop, so the reply is incomplete")
+        for delta in state.parts.mark(state.parts.end_text()):
+            yield delta
         response = state.finish()
         signed = all(b.get("signature") or b["type"] == "redacted_thinking" for b in state.thinking_blocks)
         if response.message.reasoning and state.thinking_blocks and signed:
@@ -241,33 +244,24 @@ class AnthropicModel:
 
     # ---- errors --------------------------------------------------------------------------
 
-    def _classify(self, exc: Exception) -> Verdict:
-        sdk = self._sdk
-        if isinstance(exc, sdk.APITimeoutError):
-            return Retry(f"timed out after {self.timeout_s:g}s")
-        if isinstance(exc, sdk.APIConnectionError):
-            return Retry(f"connection failed ({exc.__cause__ or exc})")
-        if isinstance(exc, sdk.APIStatusError):
-            status: int = exc.status_code
-            kind = getattr(exc, "type", None)
-            message = getattr(exc, "api_message", None) or str(exc)
-            if status in RETRYABLE_STATUS or status >= 500 or kind in _RETRYABLE_ERROR_TYPES:
-                return Retry(
-                    f"HTTP {status} {kind or ''}: {message}".strip(), retry_after_seconds(exc.response.headers)
-                )
-            hint = " (check ANTHROPIC_API_KEY)" if status in (401, 403) else ""
-            what = f"rejected the request: HTTP {status}" if status >= 400 else f"failed mid-stream ({kind})"
-            return ModelError(f"{self.name!r} at {self.base_url} {what}: {message}{hint}", model=self.name)
-        return None
+    def _status_detail(self, exc: Any) -> str:
+        kind = getattr(exc, "type", None)
+        message = getattr(exc, "api_message", None) or str(exc)
+        return f" {kind}: {message}" if kind else f": {message}"
 
-    def _give_up(self, attempts: int, reason: str) -> ModelUnavailableError:
-        return ModelUnavailableError(
-            f"model {self.name!r} at {self.base_url} is unavailable after {attempts} attempt(s); "
-            f"last error: {reason}. Check your network, the Anthropic status page and your rate limits "
-            f"(or raise max_retries).",
-            model=self.name,
-            attempts=attempts,
-        )
+    def _is_transient(self, exc: Any) -> bool:
+        # Mid-stream error events arrive with the stream's 200 status: their type tells.
+        return getattr(exc, "type", None) in _RETRYABLE_ERROR_TYPES
+
+    def _rejected(self, exc: Any, status: int) -> ModelError:
+        kind = getattr(exc, "type", None)
+        message = getattr(exc, "api_message", None) or str(exc)
+        hint = " (check ANTHROPIC_API_KEY)" if status in (401, 403) else ""
+        what = f"rejected the request: HTTP {status}" if status >= 400 else f"failed mid-stream ({kind})"
+        return ModelError(f"{self.name!r} at {self.base_url} {what}: {message}{hint}", model=self.name)
+
+    def _unavailable_hint(self) -> str:
+        return "Check your network, the Anthropic status page and your rate limits"
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
@@ -281,19 +275,17 @@ def _tool_input(arguments: str) -> dict[str, Any]:
 class _StreamState:
     """Accumulates one streamed reply from raw Messages API events."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, scanner: TextToolScanner | None) -> None:
         self.started = started
-        self.first_delta_at: float | None = None
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
+        self.parts = ReplyParts(started, scanner)
         self.thinking_blocks: list[Block] = []
         self.blocks: dict[int, Block] = {}
-        """Content-block index -> block being assembled (thinking and tool_use only)."""
+        """Content-block index -> block being assembled (thinking only)."""
         self.tool_positions: dict[int, int] = {}
-        self.calls: list[list[str]] = []
-        """Per tool call: [id, name, arguments, initial input as JSON]."""
+        """Content-block index -> position of its tool call in ``parts.calls``."""
         self.input_tokens = self.cache_read = self.cache_creation = self.output_tokens = 0
         self.stop_reason: str | None = None
+        self.stopped = False
 
     def feed(self, event: Any) -> list[ModelDelta]:
         out: list[ModelDelta] = []
@@ -304,13 +296,13 @@ class _StreamState:
             self.stop_reason = event.delta.stop_reason or self.stop_reason
             if event.usage is not None:
                 self._usage(event.usage)
+        elif kind == "message_stop":
+            self.stopped = True
         elif kind == "content_block_start":
-            out.extend(self._start(event.index, event.content_block))
+            out = self._start(event.index, event.content_block)
         elif kind == "content_block_delta":
-            out.extend(self._delta(event.index, event.delta))
-        if out and self.first_delta_at is None:
-            self.first_delta_at = time.monotonic()
-        return out
+            out = self._delta(event.index, event.delta)
+        return self.parts.mark(out)
 
     def _usage(self, usage: Any) -> None:
         # message_delta carries cumulative counts; fields it leaves out stay as message_start set them.
@@ -324,9 +316,8 @@ class _StreamState:
             self.output_tokens = usage.output_tokens
 
     def _start(self, index: int, block: Any) -> list[ModelDelta]:
-        if block.type == "text" and block.text:
-            self.text.append(block.text)
-            return [TextDelta(block.text)]
+        if block.type == "text":
+            return self.parts.add_text(block.text or "")
         if block.type == "thinking":
             self.blocks[index] = {
                 "type": "thinking",
@@ -334,47 +325,42 @@ class _StreamState:
                 "signature": block.signature or "",
             }
             self.thinking_blocks.append(self.blocks[index])
-            if block.thinking:
-                self.reasoning.append(block.thinking)
-                return [ReasoningDelta(block.thinking)]
+            return self.parts.add_reasoning(block.thinking or "")
         if block.type == "redacted_thinking":
             self.thinking_blocks.append({"type": "redacted_thinking", "data": block.data})
         if block.type == "tool_use":
-            position = len(self.calls)
-            self.tool_positions[index] = position
             initial = json.dumps(block.input) if block.input else ""
-            self.calls.append([block.id, block.name, "", initial])
-            return [ToolCallDelta(position, block.id, block.name, "")]
+            out = self.parts.new_call(block.id, block.name, initial)
+            position = len(self.parts.calls) - 1
+            self.tool_positions[index] = position
+            out.append(ToolCallDelta(position, block.id, block.name, ""))
+            return out
         return []
 
     def _delta(self, index: int, delta: Any) -> list[ModelDelta]:
-        if delta.type == "text_delta" and delta.text:
-            self.text.append(delta.text)
-            return [TextDelta(delta.text)]
+        if delta.type == "text_delta":
+            return self.parts.add_text(delta.text or "")
         if delta.type == "thinking_delta" and delta.thinking:
-            self.reasoning.append(delta.thinking)
             if index in self.blocks:
                 self.blocks[index]["thinking"] += delta.thinking
-            return [ReasoningDelta(delta.thinking)]
+            return self.parts.add_reasoning(delta.thinking)
         if delta.type == "signature_delta" and index in self.blocks:
             self.blocks[index]["signature"] += delta.signature
         if delta.type == "input_json_delta" and index in self.tool_positions and delta.partial_json:
             position = self.tool_positions[index]
-            self.calls[position][2] += delta.partial_json
+            self.parts.calls[position].arguments += delta.partial_json
             return [ToolCallDelta(position, None, None, delta.partial_json)]
         return []
 
     def finish(self) -> ModelResponse:
         # A tool without arguments streams no JSON at all; "{}" keeps the arguments parseable.
-        calls = tuple(ToolCall(i, n, a or initial or "{}") for i, n, a, initial in self.calls)
-        message = Message.assistant("".join(self.text), calls, reasoning="".join(self.reasoning) or None)
-        now = time.monotonic()
+        message = self.parts.message(empty_arguments="{}")
         usage = Usage(
             prompt_tokens=self.input_tokens + self.cache_read + self.cache_creation,
             cached_prompt_tokens=self.cache_read,
             completion_tokens=self.output_tokens,
-            ttft_s=None if self.first_delta_at is None else self.first_delta_at - self.started,
-            total_s=now - self.started,
+            ttft_s=self.parts.ttft(),
+            total_s=time.monotonic() - self.started,
         )
-        reason = self.stop_reason or ("tool_calls" if calls else "stop")
-        return ModelResponse(message, usage, _STOP_REASONS.get(reason, reason))
+        reason = _STOP_REASONS.get(self.stop_reason, self.stop_reason) if self.stop_reason else None
+        return ModelResponse(message, usage, self.parts.finish_reason(reason))

@@ -2,35 +2,33 @@
 
 Streaming is normalised into kairos deltas; the SDK's own retries are off because only this
 backend knows whether a delta has already reached the consumer (see ``kairos.models._retry``).
+A stream that ends without a ``finish_reason`` was cut and is never used as a reply. Tool calls
+that a server returns as text (a fenced JSON block, ``<tool_call>`` tags) become tool calls
+unless ``text_tool_calls="off"`` (see ``kairos.models._text_tools``).
 """
 
 from __future__ import annotations
 
 import os
 import time
-import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
-from types import TracebackType
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import openai
 from openai import AsyncOpenAI, omit
 
-from kairos.errors import ModelError, ModelUnavailableError
-from kairos.models._retry import RETRYABLE_STATUS, Retry, RetryPolicy, Verdict, retry_after_seconds, stream_with_retries
-from kairos.models.base import TokenEstimator, estimate_request_tokens, estimate_tokens
+from kairos.errors import ModelError
+from kairos.models._remote import IncompleteStreamError, RemoteModel, ReplyParts, TextToolCalls
+from kairos.models._retry import RETRYABLE_STATUS, Retry, Verdict
+from kairos.models._text_tools import TextToolScanner
+from kairos.models.base import estimate_request_tokens, estimate_tokens
 from kairos.models.types import (
-    Message,
     ModelDelta,
     ModelRequest,
     ModelResponse,
-    ReasoningDelta,
     ReasoningPolicy,
     ResponseDone,
     StreamEvent,
-    TextDelta,
-    ToolCall,
     ToolCallDelta,
     Usage,
     apply_reasoning_policy,
@@ -45,9 +43,29 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY_PLACEHOLDER = "sk-no-key-required"
 """Sent when no key is configured: local servers (llama.cpp, Ollama, vLLM) ignore it, the SDK needs one."""
 
+_Wire = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+"""What every attempt sends: the ``messages`` and ``tools`` arrays."""
 
-class OpenAICompatModel:
-    """A chat model behind the OpenAI chat-completions API, streamed with tool calling."""
+
+class OpenAICompatModel(RemoteModel[_Wire]):
+    """A chat model behind the OpenAI chat-completions API, streamed with tool calling.
+
+    Args:
+        model: the model name the server serves.
+        base_url: the API root, usually ending in ``/v1``; default ``KAIROS_BASE_URL``,
+            ``OPENAI_BASE_URL`` or OpenAI's.
+        api_key: default ``KAIROS_API_KEY`` or ``OPENAI_API_KEY``; keyless servers need none.
+        context_window: the server model's window in tokens.
+        reasoning_policy: which earlier reasoning is sent back.
+        max_retries: retries after a transient failure (429, 5xx, timeouts, a cut stream).
+        backoff_s: the first retry wait; it doubles per retry.
+        timeout_s: how long one HTTP attempt may take.
+        max_retry_wait_s: the longest single wait, a server's ``Retry-After`` included.
+        text_tool_calls: ``auto`` turns tool calls the server left in the text into tool calls
+            (see ``kairos.models._text_tools``); ``off`` keeps text as text.
+        extra_body: extra request fields (``top_k``, ``chat_template_kwargs``, ...).
+        sleep: how to wait between attempts (tests pass a fake); default ``asyncio.sleep``.
+    """
 
     def __init__(
         self,
@@ -60,39 +78,30 @@ class OpenAICompatModel:
         max_retries: int = 4,
         backoff_s: float = 1.0,
         timeout_s: float = 120.0,
+        max_retry_wait_s: float = 60.0,
+        text_tool_calls: TextToolCalls = "auto",
         extra_body: dict[str, Any] | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        self.name = model
-        self.context_window = context_window
-        self.reasoning_policy = ReasoningPolicy(reasoning_policy)
-        self.base_url = (
-            base_url or os.environ.get("KAIROS_BASE_URL") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        super().__init__(
+            model,
+            base_url=base_url
+            or os.environ.get("KAIROS_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or DEFAULT_BASE_URL,
+            context_window=context_window,
+            reasoning_policy=reasoning_policy,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_retry_wait_s=max_retry_wait_s,
+            text_tool_calls=text_tool_calls,
+            sleep=sleep,
         )
         key = api_key or os.environ.get("KAIROS_API_KEY") or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
-        self.timeout_s = timeout_s
         self.extra_body = dict(extra_body or {})
-        self.retry_policy = RetryPolicy(max_retries=max_retries, backoff_s=backoff_s)
-        self._estimate = TokenEstimator()  # memoised estimate_request_tokens
+        self._sdk = openai
         self._client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s)
-
-    def __repr__(self) -> str:
-        return f"OpenAICompatModel({self.name!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        """Close the HTTP connection pool (open sockets would otherwise leak until GC)."""
-        await self._client.close()
-
-    async def __aenter__(self) -> OpenAICompatModel:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
-    def count_tokens(self, request: ModelRequest) -> int:
-        """An estimate: remote servers expose no tokenizer we could call without a download."""
-        return self._estimate(request)
 
     def wire_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
         """The ``messages`` array sent: plain system text first, reasoning filtered by the policy."""
@@ -106,26 +115,13 @@ class OpenAICompatModel:
         )
         return out
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Stream one completion; retried transparently until the first delta is out.
-
-        ``ttft_s`` and ``total_s`` count from this call, backoff included: what the user waits.
-        """
-        started = time.monotonic()
-        messages = self.wire_messages(request)
-        tools = [t.to_openai() for t in request.tools]
-
-        def attempt() -> AsyncGenerator[StreamEvent, None]:
-            return self._attempt(request, messages, tools, started)
-
-        async for event in stream_with_retries(
-            attempt, policy=self.retry_policy, classify=self._classify, give_up=self._give_up
-        ):
-            yield event
+    def _prepare(self, request: ModelRequest) -> _Wire:
+        return self.wire_messages(request), [t.to_openai() for t in request.tools]
 
     async def _attempt(
-        self, request: ModelRequest, messages: list[dict[str, Any]], tools: list[dict[str, Any]], started: float
+        self, request: ModelRequest, prepared: _Wire, started: float
     ) -> AsyncGenerator[StreamEvent, None]:
+        messages, tools = prepared
         stream = await self._client.chat.completions.create(
             model=self.name,
             messages=cast("list[ChatCompletionMessageParam]", messages),
@@ -136,7 +132,7 @@ class OpenAICompatModel:
             stream_options={"include_usage": True},
             extra_body=self.extra_body or None,
         )
-        state = _StreamState(started)
+        state = _StreamState(started, self._text_scanner(request))
         try:
             async for chunk in stream:
                 for delta in state.feed(chunk):
@@ -144,24 +140,27 @@ class OpenAICompatModel:
         finally:
             # Also runs on cancellation or when the consumer stops early: frees the connection.
             await stream.close()
+        if state.finish_reason is None:
+            # A close-delimited stream cut short looks like a normal end; only finish_reason
+            # tells them apart. The reply (or a tool call's arguments) may be truncated.
+            raise IncompleteStreamError("the stream ended without a finish_reason, so the reply is incomplete")
+        for delta in state.parts.mark(state.parts.end_text()):
+            yield delta
         yield ResponseDone(state.finish(request))
 
     # ---- errors --------------------------------------------------------------------------
 
-    def _classify(self, exc: Exception) -> Verdict:
-        if isinstance(exc, openai.APITimeoutError):
-            return Retry(f"timed out after {self.timeout_s:g}s")
-        if isinstance(exc, openai.APIConnectionError):
-            return Retry(f"connection failed ({exc.__cause__ or exc})")
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            message = _server_message(exc.body, exc.message)
-            if status in RETRYABLE_STATUS or status >= 500:
-                return Retry(f"HTTP {status}: {message}", retry_after_seconds(exc.response.headers))
-            return ModelError(
-                f"{self.name!r} at {self.base_url} rejected the request: HTTP {status}: {message}{_hint(status)}",
-                model=self.name,
-            )
+    def _status_detail(self, exc: Any) -> str:
+        return f": {_server_message(exc.body, exc.message)}"
+
+    def _rejected(self, exc: Any, status: int) -> ModelError:
+        message = _server_message(exc.body, exc.message)
+        return ModelError(
+            f"{self.name!r} at {self.base_url} rejected the request: HTTP {status}: {message}{_hint(status)}",
+            model=self.name,
+        )
+
+    def _classify_other(self, exc: Exception) -> Verdict:
         if isinstance(exc, openai.APIError):
             # An {"error": ...} object inside the event stream (vLLM, OpenRouter): retry if it is transient.
             message = _server_message(exc.body, exc.message)
@@ -170,13 +169,10 @@ class OpenAICompatModel:
             return ModelError(f"{self.name!r} at {self.base_url} failed mid-stream: {message}", model=self.name)
         return None
 
-    def _give_up(self, attempts: int, reason: str) -> ModelUnavailableError:
-        return ModelUnavailableError(
-            f"model {self.name!r} at {self.base_url} is unavailable after {attempts} attempt(s); "
-            f"last error: {reason}. Check that the server is running and reachable at that URL, that it "
-            f"serves a model named {self.name!r}, and your rate limits (or raise max_retries).",
-            model=self.name,
-            attempts=attempts,
+    def _unavailable_hint(self) -> str:
+        return (
+            "Check that the server is running and reachable at that URL, that it "
+            f"serves a model named {self.name!r}, and your rate limits"
         )
 
 
@@ -201,30 +197,22 @@ def _hint(status: int) -> str:
     return ""
 
 
-@dataclass(slots=True)
-class _CallParts:
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-
-
 class _StreamState:
     """Accumulates one streamed reply: deltas out, final ``Message`` and ``Usage`` at the end."""
 
-    def __init__(self, started: float) -> None:
+    def __init__(self, started: float, scanner: TextToolScanner | None) -> None:
         self.started = started
-        self.first_delta_at: float | None = None
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: list[_CallParts] = []
+        self.parts = ReplyParts(started, scanner)
         self.positions: dict[int, int] = {}
-        """Server tool-call index -> position in ``calls`` (servers need not start at 0)."""
+        """Server tool-call index -> position in ``parts.calls`` (servers need not start at 0)."""
+        self.last_id: str | None = None
         self.usage: CompletionUsage | None = None
         self.finish_reason: str | None = None
 
     def feed(self, chunk: ChatCompletionChunk) -> list[ModelDelta]:
         if chunk.usage is not None:
             self.usage = chunk.usage
+        parts = self.parts
         out: list[ModelDelta] = []
         for choice in chunk.choices:
             if choice.index not in (0, None):  # n=1; some servers leave the index out
@@ -234,47 +222,41 @@ class _StreamState:
             delta = cast("ChoiceDelta | None", choice.delta)  # absent in some servers' final chunk
             if delta is None:
                 continue
-            reasoning = _reasoning_text(delta.model_extra)
-            if reasoning:
-                self.reasoning.append(reasoning)
-                out.append(ReasoningDelta(reasoning))
-            if delta.content:
-                self.text.append(delta.content)
-                out.append(TextDelta(delta.content))
+            out += parts.add_reasoning(_reasoning_text(delta.model_extra))
+            out += parts.add_text(delta.content or "")
             for fragment in delta.tool_calls or ():
                 function = fragment.function
                 name = function.name if function is not None else None
                 arguments = (function.arguments if function is not None else None) or ""
-                position = self._position(fragment.index, fragment.id)
-                call = self.calls[position]
+                position = self._position(fragment.index, fragment.id, out)
+                call = parts.calls[position]
                 if fragment.id and call.id is None:
                     call.id = fragment.id
                 if name and call.name is None:
                     call.name = name
                 call.arguments += arguments
                 out.append(ToolCallDelta(position, fragment.id or None, name or None, arguments))
-        if out and self.first_delta_at is None:
-            self.first_delta_at = time.monotonic()
-        return out
+        return parts.mark(out)
 
-    def _position(self, index: int | None, call_id: str | None) -> int:
+    def _position(self, index: int | None, call_id: str | None, out: list[ModelDelta]) -> int:
         """Where a fragment belongs; ``index`` is the server's, possibly missing."""
+        calls = self.parts.calls
         # Some servers (Gemini's compat layer, old Ollama) omit the index: a new id means a new call.
         if index is None:
-            if self.calls and (not call_id or call_id == self.calls[-1].id):
-                return len(self.calls) - 1
-            index = -1 - len(self.calls)
+            if self.positions and (not call_id or call_id == self.last_id):
+                return len(calls) - 1
+            index = -1 - len(calls)
+        if call_id:
+            self.last_id = call_id
         if index not in self.positions:
-            self.positions[index] = len(self.calls)
-            self.calls.append(_CallParts())
+            out += self.parts.new_call()
+            self.positions[index] = len(calls) - 1
         return self.positions[index]
 
     def finish(self, request: ModelRequest) -> ModelResponse:
-        calls = tuple(ToolCall(c.id or f"call_{uuid.uuid4().hex[:24]}", c.name or "", c.arguments) for c in self.calls)
-        message = Message.assistant("".join(self.text), calls, reasoning="".join(self.reasoning) or None)
+        message = self.parts.message()
         now = time.monotonic()
-        ttft = None if self.first_delta_at is None else self.first_delta_at - self.started
-        usage = Usage(ttft_s=ttft, total_s=now - self.started)
+        usage = Usage(ttft_s=self.parts.ttft(), total_s=now - self.started)
         if self.usage is not None:
             usage.prompt_tokens = int(self.usage.prompt_tokens or 0)
             usage.completion_tokens = int(self.usage.completion_tokens or 0)
@@ -283,9 +265,9 @@ class _StreamState:
             # Servers that ignore stream_options send no usage; an estimate keeps context accounting alive.
             usage.prompt_tokens = estimate_request_tokens(request)
             usage.completion_tokens = estimate_tokens(
-                message.content + (message.reasoning or "") + "".join(c.arguments for c in calls)
+                message.content + (message.reasoning or "") + "".join(c.arguments for c in message.tool_calls)
             )
-        return ModelResponse(message, usage, self.finish_reason or ("tool_calls" if calls else "stop"))
+        return ModelResponse(message, usage, self.parts.finish_reason(self.finish_reason))
 
 
 def _reasoning_text(extra: dict[str, Any] | None) -> str:
