@@ -9,6 +9,8 @@ The shell's cwd is kept inside the workspace: after a command that leaves it out
 ``cd``s back to the last good directory and the result says so. This is a guard against
 mistakes, **not a sandbox**: within one command a program can still read and write anything
 the user running kairos can. Isolation is the job of the sandbox layer, not of this module.
+
+Long outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`).
 """
 
 from __future__ import annotations
@@ -24,64 +26,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.tools.base import ToolContext, ToolResult, tool
+from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, tool
+from kairos.tools.builtins._bash_output import Capture, Spill, render
 
 RESOURCE_KEY = "bash"
 MAX_TIMEOUT_S = 600.0
 MIN_TIMEOUT_S = 1.0
 _CHUNK = 64 * 1024
-_HEAD_BYTES = 256 * 1024
-_MAX_BUFFER = 1024 * 1024
-"""Bytes of output kept per command: the first ``_HEAD_BYTES`` and the most recent rest."""
 _GRACE_S = 2.0
 """How long to wait for the pipe to drain once the shell's process group has been killed."""
 _DROP_ENV = ("BASH_ENV", "ENV", "PROMPT_COMMAND")
 _EXTRA_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "GIT_TERMINAL_PROMPT": "0"}
 
 
-class _Capture:
-    """Collects one command's output until its sentinel line; bounded memory."""
-
-    def __init__(self, marker: bytes) -> None:
-        self.marker = marker
-        self.buf = bytearray()
-        self.omitted = 0
-        self.found = -1
-        self.status: int | None = None
-        self.pwd = ""
-        self.eof = False
-
-    def feed(self, chunk: bytes) -> bool:
-        """Add output; True once the sentinel line is complete."""
-        self.buf += chunk
-        if self.found < 0:
-            self.found = self.buf.find(self.marker, max(0, len(self.buf) - len(chunk) - len(self.marker)))
-            if self.found < 0 and len(self.buf) > _MAX_BUFFER:
-                drop = len(self.buf) - _MAX_BUFFER
-                del self.buf[_HEAD_BYTES : _HEAD_BYTES + drop]
-                self.omitted += drop
-                return False
-        if self.found < 0:
-            return False
-        end = self.buf.find(b"\n", self.found + len(self.marker))
-        if end < 0:
-            return False
-        status, _, pwd = bytes(self.buf[self.found + len(self.marker) : end]).decode(errors="replace").partition(" ")
-        self.status = int(status) if status.isdigit() else 1
-        self.pwd = pwd
-        return True
-
-    def text(self) -> str:
-        data = bytes(self.buf[: self.found] if self.found >= 0 else self.buf)
-        if self.omitted:
-            note = f"\n[... {self.omitted} bytes of output omitted ...]\n".encode()
-            data = data[:_HEAD_BYTES] + note + data[_HEAD_BYTES:]
-        return data.decode("utf-8", errors="replace")
-
-
 @dataclass(slots=True)
 class BashOutcome:
-    output: str
+    output: str = ""
+    """What the model sees: the whole output, or its head and tail around a note (see ``_bash_output``)."""
+    total_bytes: int = 0
+    """The true size of the output."""
+    full_output: Path | None = None
+    """The spill file with the complete output, when ``output`` shows only part of it."""
+    full_output_capped: bool = False
+    """The spill file stopped growing at ``SPILL_MAX_BYTES``."""
     exit_code: int | None = None
     """``None`` when the command did not finish (timeout, shell exited)."""
     timed_out: bool = False
@@ -97,10 +64,24 @@ class BashOutcome:
 class BashSession:
     """A persistent ``bash`` process; ``run`` one command at a time, ``aclose`` to end it."""
 
-    def __init__(self, workspace: Path, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        cwd: Path | None = None,
+        *,
+        spill_dir: Path | None = None,
+    ) -> None:
+        """Set up a session; bash itself starts on the first :meth:`run`.
+
+        Args:
+            workspace: the shell's cwd must stay inside it.
+            cwd: where the shell starts (default: the workspace).
+            spill_dir: where long outputs are saved whole (default: ``<workspace>/.kairos/spill``).
+        """
         self.workspace = workspace.resolve()
         self.cwd = (cwd or workspace).resolve()
         """The last directory the shell was in that lies inside the workspace."""
+        self.spill_dir = spill_dir or self.workspace / STATE_DIR_NAME / "spill"
         self._proc: asyncio.subprocess.Process | None = None
         self._exited: asyncio.Task[int] | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -172,7 +153,7 @@ class BashSession:
         if self._closing is not None:
             await self._closing
 
-    async def _pump(self, reader: asyncio.StreamReader, cap: _Capture) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, cap: Capture) -> None:
         while True:
             chunk = await reader.read(_CHUNK)
             if not chunk:
@@ -181,7 +162,7 @@ class BashSession:
             if cap.feed(chunk):
                 return
 
-    async def _exchange(self, command: str, timeout_s: float) -> tuple[_Capture, str, int | None]:
+    async def _exchange(self, command: str, timeout_s: float) -> tuple[Capture, str, int | None]:
         """Run ``command``; returns its capture, how it ended (done, timeout, exited) and, when the
         shell is gone, bash's own exit code."""
         proc, exited, reader = self._proc, self._exited, self._reader
@@ -191,7 +172,7 @@ class BashSession:
             f"builtin eval {shlex.quote(command)} < /dev/null\n"
             f'builtin printf \'\\n%s %s %s\\n\' {marker} "$?" "$(builtin pwd -P 2>/dev/null)"\n'
         )
-        cap = _Capture(b"\n" + marker.encode() + b" ")
+        cap = Capture(b"\n" + marker.encode() + b" ", Spill(self.spill_dir, self.workspace))
         pump: asyncio.Future[None] | None = None
         try:
             proc.stdin.write(script.encode())
@@ -200,6 +181,8 @@ class BashSession:
             await asyncio.wait({pump, exited}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # broken pipe, or cancelled by the executor: the shell's state is unknown
             await self._shutdown(pump)
+            if cap.spill is not None:
+                cap.spill.close()
             raise
         if pump.done() and not cap.eof:
             return cap, "done", None
@@ -228,14 +211,17 @@ class BashSession:
                 await self._start()
                 restarted = True
                 cap, ending, shell_code = await self._exchange(command, timeout_s)
+            cap.finish()
             if ending == "timeout":
-                return BashOutcome(cap.text(), timed_out=True, restarted=restarted)
-            if ending == "exited":
-                return BashOutcome(
-                    cap.text(), shell_exit_code=-1 if shell_code is None else shell_code, restarted=restarted
-                )
-            outcome = BashOutcome(cap.text(), exit_code=cap.status, restarted=restarted)
-            await self._check_cwd(cap.pwd, outcome)
+                outcome = BashOutcome(timed_out=True, restarted=restarted)
+            elif ending == "exited":
+                outcome = BashOutcome(shell_exit_code=-1 if shell_code is None else shell_code, restarted=restarted)
+            else:
+                outcome = BashOutcome(exit_code=cap.status, restarted=restarted)
+                await self._check_cwd(cap.pwd, outcome)
+            shown = render(cap, self.cwd)  # after _check_cwd: paths relative to where the next call runs
+            outcome.output, outcome.total_bytes = shown.text, shown.total_bytes
+            outcome.full_output, outcome.full_output_capped = shown.full_output, shown.capped
             return outcome
 
     async def _check_cwd(self, pwd: str, outcome: BashOutcome) -> None:
@@ -254,6 +240,8 @@ class BashSession:
             outcome.left_workspace = True
         outcome.notes += (note,)
         cap, ending, _ = await self._exchange(f"cd -- {shlex.quote(str(back))}", 10.0)
+        if cap.spill is not None:
+            cap.spill.close()
         now = _real(cap.pwd) if ending == "done" else None
         if now is not None and self._inside(now):
             self.cwd = now
@@ -321,7 +309,11 @@ async def bash(command: str, timeout_s: float = 60, *, ctx: ToolContext) -> Tool
     finally:
         ctx.cwd = session.cwd
     parts = [outcome.output.rstrip("\n")] if outcome.output.strip() else []
-    metadata: dict[str, Any] = {"cwd": str(session.cwd)}
+    metadata: dict[str, Any] = {"cwd": str(session.cwd), "total_bytes": outcome.total_bytes}
+    if outcome.full_output is not None:
+        metadata["full_output"] = outcome.full_output.relative_to(ctx.workspace).as_posix()  # checked inside
+        if outcome.full_output_capped:
+            metadata["full_output_capped"] = True
     is_error = outcome.left_workspace
     if outcome.timed_out:
         is_error = True
