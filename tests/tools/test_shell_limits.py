@@ -13,7 +13,7 @@ import pytest
 from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.builtins import _bash_output
 from kairos.tools.builtins.files import read_file
-from kairos.tools.builtins.shell import bash
+from kairos.tools.builtins.shell import BashSession, bash
 
 
 @pytest.fixture
@@ -28,6 +28,31 @@ async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
 async def sh(ctx: ToolContext, command: str, **args: Any) -> ToolResult:
     result: ToolResult = await bash.call(bash.validate({"command": command, **args}), ctx)
     return result
+
+
+# --- environment ----------------------------------------------------------------------------
+
+
+async def test_the_shell_gets_no_secrets(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-1234")
+    monkeypatch.setenv("FOO_TOKEN", "tok-5678")
+    monkeypatch.setenv("KAIROS_TEST_PLAIN", "visible")
+    monkeypatch.setenv("HOME", str(ctx.workspace))
+    r = await sh(ctx, "env")
+    names = {line.partition("=")[0] for line in r.content.splitlines()}
+    assert "OPENAI_API_KEY" not in names and "FOO_TOKEN" not in names
+    assert "sk-test-1234" not in r.content and "tok-5678" not in r.content
+    assert {"PATH", "HOME", "KAIROS_TEST_PLAIN"} <= names
+
+
+async def test_a_session_without_a_context_drops_secrets_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-9")
+    session = BashSession(tmp_path)
+    try:
+        out = (await session.run('echo "[${ANTHROPIC_API_KEY:-unset}] ${PATH:+path}"')).output
+    finally:
+        await session.aclose()
+    assert out == "[unset] path\n"
 
 
 # --- long outputs ---------------------------------------------------------------------------

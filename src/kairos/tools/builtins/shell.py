@@ -10,7 +10,8 @@ The shell's cwd is kept inside the workspace: after a command that leaves it out
 mistakes, **not a sandbox**: within one command a program can still read and write anything
 the user running kairos can. Isolation is the job of the sandbox layer, not of this module.
 
-Long outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`).
+The shell gets kairos's environment without secrets (:meth:`ToolContext.environment`). Long
+outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import os
 import shlex
 import signal
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, tool
+from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, is_secret_name, tool
 from kairos.tools.builtins._bash_output import Capture, Spill, render
 
 RESOURCE_KEY = "bash"
@@ -37,6 +39,11 @@ _GRACE_S = 2.0
 """How long to wait for the pipe to drain once the shell's process group has been killed."""
 _DROP_ENV = ("BASH_ENV", "ENV", "PROMPT_COMMAND")
 _EXTRA_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def default_environment() -> dict[str, str]:
+    """``os.environ`` without secret-looking variables: the shell's environment without a context."""
+    return {k: v for k, v in os.environ.items() if not is_secret_name(k)}
 
 
 @dataclass(slots=True)
@@ -69,6 +76,7 @@ class BashSession:
         workspace: Path,
         cwd: Path | None = None,
         *,
+        env: Mapping[str, str] | None = None,
         spill_dir: Path | None = None,
     ) -> None:
         """Set up a session; bash itself starts on the first :meth:`run`.
@@ -76,11 +84,13 @@ class BashSession:
         Args:
             workspace: the shell's cwd must stay inside it.
             cwd: where the shell starts (default: the workspace).
+            env: the shell's environment (default: :func:`default_environment`, without secrets).
             spill_dir: where long outputs are saved whole (default: ``<workspace>/.kairos/spill``).
         """
         self.workspace = workspace.resolve()
         self.cwd = (cwd or workspace).resolve()
         """The last directory the shell was in that lies inside the workspace."""
+        self.env = dict(env) if env is not None else default_environment()
         self.spill_dir = spill_dir or self.workspace / STATE_DIR_NAME / "spill"
         self._proc: asyncio.subprocess.Process | None = None
         self._exited: asyncio.Task[int] | None = None
@@ -102,7 +112,7 @@ class BashSession:
     async def _start(self) -> None:
         if not self.cwd.is_dir():
             self.cwd = self.workspace
-        env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV} | _EXTRA_ENV
+        env = {k: v for k, v in self.env.items() if k not in _DROP_ENV} | _EXTRA_ENV
         read_fd, write_fd = os.pipe()
         try:
             # stdout/stderr go to a pipe we own (not asyncio's): wait() then returns as soon as
@@ -282,7 +292,7 @@ def _real(pwd: str) -> Path | None:
 def _session(ctx: ToolContext) -> BashSession:
     session = ctx.resources.get(RESOURCE_KEY)
     if not isinstance(session, BashSession):
-        session = BashSession(ctx.workspace, ctx.cwd)
+        session = BashSession(ctx.workspace, ctx.cwd, env=ctx.environment())
         ctx.resources[RESOURCE_KEY] = session
     return session
 
