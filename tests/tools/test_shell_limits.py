@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
 import tracemalloc
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +144,93 @@ async def test_a_spill_folder_leading_out_of_the_workspace_is_not_used(ctx: Tool
     assert "it could not be saved to a file" in r.content and "leads outside the workspace" in r.content
     assert "full_output" not in r.metadata and r.metadata["total_bytes"] > 100_000
     assert list(outside.iterdir()) == []
+
+
+# --- the shell never outlives kairos --------------------------------------------------------
+
+SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from kairos.tools.builtins.shell import BashSession
+
+KEEP = []
+
+async def main() -> None:
+    session = BashSession(Path(sys.argv[1]))
+    KEEP.append(session)  # alive until the interpreter exits: only the exit-time cleanup can act
+    out = await session.run("echo $$; sleep 300 >/dev/null 2>&1 & echo $!")
+    print(out.output.replace("\\n", " ").strip(), flush=True)
+    if sys.argv[2] == "hang":  # bash busy in a foreground command: it does not see its stdin close
+        await session.run(f"touch {sys.argv[1]}/busy; sleep 300", timeout_s=600)
+
+asyncio.run(main())
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is still running (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(pid: int) -> bool:
+    """Wait (bounded) until ``pid`` has exited; True if it did."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        ready, _, _ = select.select([fd], [], [], 30)  # a safety net against hanging, not a timing assertion
+        return bool(ready) or not alive(pid)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def kairos_process(tmp_path: Path, mode: str) -> Iterator[tuple[subprocess.Popen[str], int, int]]:
+    """A python process running a BashSession; yields it with bash's pid and a background job's pid."""
+    script = tmp_path / "kairos_child.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), mode], stdout=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    bash_pid = job_pid = 0
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "the child printed nothing"
+        bash_pid, job_pid = (int(x) for x in proc.stdout.readline().split())
+        yield proc, bash_pid, job_pid
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if bash_pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(bash_pid, signal.SIGKILL)  # never leave the test's own processes behind
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_bash_dies_when_kairos_is_killed(tmp_path: Path) -> None:
+    with kairos_process(tmp_path, "hang") as (proc, bash_pid, _):
+        for _ in range(600):  # bounded wait for the foreground command to start
+            if (tmp_path / "busy").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert (tmp_path / "busy").exists() and alive(bash_pid)
+        proc.send_signal(signal.SIGKILL)  # no atexit, no finalizers: only the kernel can act
+        proc.wait()
+        assert wait_dead(bash_pid)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and pidfd")
+def test_interpreter_exit_kills_the_shell_and_its_background_jobs(tmp_path: Path) -> None:
+    with kairos_process(tmp_path, "exit") as (proc, bash_pid, job_pid):
+        assert proc.wait(timeout=60) == 0
+        assert wait_dead(job_pid)
+        assert wait_dead(bash_pid)

@@ -11,19 +11,26 @@ mistakes, **not a sandbox**: within one command a program can still read and wri
 the user running kairos can. Isolation is the job of the sandbox layer, not of this module.
 
 The shell gets kairos's environment without secrets (:meth:`ToolContext.environment`). Long
-outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`).
+outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`). The shell never
+outlives kairos: on Linux bash gets ``PR_SET_PDEATHSIG=SIGKILL`` (it dies with kairos, even on
+``kill -9``), and a finalizer kills the shell's whole process group when the session is
+garbage-collected or the interpreter exits without closing it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import functools
 import math
 import os
 import shlex
 import signal
+import sys
 import uuid
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +46,48 @@ _GRACE_S = 2.0
 """How long to wait for the pipe to drain once the shell's process group has been killed."""
 _DROP_ENV = ("BASH_ENV", "ENV", "PROMPT_COMMAND")
 _EXTRA_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "GIT_TERMINAL_PROMPT": "0"}
+_PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _prctl() -> Any:
+    """libc's ``prctl`` on Linux, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _die_with_kairos() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when kairos dies (Linux); None elsewhere.
+
+    The kernel sends it when the *thread* that started the child exits: the event loop's thread,
+    which lives as long as the session's shell is of any use. Kept minimal, as code between fork
+    and exec must be.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # kairos died before the request took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def default_environment() -> dict[str, str]:
@@ -92,6 +141,7 @@ class BashSession:
         """The last directory the shell was in that lies inside the workspace."""
         self.env = dict(env) if env is not None else default_environment()
         self.spill_dir = spill_dir or self.workspace / STATE_DIR_NAME / "spill"
+        self._finalizer: weakref.finalize[[int], BashSession] | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._exited: asyncio.Task[int] | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -127,6 +177,7 @@ class BashSession:
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
+                preexec_fn=_die_with_kairos(),
             )
         except BaseException:
             os.close(read_fd)
@@ -145,6 +196,9 @@ class BashSession:
             raise
         self._proc, self._reader, self._transport = proc, reader, transport
         self._exited = asyncio.ensure_future(proc.wait())
+        # Kills the group (background jobs included) if the session is dropped unclosed or
+        # the interpreter exits first; bash is its group's leader, so pgid == pid.
+        self._finalizer = weakref.finalize(self, _kill_group, proc.pid)
 
     async def _shutdown(self, pump: asyncio.Future[Any] | None = None) -> int | None:
         """Kill the shell's whole process group and release everything; returns bash's exit code.
@@ -154,6 +208,9 @@ class BashSession:
         if proc is None or exited is None or transport is None:
             return None
         self._proc = self._exited = self._transport = self._reader = None
+        if self._finalizer is not None:
+            self._finalizer()  # kill the group now; _reap then drains the pipe and reaps bash
+            self._finalizer = None
         self._closing = asyncio.ensure_future(_reap(proc, exited, transport, pump))
         return await asyncio.shield(self._closing)
 
