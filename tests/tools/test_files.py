@@ -245,11 +245,15 @@ def tree(ws: Path) -> Path:
 async def test_grep_rows_are_path_line_text(ctx: ToolContext, tree: Path) -> None:
     r = await run(grep, ctx, pattern=r"main\(\)")
     assert not r.is_error
-    assert r.content.splitlines() == ["README.md:1: Run main() to start.", "src/pkg/core.py:3: def main():"]
+    assert r.content.splitlines() == [
+        "README.md:1: Run main() to start.",
+        "src/pkg/core.py:3: def main():",
+        "[skipped 1 binary file: blob.bin]",  # .git, .venv, .kairos, ... are skipped without a word
+    ]
 
 
 async def test_grep_flags_and_single_file(ctx: ToolContext, tree: Path) -> None:
-    r = await run(grep, ctx, pattern="(?i)todo")
+    r = await run(grep, ctx, pattern="(?i)todo", path="src")
     assert r.content.splitlines() == ["src/pkg/core.py:4:     return TODO", "src/util.py:2:     pass  # todo later"]
     r = await run(grep, ctx, pattern="def", path="src/util.py")
     assert r.content == "src/util.py:1: def helper():"
@@ -308,7 +312,11 @@ async def test_grep_skips_symlinks_out_of_the_workspace(ctx: ToolContext, ws: Pa
     (ws / "inside.txt").write_text("password here\n")
     (ws / "alias.txt").symlink_to("inside.txt")
     r = await run(grep, ctx, pattern="password")
-    assert r.content.splitlines() == ["alias.txt:1: password here", "inside.txt:1: password here"]
+    assert r.content.splitlines() == [
+        "alias.txt:1: password here",
+        "inside.txt:1: password here",
+        "[skipped 1 link to outside the workspace or into kairos's state: leak.txt]",
+    ]
 
 
 async def test_grep_missing_path(ctx: ToolContext) -> None:

@@ -9,79 +9,102 @@ The shell's cwd is kept inside the workspace: after a command that leaves it out
 ``cd``s back to the last good directory and the result says so. This is a guard against
 mistakes, **not a sandbox**: within one command a program can still read and write anything
 the user running kairos can. Isolation is the job of the sandbox layer, not of this module.
+
+The shell gets kairos's environment without secrets (:meth:`ToolContext.environment`). Long
+outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`). The shell never
+outlives kairos: on Linux bash gets ``PR_SET_PDEATHSIG=SIGKILL`` (it dies with kairos, even on
+``kill -9``), and a finalizer kills the shell's whole process group when the session is
+garbage-collected or the interpreter exits without closing it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import functools
 import math
 import os
 import shlex
 import signal
+import sys
 import uuid
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.tools.base import ToolContext, ToolResult, tool
+from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, is_secret_name, tool
+from kairos.tools.builtins._bash_output import Capture, Spill, render
 
 RESOURCE_KEY = "bash"
 MAX_TIMEOUT_S = 600.0
 MIN_TIMEOUT_S = 1.0
 _CHUNK = 64 * 1024
-_HEAD_BYTES = 256 * 1024
-_MAX_BUFFER = 1024 * 1024
-"""Bytes of output kept per command: the first ``_HEAD_BYTES`` and the most recent rest."""
 _GRACE_S = 2.0
 """How long to wait for the pipe to drain once the shell's process group has been killed."""
 _DROP_ENV = ("BASH_ENV", "ENV", "PROMPT_COMMAND")
 _EXTRA_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "GIT_TERMINAL_PROMPT": "0"}
+_PR_SET_PDEATHSIG = 1
 
 
-class _Capture:
-    """Collects one command's output until its sentinel line; bounded memory."""
+@functools.cache
+def _prctl() -> Any:
+    """libc's ``prctl`` on Linux, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fn.restype = ctypes.c_int
+    return fn
 
-    def __init__(self, marker: bytes) -> None:
-        self.marker = marker
-        self.buf = bytearray()
-        self.omitted = 0
-        self.found = -1
-        self.status: int | None = None
-        self.pwd = ""
-        self.eof = False
 
-    def feed(self, chunk: bytes) -> bool:
-        """Add output; True once the sentinel line is complete."""
-        self.buf += chunk
-        if self.found < 0:
-            self.found = self.buf.find(self.marker, max(0, len(self.buf) - len(chunk) - len(self.marker)))
-            if self.found < 0 and len(self.buf) > _MAX_BUFFER:
-                drop = len(self.buf) - _MAX_BUFFER
-                del self.buf[_HEAD_BYTES : _HEAD_BYTES + drop]
-                self.omitted += drop
-                return False
-        if self.found < 0:
-            return False
-        end = self.buf.find(b"\n", self.found + len(self.marker))
-        if end < 0:
-            return False
-        status, _, pwd = bytes(self.buf[self.found + len(self.marker) : end]).decode(errors="replace").partition(" ")
-        self.status = int(status) if status.isdigit() else 1
-        self.pwd = pwd
-        return True
+def _die_with_kairos() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGKILL when kairos dies (Linux); None elsewhere.
 
-    def text(self) -> str:
-        data = bytes(self.buf[: self.found] if self.found >= 0 else self.buf)
-        if self.omitted:
-            note = f"\n[... {self.omitted} bytes of output omitted ...]\n".encode()
-            data = data[:_HEAD_BYTES] + note + data[_HEAD_BYTES:]
-        return data.decode("utf-8", errors="replace")
+    The kernel sends it when the *thread* that started the child exits: the event loop's thread,
+    which lives as long as the session's shell is of any use. Kept minimal, as code between fork
+    and exec must be.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # kairos died before the request took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def default_environment() -> dict[str, str]:
+    """``os.environ`` without secret-looking variables: the shell's environment without a context."""
+    return {k: v for k, v in os.environ.items() if not is_secret_name(k)}
 
 
 @dataclass(slots=True)
 class BashOutcome:
-    output: str
+    output: str = ""
+    """What the model sees: the whole output, or its head and tail around a note (see ``_bash_output``)."""
+    total_bytes: int = 0
+    """The true size of the output."""
+    full_output: Path | None = None
+    """The spill file with the complete output, when ``output`` shows only part of it."""
+    full_output_capped: bool = False
+    """The spill file stopped growing at ``SPILL_MAX_BYTES``."""
     exit_code: int | None = None
     """``None`` when the command did not finish (timeout, shell exited)."""
     timed_out: bool = False
@@ -97,10 +120,28 @@ class BashOutcome:
 class BashSession:
     """A persistent ``bash`` process; ``run`` one command at a time, ``aclose`` to end it."""
 
-    def __init__(self, workspace: Path, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        cwd: Path | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        spill_dir: Path | None = None,
+    ) -> None:
+        """Set up a session; bash itself starts on the first :meth:`run`.
+
+        Args:
+            workspace: the shell's cwd must stay inside it.
+            cwd: where the shell starts (default: the workspace).
+            env: the shell's environment (default: :func:`default_environment`, without secrets).
+            spill_dir: where long outputs are saved whole (default: ``<workspace>/.kairos/spill``).
+        """
         self.workspace = workspace.resolve()
         self.cwd = (cwd or workspace).resolve()
         """The last directory the shell was in that lies inside the workspace."""
+        self.env = dict(env) if env is not None else default_environment()
+        self.spill_dir = spill_dir or self.workspace / STATE_DIR_NAME / "spill"
+        self._finalizer: weakref.finalize[[int], BashSession] | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._exited: asyncio.Task[int] | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -121,7 +162,7 @@ class BashSession:
     async def _start(self) -> None:
         if not self.cwd.is_dir():
             self.cwd = self.workspace
-        env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV} | _EXTRA_ENV
+        env = {k: v for k, v in self.env.items() if k not in _DROP_ENV} | _EXTRA_ENV
         read_fd, write_fd = os.pipe()
         try:
             # stdout/stderr go to a pipe we own (not asyncio's): wait() then returns as soon as
@@ -136,6 +177,7 @@ class BashSession:
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
+                preexec_fn=_die_with_kairos(),
             )
         except BaseException:
             os.close(read_fd)
@@ -154,6 +196,9 @@ class BashSession:
             raise
         self._proc, self._reader, self._transport = proc, reader, transport
         self._exited = asyncio.ensure_future(proc.wait())
+        # Kills the group (background jobs included) if the session is dropped unclosed or
+        # the interpreter exits first; bash is its group's leader, so pgid == pid.
+        self._finalizer = weakref.finalize(self, _kill_group, proc.pid)
 
     async def _shutdown(self, pump: asyncio.Future[Any] | None = None) -> int | None:
         """Kill the shell's whole process group and release everything; returns bash's exit code.
@@ -163,6 +208,9 @@ class BashSession:
         if proc is None or exited is None or transport is None:
             return None
         self._proc = self._exited = self._transport = self._reader = None
+        if self._finalizer is not None:
+            self._finalizer()  # kill the group now; _reap then drains the pipe and reaps bash
+            self._finalizer = None
         self._closing = asyncio.ensure_future(_reap(proc, exited, transport, pump))
         return await asyncio.shield(self._closing)
 
@@ -172,7 +220,7 @@ class BashSession:
         if self._closing is not None:
             await self._closing
 
-    async def _pump(self, reader: asyncio.StreamReader, cap: _Capture) -> None:
+    async def _pump(self, reader: asyncio.StreamReader, cap: Capture) -> None:
         while True:
             chunk = await reader.read(_CHUNK)
             if not chunk:
@@ -181,7 +229,7 @@ class BashSession:
             if cap.feed(chunk):
                 return
 
-    async def _exchange(self, command: str, timeout_s: float) -> tuple[_Capture, str, int | None]:
+    async def _exchange(self, command: str, timeout_s: float) -> tuple[Capture, str, int | None]:
         """Run ``command``; returns its capture, how it ended (done, timeout, exited) and, when the
         shell is gone, bash's own exit code."""
         proc, exited, reader = self._proc, self._exited, self._reader
@@ -191,7 +239,7 @@ class BashSession:
             f"builtin eval {shlex.quote(command)} < /dev/null\n"
             f'builtin printf \'\\n%s %s %s\\n\' {marker} "$?" "$(builtin pwd -P 2>/dev/null)"\n'
         )
-        cap = _Capture(b"\n" + marker.encode() + b" ")
+        cap = Capture(b"\n" + marker.encode() + b" ", Spill(self.spill_dir, self.workspace))
         pump: asyncio.Future[None] | None = None
         try:
             proc.stdin.write(script.encode())
@@ -200,6 +248,8 @@ class BashSession:
             await asyncio.wait({pump, exited}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # broken pipe, or cancelled by the executor: the shell's state is unknown
             await self._shutdown(pump)
+            if cap.spill is not None:
+                cap.spill.close()
             raise
         if pump.done() and not cap.eof:
             return cap, "done", None
@@ -228,14 +278,17 @@ class BashSession:
                 await self._start()
                 restarted = True
                 cap, ending, shell_code = await self._exchange(command, timeout_s)
+            cap.finish()
             if ending == "timeout":
-                return BashOutcome(cap.text(), timed_out=True, restarted=restarted)
-            if ending == "exited":
-                return BashOutcome(
-                    cap.text(), shell_exit_code=-1 if shell_code is None else shell_code, restarted=restarted
-                )
-            outcome = BashOutcome(cap.text(), exit_code=cap.status, restarted=restarted)
-            await self._check_cwd(cap.pwd, outcome)
+                outcome = BashOutcome(timed_out=True, restarted=restarted)
+            elif ending == "exited":
+                outcome = BashOutcome(shell_exit_code=-1 if shell_code is None else shell_code, restarted=restarted)
+            else:
+                outcome = BashOutcome(exit_code=cap.status, restarted=restarted)
+                await self._check_cwd(cap.pwd, outcome)
+            shown = render(cap, self.cwd)  # after _check_cwd: paths relative to where the next call runs
+            outcome.output, outcome.total_bytes = shown.text, shown.total_bytes
+            outcome.full_output, outcome.full_output_capped = shown.full_output, shown.capped
             return outcome
 
     async def _check_cwd(self, pwd: str, outcome: BashOutcome) -> None:
@@ -254,6 +307,8 @@ class BashSession:
             outcome.left_workspace = True
         outcome.notes += (note,)
         cap, ending, _ = await self._exchange(f"cd -- {shlex.quote(str(back))}", 10.0)
+        if cap.spill is not None:
+            cap.spill.close()
         now = _real(cap.pwd) if ending == "done" else None
         if now is not None and self._inside(now):
             self.cwd = now
@@ -294,7 +349,7 @@ def _real(pwd: str) -> Path | None:
 def _session(ctx: ToolContext) -> BashSession:
     session = ctx.resources.get(RESOURCE_KEY)
     if not isinstance(session, BashSession):
-        session = BashSession(ctx.workspace, ctx.cwd)
+        session = BashSession(ctx.workspace, ctx.cwd, env=ctx.environment())
         ctx.resources[RESOURCE_KEY] = session
     return session
 
@@ -321,7 +376,11 @@ async def bash(command: str, timeout_s: float = 60, *, ctx: ToolContext) -> Tool
     finally:
         ctx.cwd = session.cwd
     parts = [outcome.output.rstrip("\n")] if outcome.output.strip() else []
-    metadata: dict[str, Any] = {"cwd": str(session.cwd)}
+    metadata: dict[str, Any] = {"cwd": str(session.cwd), "total_bytes": outcome.total_bytes}
+    if outcome.full_output is not None:
+        metadata["full_output"] = outcome.full_output.relative_to(ctx.workspace).as_posix()  # checked inside
+        if outcome.full_output_capped:
+            metadata["full_output_capped"] = True
     is_error = outcome.left_workspace
     if outcome.timed_out:
         is_error = True
