@@ -12,6 +12,23 @@ from kairos.context.session import Session, SessionStore
 
 
 @pytest.fixture(autouse=True)
+def _isolated_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test gets an empty user config dir: no test may read or write the real one (trust,
+    approvals, config.toml), and settings from the developer's environment must not leak in."""
+    config_dir = tmp_path_factory.mktemp("user-config")
+    monkeypatch.setenv("KAIROS_CONFIG_DIR", str(config_dir))
+    for var in ("KAIROS_MODEL", "KAIROS_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    return config_dir
+
+
+@pytest.fixture
+def user_config_dir(_isolated_user_config: Path) -> Path:
+    """The test's user config dir (where trust, approvals and config.toml live)."""
+    return _isolated_user_config
+
+
+@pytest.fixture(autouse=True)
 def _refuse_real_models(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """An unmarked test that loads the bundled model fails fast instead of running for minutes."""
     if request.node.get_closest_marker("model") is not None:

@@ -1,9 +1,10 @@
-"""The ``kairos`` command line: run, chat, sessions, models, skills, config, bench."""
+"""The ``kairos`` command line: run, chat, sessions, models, skills, config, trust, bench."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError
+from kairos.security.terminal import safe_for_terminal
 from kairos.skills.cli import skills_app
 
 app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
@@ -42,8 +44,20 @@ SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="resume 
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    err_console.print(f"[bold red]error:[/] {_text(message)}")
     return typer.Exit(code)
+
+
+def _text(text: str) -> str:
+    """Untrusted text (model output, tool results, file content) as Rich prints it: literally,
+    with terminal escape sequences shown instead of obeyed."""
+    return escape(safe_for_terminal(text))
+
+
+def _notices(config: KairosConfig) -> None:
+    """What loading the configuration ignored (an untrusted workspace's settings), on stderr."""
+    for notice in config.notices:
+        err_console.print(f"[yellow]notice:[/] {_text(notice)}")
 
 
 def _setup(workspace: Path, model: str | None, base_url: str | None) -> tuple[KairosConfig, Agent, SessionStore]:
@@ -54,13 +68,19 @@ def _setup(workspace: Path, model: str | None, base_url: str | None) -> tuple[Ka
     if not workspace.is_dir():
         raise _fail(f"workspace {workspace} is not a directory")
     config = load_config(workspace, {"model": model, "base_url": base_url})
-    with console.status(f"loading model {config.model} ..."):
+    _notices(config)
+    with console.status(f"loading model {_text(config.model)} ..."):
         llm = load_model(config.model, config.model_settings())
     return config, build_agent(llm, workspace, config), SessionStore(workspace)
 
 
 class EventPrinter:
-    """Streams a run to the terminal: tool calls, results, answer text, optional trace."""
+    """Streams a run to the terminal: tool calls, results, answer text, optional trace.
+
+    Every piece of model or tool text goes through :func:`safe_for_terminal` first: file contents
+    and model output must not set the window title, write the clipboard, clear the screen or
+    overwrite a line (and so forge what the user sees, such as an approval prompt).
+    """
 
     def __init__(self, trace: bool) -> None:
         self.trace = trace
@@ -72,22 +92,23 @@ class EventPrinter:
     def __call__(self, event: AgentEvent) -> None:
         if event.type == "model_delta":
             if event.delta.type == "text":
-                console.print(escape(event.delta.text), end="", style="bold")
+                console.print(_text(event.delta.text), end="", style="bold")
                 self.streamed = self.open_line = True
         elif event.type == "tool_started":
             self.streamed = False
             self._newline()
-            console.print(f"[cyan]→ {event.call.name}[/]([dim]{escape(event.call.arguments)}[/])")
+            console.print(f"[cyan]→ {_text(event.call.name)}[/]([dim]{_text(event.call.arguments)}[/])")
         elif event.type == "tool_finished":
             lines = event.result.content.splitlines() or [""]
-            preview = "\n  ".join(escape(line[:160]) for line in lines[:6])
+            preview = "\n  ".join(_text(line[:160]) for line in lines[:6])
             more = f"\n  [dim]… {len(lines) - 6} more lines[/]" if len(lines) > 6 else ""
             style = "red" if event.result.is_error else "green"
-            console.print(f"[{style}]← {event.call.name}[/] [dim]({event.duration_s:.2f} s)[/]\n  {preview}{more}")
+            name = _text(event.call.name)
+            console.print(f"[{style}]← {name}[/] [dim]({event.duration_s:.2f} s)[/]\n  {preview}{more}")
         elif isinstance(event, RequestStats):
             if self.trace:
                 self._newline()
-                console.print(escape(trace_line(event)), style="magenta")
+                console.print(_text(trace_line(event)), style="magenta")
         elif isinstance(event, FinalAnswer):
             self._final(event)
         elif event.type == "notice":
@@ -101,17 +122,17 @@ class EventPrinter:
         elif isinstance(event, RunError):
             self._newline()
             self.failed = True
-            err_console.print(f"[bold red]error:[/] {escape(event.message)}")
+            err_console.print(f"[bold red]error:[/] {_text(event.message)}")
 
     def _final(self, event: FinalAnswer) -> None:
         self._newline()
         if event.stop_reason == "answer":
             if not self.streamed:
-                console.print(escape(event.text), style="bold")
+                console.print(_text(event.text), style="bold")
             return
         # a stopped reply's text was streamed already: say why it stopped, do not print it twice
         text = "" if self.streamed and event.stop_reason == "interrupted" else event.text
-        console.print(f"[yellow]{escape(text) or '(stopped)'}[/] [dim]({event.stop_reason})[/]")
+        console.print(f"[yellow]{_text(text) or '(stopped)'}[/] [dim]({_text(event.stop_reason)})[/]")
 
     def _newline(self) -> None:
         if self.open_line:
@@ -120,6 +141,7 @@ class EventPrinter:
 
 
 def trace_line(s: RequestStats) -> str:
+    """One line of ``--trace`` output for a request (callers print it through :func:`safe_for_terminal`)."""
     u = s.usage
     share = f"{u.cached_prompt_tokens / u.prompt_tokens:.0%}" if u.prompt_tokens else "-"
     ttft = f"{u.ttft_s:.2f} s" if u.ttft_s is not None else "-"
@@ -190,12 +212,73 @@ def run(
 
 @app.command("config")
 def show_config(workspace: WorkspaceOpt = Path(".")) -> None:
-    """Print the effective settings: defaults, then kairos.toml (unknown keys are an error)."""
+    """Print the effective settings: defaults < user config < kairos.toml < environment (unknown keys are an error).
+
+    The settings go to stdout as JSON; where they came from and what was ignored go to stderr.
+    """
     try:
         config = load_config(workspace.resolve())
     except KairosError as e:
         raise _fail(str(e)) from e
+    for source in config.sources:
+        err_console.print(f"[dim]from {_text(source)}[/]")
+    _notices(config)
     console.print_json(config.model_dump_json())
+
+
+def _differences(a: KairosConfig, b: KairosConfig) -> list[str]:
+    """Dotted names of the settings whose values differ between ``a`` and ``b``."""
+
+    def walk(x: Any, y: Any, prefix: str) -> list[str]:
+        if isinstance(x, dict) and isinstance(y, dict):
+            return [n for k in sorted(x.keys() | y.keys()) for n in walk(x.get(k), y.get(k), f"{prefix}{k}.")]
+        return [] if x == y else [prefix.rstrip(".")]
+
+    return walk(a.model_dump(), b.model_dump(), "")
+
+
+@app.command()
+def trust(
+    path: Annotated[Path, typer.Argument(help="the workspace to trust (default: the current directory)")] = Path("."),
+    list_: Annotated[bool, typer.Option("--list", help="list the trusted workspaces")] = False,
+    revoke: Annotated[bool, typer.Option("--revoke", help="stop trusting the workspace")] = False,
+) -> None:
+    """Trust a workspace: its kairos.toml may then set the model endpoint and credentials, widen trust
+    and approval, and its skills run without approval. Recorded in your config dir, not the workspace.
+    """
+    from kairos.security.trust import TrustStore
+
+    store = TrustStore()
+    if list_ and revoke:
+        raise _fail("use either --list or --revoke")
+    try:
+        if list_:
+            found = store.workspaces()
+            if store.problem:
+                err_console.print(f"[yellow]warning:[/] {_text(store.problem)}")
+            if not found:
+                console.print(f"no trusted workspaces ({_text(str(store.path))})")
+            for entry in found:
+                gone = "" if entry.path.is_dir() else " [yellow](no longer exists)[/]"
+                console.print(f"{_text(str(entry.path))}  [dim]{_text(entry.trusted_at)}[/]{gone}")
+            return
+        if revoke:
+            if not store.revoke(path):
+                raise _fail(f"{path.resolve()} is not a trusted workspace (see: kairos trust --list)")
+            console.print(f"[green]no longer trusted:[/] {_text(str(path.resolve()))}")
+            return
+        if not path.is_dir():
+            raise _fail(f"{path} is not a directory")
+        changed = _differences(load_config(path, trusted=False), load_config(path, trusted=True))
+        recorded = store.trust(path)
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    except OSError as e:
+        raise _fail(f"cannot update {store.path}: {e.strerror or e}") from e
+    console.print(f"[green]trusted:[/] {_text(str(recorded))}")
+    if changed:
+        console.print("  its kairos.toml now also sets: " + _text(", ".join(changed)))
+    console.print("[dim]undo with: kairos trust --revoke " + _text(shlex.quote(str(recorded))) + "[/]")
 
 
 @app.command()

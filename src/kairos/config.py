@@ -1,4 +1,26 @@
-"""Configuration: ``kairos.toml`` in the workspace, overridden by CLI flags and environment.
+"""Configuration: defaults < user config < workspace ``kairos.toml`` < environment < CLI flags.
+
+Each layer overrides the ones before it, table by table (``[local] threads`` in the workspace
+keeps ``[local] n_ctx`` from the user config):
+
+1. the defaults below;
+2. ``<user config dir>/config.toml`` (optional; ``~/.config/kairos`` on Linux, or
+   ``$KAIROS_CONFIG_DIR``): the user's own settings for every workspace;
+3. ``<workspace>/kairos.toml``: the workspace's settings, limited while the workspace is not
+   trusted (below);
+4. the environment: ``KAIROS_MODEL`` and ``KAIROS_BASE_URL``;
+5. CLI flags (``--model``, ``--base-url``).
+
+A workspace is often someone else's repository, so until the user runs ``kairos trust`` on it its
+``kairos.toml`` may change harmless behaviour and make things safer, but every setting that would
+redirect the model endpoint or credentials, speak for the user in the system prompt, or widen
+trust and approval is ignored with a notice (:attr:`KairosConfig.notices`): ``base_url``,
+``[remote]``, ``instructions``, a ``model`` or ``compression.summarizer`` that is remote or a file
+outside the workspace, ``defences.approver`` looser than the user's, ``defences.exempt_tools``,
+``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
+``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
+``skills.dirs`` outside the workspace. Lists that add protection (``defences.secrets``,
+``confirm_tools``, ``external_tools``) are added to the user's, never replace them.
 
 Example ``kairos.toml``::
 
@@ -35,21 +57,28 @@ Every section is optional; ``kairos config`` prints the effective settings.
 
 from __future__ import annotations
 
+import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from kairos.context.compression.config import CompressionConfig
 from kairos.errors import ConfigError
 from kairos.models.settings import LocalConfig, ModelSettings, RemoteConfig
+from kairos.paths import user_config_file
 from kairos.plugins.status_bar.config import StatusBarConfig
 from kairos.plugins.subagents.envelope import SubAgentConfig
 from kairos.security.defences import DefencesConfig
+from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
 
 CONFIG_FILE = "kairos.toml"
+MAX_CONFIG_BYTES = 1024 * 1024
+ENV_SETTINGS: dict[str, str] = {"KAIROS_MODEL": "model", "KAIROS_BASE_URL": "base_url"}
+"""Environment variables read as settings (they win over both config files)."""
 
 
 class KairosConfig(BaseModel):
@@ -73,29 +102,164 @@ class KairosConfig(BaseModel):
     )
     defences: DefencesConfig = Field(default_factory=DefencesConfig)
 
+    _notices: tuple[str, ...] = PrivateAttr(default=())
+    _sources: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """What :func:`load_config` ignored and why, for the user to see (empty if nothing was)."""
+        return self._notices
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Where the settings came from, lowest precedence first (``defaults`` alone when built in code)."""
+        return ("defaults", *self._sources)
+
     def model_settings(self) -> ModelSettings:
         """The settings ``load_model`` takes (the rest of the config is none of a backend's business)."""
         return ModelSettings(base_url=self.base_url, max_tokens=self.max_tokens, local=self.local, remote=self.remote)
 
 
-def load_config(workspace: Path, overrides: dict[str, Any] | None = None) -> KairosConfig:
-    """Read ``<workspace>/kairos.toml`` (if any) and apply non-None ``overrides``.
+def load_config(
+    workspace: Path,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    user_file: Path | None = None,
+    trusted: bool | None = None,
+) -> KairosConfig:
+    """The effective configuration of ``workspace``; what was ignored is in ``config.notices``.
+
+    Callers show ``config.notices`` to the user (the CLI prints them on stderr): a setting from an
+    untrusted workspace that was ignored must not go unnoticed.
+
+    Args:
+        workspace: the workspace; its ``kairos.toml`` is read if there is one.
+        overrides: CLI flags, e.g. ``{"model": "local"}``; None values are skipped, tables merge.
+        env: the environment (default ``os.environ``), for ``KAIROS_MODEL`` and ``KAIROS_BASE_URL``.
+        user_file: the user's config file (default ``<user config dir>/config.toml``); may be absent.
+        trusted: whether the workspace is trusted (default: whether ``kairos trust`` recorded it).
+
+    Returns:
+        The validated configuration, with ``notices`` and ``sources`` set.
 
     Raises:
-        ConfigError: the file is not valid TOML or has unknown/invalid keys.
+        ConfigError: a file cannot be read, is not UTF-8 or not TOML, or a setting is unknown or
+            invalid; the message names the file.
     """
-    path = workspace / CONFIG_FILE
-    data: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"{path} is not valid TOML: {e}") from e
-    for key, value in (overrides or {}).items():
-        if value is not None:
-            data[key] = value
+    workspace = workspace.resolve()
+    user_path = user_file if user_file is not None else user_config_file()
+    ws_path = workspace / CONFIG_FILE
+    sources = ["defaults"]
+    notices: list[str] = []
+
+    user_data = read_toml(user_path) or {}
+    baseline = _validate(user_data, user_path)
+    if user_path.is_file():
+        sources.append(f"user config {user_path}")
+
+    ws_data = read_toml(ws_path)
+    if ws_data is not None:
+        _validate(ws_data, ws_path)
+        if trusted is None:
+            trusted = TrustStore().is_trusted(workspace)
+        if trusted:
+            sources.append(f"workspace config {ws_path} (trusted workspace)")
+        else:
+            ws_data, notices = restrict_untrusted(ws_data, baseline.model_dump(), workspace, ws_path)
+            sources.append(f"workspace config {ws_path} (untrusted workspace: limited)")
+        ws_data = _anchor_model_paths(ws_data, workspace)
+
+    environ = os.environ if env is None else env
+    env_data = {key: value for var, key in ENV_SETTINGS.items() if (value := environ.get(var, ""))}
+    if env_data:
+        sources.append("environment " + ", ".join(var for var in ENV_SETTINGS if environ.get(var)))
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if flags:
+        sources.append("command line " + ", ".join(sorted(flags)))
+
+    merged = _merge(_merge(_merge(user_data, ws_data or {}), env_data), flags)
+    config = _validate(merged, " < ".join(sources[1:]) or "defaults")
+    # private attributes take part in ==: leaving them empty when only the defaults were used keeps
+    # load_config(empty workspace) == KairosConfig()
+    config._notices = tuple(notices)
+    config._sources = tuple(sources[1:])
+    return config
+
+
+def read_toml(path: Path) -> dict[str, Any] | None:
+    """The TOML table in ``path``, or None when there is no such file.
+
+    Raises:
+        ConfigError: the path is a directory or not a regular file, cannot be read, is too large,
+            is not UTF-8 (the message says where the bad byte is) or is not valid TOML.
+    """
+    try:
+        if not path.exists():
+            return None
+    except OSError as e:  # e.g. a parent that is a file, or no permission to look
+        raise ConfigError(f"{path} cannot be read: {e.strerror or e}") from e
+    if path.is_dir():
+        raise ConfigError(
+            f"{path} is a directory; kairos reads settings from a file of that name: rename or remove the directory"
+        )
+    if not path.is_file():
+        raise ConfigError(f"{path} is not a regular file (a pipe or device?); replace it with a TOML file")
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path} has {size} bytes; a settings file has at most {MAX_CONFIG_BYTES}")
+        raw = path.read_bytes()
+    except PermissionError as e:
+        raise ConfigError(f"{path} cannot be read (permission denied): fix its permissions or remove it") from e
+    except OSError as e:
+        raise ConfigError(f"{path} cannot be read: {e.strerror or e}") from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError(
+            f"{path} is not UTF-8 text: byte 0x{raw[e.start]:02x} at line {line}, column {column} "
+            f"({e.reason}); save the file as UTF-8"
+        ) from e
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path} is not valid TOML: {e}") from e
+
+
+def _validate(data: Mapping[str, Any], where: Path | str) -> KairosConfig:
     try:
         return KairosConfig.model_validate(data)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
-        raise ConfigError(f"invalid configuration ({path}): {problems}") from e
+        raise ConfigError(f"invalid configuration ({where}): {problems}") from e
+
+
+def _merge(low: Mapping[str, Any], high: Mapping[str, Any]) -> dict[str, Any]:
+    """``high`` over ``low``; tables merge key by key, anything else is replaced."""
+    out = dict(low)
+    for key, value in high.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _anchor_model_paths(data: dict[str, Any], workspace: Path) -> dict[str, Any]:
+    """A relative ``.gguf`` path in ``kairos.toml`` means a file of the workspace, not of the cwd."""
+
+    def anchored(spec: Any) -> Any:
+        if isinstance(spec, str) and spec.endswith(".gguf") and not Path(spec).expanduser().is_absolute():
+            return str(workspace / spec)
+        return spec
+
+    out = dict(data)
+    if "model" in out:
+        out["model"] = anchored(out["model"])
+    compression = out.get("compression")
+    if isinstance(compression, Mapping) and "summarizer" in compression:
+        out["compression"] = {**compression, "summarizer": anchored(compression["summarizer"])}
+    return out

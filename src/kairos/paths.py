@@ -8,12 +8,18 @@ workspace where a file tool or a repository could put it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 from platformdirs import user_config_path
 
+from kairos.errors import ConfigError
+
 STATE_DIR_NAME = ".kairos"
+USER_CONFIG_FILE = "config.toml"
+"""The user's own settings file in :func:`user_config_dir` (optional; same keys as ``kairos.toml``)."""
 
 
 def default_state_dir(workspace: Path) -> Path:
@@ -26,3 +32,69 @@ def user_config_dir() -> Path:
     """The user's kairos config dir (``$KAIROS_CONFIG_DIR`` overrides it, e.g. for tests)."""
     override = os.environ.get("KAIROS_CONFIG_DIR")
     return Path(override).expanduser() if override else user_config_path("kairos", appauthor=False)
+
+
+def user_config_file() -> Path:
+    """``<user config dir>/config.toml``: settings of this user for every workspace."""
+    return user_config_dir() / USER_CONFIG_FILE
+
+
+def ensure_state_dir(path: Path) -> Path:
+    """Create the state dir ``path`` (and its parents) if needed, and return it.
+
+    Args:
+        path: the state dir, e.g. ``default_state_dir(workspace)``.
+
+    Returns:
+        ``path``, which now exists and is a directory.
+
+    Raises:
+        ConfigError: ``path`` or one of its parents is a file (or a broken link), or it cannot be
+            created; the message says what to do.
+    """
+    if path.is_dir():
+        return path
+    fix = "move or delete it, or set KAIROS_HOME to another folder for kairos' state"
+    if path.is_symlink() and not path.exists():
+        raise ConfigError(f"{path} is a broken link (to {os.readlink(path)}); kairos keeps its state there: {fix}")
+    if path.exists():
+        raise ConfigError(
+            f"{path} is a file, not a folder; kairos keeps this workspace's sessions in a folder of that name: {fix}"
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as e:  # created as a file between the check and mkdir
+        raise ConfigError(f"{path} exists but is not a folder: {fix}") from e
+    except NotADirectoryError as e:
+        parent = next((p for p in path.parents if p.exists() and not p.is_dir()), path.parent)
+        raise ConfigError(f"cannot create {path}: {parent} is a file, not a folder; {fix}") from e
+    except OSError as e:
+        raise ConfigError(f"cannot create the state folder {path}: {e.strerror or e}; {fix}") from e
+    return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` in one step: a reader sees the old file or the new one, never half.
+
+    The parent folder is created if needed; the file is private to the user (mode 0600).
+
+    Raises:
+        OSError: the folder or file cannot be written.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def is_inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is ``folder`` or below it, compared as given (resolve both first)."""
+    return path == folder or folder in path.parents

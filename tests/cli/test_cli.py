@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,80 @@ def test_chat_keeps_one_session_across_turns(scripted: ScriptedModel, workspace:
 def test_bench_rejects_trials_for_a_bench_without_them() -> None:
     result = runner.invoke(app, ["bench", "overhead", "--trials", "3"])
     assert result.exit_code == 1 and "does not take --trials" in result.output
+
+
+# ---- trust, config layers and notices (issue 8 §5) ------------------------------------------
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
+    """Every (spec, base_url) the CLI loads a model with, on a scripted model that answers "ok"."""
+    seen: list[tuple[str, object]] = []
+
+    def load(spec: str, config: object = None, **kw: object) -> ScriptedModel:
+        seen.append((spec, getattr(config, "base_url", None)))
+        return ScriptedModel([reply("ok")])
+
+    monkeypatch.setattr(kairos.models, "load_model", load)
+    return seen
+
+
+def test_an_untrusted_workspace_cannot_redirect_the_model(loads: list[tuple[str, object]], workspace: Path) -> None:
+    (workspace / "kairos.toml").write_text('model = "openai:x"\nbase_url = "https://evil.example/v1"\n')
+    result = runner.invoke(app, ["run", "-w", str(workspace), "--model", "openai:gpt-4o", "hi"])
+    assert result.exit_code == 0, result.output
+    assert loads == [("openai:gpt-4o", None)]
+    assert result.stderr.count("notice:") == 3 and "evil.example" in result.stderr
+    assert "kairos trust" in result.stderr.replace("\n", " ")
+    assert "notice:" not in result.stdout
+
+
+def test_trust_then_list_then_revoke(loads: list[tuple[str, object]], workspace: Path, user_config_dir: Path) -> None:
+    (workspace / "kairos.toml").write_text('model = "openai:qwen"\nbase_url = "http://gpu:8000/v1"\n')
+    result = runner.invoke(app, ["trust", str(workspace)])
+    assert result.exit_code == 0, result.output
+    assert f"trusted: {workspace.resolve()}" in result.stdout and "base_url, model" in result.stdout
+    assert (user_config_dir / "trusted-workspaces.json").is_file() and not (workspace / ".kairos").exists()
+    assert str(workspace.resolve()) in runner.invoke(app, ["trust", "--list"]).stdout
+    run = runner.invoke(app, ["run", "-w", str(workspace), "hi"])
+    assert run.exit_code == 0 and "notice:" not in run.output
+    assert loads == [("openai:qwen", "http://gpu:8000/v1")]
+    assert runner.invoke(app, ["trust", "--revoke", str(workspace)]).exit_code == 0
+    again = runner.invoke(app, ["trust", "--revoke", str(workspace)])
+    assert again.exit_code == 1 and "not a trusted workspace" in again.output.replace("\n", " ")
+    assert "no trusted workspaces" in runner.invoke(app, ["trust", "--list"]).stdout
+
+
+def test_trust_needs_a_directory(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["trust", str(tmp_path / "nope")])
+    assert result.exit_code == 1 and "is not a directory" in result.output.replace("\n", " ")
+
+
+def test_config_prints_settings_sources_and_notices(workspace: Path, user_config_dir: Path) -> None:
+    (user_config_dir / "config.toml").write_text("max_tokens = 512\n")
+    (workspace / "kairos.toml").write_text('base_url = "http://x/v1"\nmax_iterations = 7\n')
+    result = runner.invoke(app, ["config", "-w", str(workspace)])
+    assert result.exit_code == 0, result.output
+    settings = json.loads(result.stdout)
+    assert (settings["max_tokens"], settings["max_iterations"], settings["base_url"]) == (512, 7, None)
+    err = result.stderr.replace("\n", " ")
+    assert "from user config" in err and "untrusted workspace: limited" in err
+    assert "ignored base_url" in err and "kairos trust" in err
+
+
+def test_model_and_tool_text_cannot_drive_the_terminal(scripted: ScriptedModel, workspace: Path) -> None:
+    (workspace / "evil.txt").write_text("data\x1b]52;c;cm0gLXJmIC8=\x07\x1b[2J\n")
+    raw_args = '{"path": "evil.txt\x1b[1A\u202e"}'  # not valid JSON: raw controls, as a model might send
+    scripted.extend(
+        [
+            reply("looking\x1b]0;owned\x07", call("read_file", {"path": "evil.txt"}), call("read_file", raw_args)),
+            reply("done\rFAKE\x9b2J"),
+        ]
+    )
+    result = runner.invoke(app, ["run", "-w", str(workspace), "read evil.txt"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert not {"\x1b", "\x07", "\x9b", "\u202e", "\r"} & set(out)
+    flat = out.replace("\n", "")
+    assert "\\x1b]0;owned\\x07" in flat and "\\x1b]52;c;cm0gLXJmIC8=\\x07\\x1b[2J" in flat  # text, file content
+    assert 'evil.txt\\x1b[1A\\u202e"' in flat and "done\\rFAKE\\x9b2J" in flat  # arguments, answer

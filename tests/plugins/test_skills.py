@@ -13,6 +13,7 @@ from kairos.context.session import Session, SessionStore
 from kairos.context.validate import trajectory_problems
 from kairos.models.types import HARNESS, Message, SystemPrompt
 from kairos.plugins.skills import CATALOG_TAG, FOLLOW_UP, UPDATE_TAG, Skills, fingerprint, render_catalog
+from kairos.security.trust import TrustStore
 from kairos.skills.config import SkillsConfig
 from kairos.testing import ScriptedModel, call, reply
 from tests.skills.test_catalog import write_skill
@@ -20,6 +21,7 @@ from tests.skills.test_catalog import write_skill
 
 def make(workspace: Path, model: ScriptedModel, **config: object) -> tuple[Agent, Skills]:
     cfg = SkillsConfig.model_validate({"builtin": False, "entry_points": False, **config})
+    TrustStore().trust(workspace)  # workspace skills follow workspace trust (issue 8 §5.3)
     skills = Skills.from_config(workspace, cfg, state_dir=workspace / ".state")
     agent = Agent(model, system=SystemPrompt("You are a test agent."), plugins=[skills])
     return agent, skills

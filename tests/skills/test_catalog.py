@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from kairos.security.review import ApprovalStore
+from kairos.security.trust import TrustStore
 from kairos.skills.catalog import (
-    ApprovalStore,
     SkillCatalog,
     SkillFormatError,
     SkillRoot,
@@ -26,9 +28,12 @@ def write_skill(root: Path, name: str, description: str = "Use when testing.", b
     return folder
 
 
-def catalog_for(workspace: Path, **config: object) -> SkillCatalog:
+def catalog_for(workspace: Path, *, trusted: bool = True, **config: object) -> SkillCatalog:
+    """The catalog of ``workspace``, which the user has trusted unless ``trusted`` is False."""
+    if trusted:
+        TrustStore().trust(workspace)
     cfg = SkillsConfig.model_validate({"builtin": False, "entry_points": False, **config})
-    return SkillCatalog.for_workspace(workspace, cfg, state_dir=workspace / ".state")
+    return SkillCatalog.for_workspace(workspace, cfg)
 
 
 def test_parse_front_matter_and_body() -> None:
@@ -72,7 +77,7 @@ def test_invalid_meta(tmp_path: Path, front: str, body: str, needle: str) -> Non
         load_skill_folder(folder, "workspace", "test")
 
 
-def test_workspace_skills_are_trusted_and_broken_ones_listed_with_reason(workspace: Path) -> None:
+def test_skills_of_a_trusted_workspace_are_trusted_and_broken_ones_listed_with_reason(workspace: Path) -> None:
     root = workspace / ".kairos" / "skills"
     write_skill(root, "alpha")
     broken = root / "broken"
@@ -128,27 +133,23 @@ def test_workspace_trust_can_be_switched_off(workspace: Path) -> None:
     assert catalog_for(workspace, trust_workspace=False).entries()[0].status == "needs_approval"
 
 
-def test_corrupt_approvals_file_fails_closed(workspace: Path, tmp_path: Path) -> None:
+def test_corrupt_approvals_file_fails_closed(workspace: Path, tmp_path: Path, user_config_dir: Path) -> None:
     write_skill(tmp_path / "shared", "ext")
-    state = workspace / ".state"
-    state.mkdir()
-    (state / "skill-approvals.json").write_text("{not json")
+    (user_config_dir / "approvals.json").write_text("{not json")
     cat = catalog_for(workspace, dirs=[str(tmp_path / "shared")])
     (entry,) = cat.entries()
     assert entry.status == "needs_approval" and "unreadable" in entry.reason
 
 
 def test_builtin_skills_ship_valid_and_trusted(workspace: Path) -> None:
-    cat = SkillCatalog.for_workspace(workspace, SkillsConfig(entry_points=False), state_dir=workspace / ".state")
+    cat = SkillCatalog.for_workspace(workspace, SkillsConfig(entry_points=False))
     entries = {e.name: e for e in cat.entries()}
     assert {"report-writing", "changelog"} <= set(entries)
     for name in ("report-writing", "changelog"):
         e = entries[name]
         assert e.kind == "builtin" and e.status == "trusted", e.reason
     assert (builtin_root() / "report-writing" / "scripts" / "make_report.py").is_file()
-    untrusted = SkillCatalog.for_workspace(
-        workspace, SkillsConfig(entry_points=False, trust_builtin=False), state_dir=workspace / ".state"
-    )
+    untrusted = SkillCatalog.for_workspace(workspace, SkillsConfig(entry_points=False, trust_builtin=False))
     assert untrusted.available() == []
 
 
@@ -169,7 +170,7 @@ def test_entry_point_skills_are_untrusted(workspace: Path, tmp_path: Path, monke
 
     eps = [FakeEP("good", lambda: [pkg]), FakeEP("bad", ImportError("no module named x"))]
     monkeypatch.setattr(metadata, "entry_points", lambda group: eps if group == "kairos.skills" else [])
-    cat = SkillCatalog.for_workspace(workspace, SkillsConfig(builtin=False), state_dir=workspace / ".state")
+    cat = SkillCatalog.for_workspace(workspace, SkillsConfig(builtin=False))
     entries = {e.name: e for e in cat.entries()}
     assert entries["vendor-skill"].kind == "package" and entries["vendor-skill"].status == "needs_approval"
     assert entries["bad"].status == "invalid" and "no module named x" in entries["bad"].reason
@@ -183,14 +184,17 @@ def test_digest_ignores_bytecode_caches(tmp_path: Path) -> None:
     assert folder_digest(folder) == before
 
 
-def test_approval_store_round_trip(tmp_path: Path) -> None:
+def test_skill_approvals_live_in_the_user_config_dir(workspace: Path, tmp_path: Path, user_config_dir: Path) -> None:
     folder = write_skill(tmp_path / "s", "a")
     skill = load_skill_folder(folder, "path", "test")
-    store = ApprovalStore(tmp_path / "state" / "approvals.json")
-    assert store.status(skill) == "needs_approval"
-    store.approve(skill)
-    assert store.status(skill) == "approved"
-    assert store.load()["a"]["digest"] == skill.digest
+    cat = catalog_for(workspace)
+    assert cat.approvals.path == user_config_dir / "approvals.json"
+    assert cat.approvals.status(skill) == "needs_approval"
+    cat.approvals.approve(skill)
+    assert cat.approvals.status(skill) == "approved"
+    rec = ApprovalStore().get("skill", "a")
+    assert rec is not None and rec.digest == skill.digest and rec.source == str(folder.resolve())
+    assert not (workspace / ".kairos").exists()
 
 
 def test_a_root_can_itself_be_a_skill(tmp_path: Path) -> None:
@@ -204,9 +208,70 @@ def test_rescans_reuse_a_parsed_skill_until_one_of_its_files_changes(tmp_path: P
     (folder / "run.py").write_text("print(1)\n")
     catalog = catalog_for(tmp_path)
     first = catalog.available()[0]
+    assert first.kind == "workspace"
     assert catalog.available()[0] is first  # nothing changed: no re-read, no re-hash
     (folder / "run.py").write_text("print(22)\n")
     edited = catalog.available()[0]
     assert edited is not first and edited.digest != first.digest
     (folder / "extra.md").write_text("x")
     assert catalog.available()[0].digest != edited.digest
+
+
+def test_skills_of_an_untrusted_workspace_need_trust_and_say_how(workspace: Path) -> None:
+    write_skill(workspace / "skills", "mine")
+    write_skill(workspace / "skills", "other")
+    cat = catalog_for(workspace, trusted=False)
+    entries = {e.name: e for e in cat.entries()}
+    assert {e.status for e in entries.values()} == {"needs_trust"} and cat.available() == []
+    reason = entries["mine"].reason
+    assert f"the workspace {workspace.resolve()} is not trusted" in reason and "kairos trust " in reason
+    assert "kairos skills approve mine" in reason
+    mine = entries["mine"].skill
+    assert mine is not None
+    cat.approvals.approve(mine)  # approving one skill does not trust the workspace
+    assert [s.name for s in cat.available()] == ["mine"]
+    TrustStore().trust(workspace)  # noticed on the next scan: no new catalog needed
+    assert {e.name: e.status for e in cat.entries()} == {"mine": "trusted", "other": "trusted"}
+    TrustStore().revoke(workspace)
+    assert {e.name: e.status for e in cat.entries()} == {"mine": "approved", "other": "needs_trust"}
+
+
+def test_a_linked_skill_folder_is_judged_by_where_it_really_is(workspace: Path, tmp_path: Path) -> None:
+    outside = write_skill(tmp_path / "elsewhere", "linked")
+    (workspace / "skills").mkdir()
+    (workspace / "skills" / "linked").symlink_to(outside, target_is_directory=True)
+    (entry,) = catalog_for(workspace).entries()
+    assert entry.kind == "path" and entry.status == "needs_approval"
+    assert str(outside.resolve()) in entry.origin and "kairos skills approve linked" in entry.reason
+
+
+def test_a_linked_skills_dir_is_judged_by_where_it_really_is(workspace: Path, tmp_path: Path) -> None:
+    write_skill(tmp_path / "elsewhere", "far")
+    (workspace / ".kairos").mkdir()
+    (workspace / ".kairos" / "skills").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (entry,) = catalog_for(workspace).entries()
+    assert entry.kind == "path" and entry.status == "needs_approval"
+
+
+def test_a_skill_with_links_out_of_its_folder_is_third_party(workspace: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("key")
+    folder = write_skill(workspace / "skills", "sneaky")
+    (folder / "data.txt").symlink_to(secret)
+    (folder / "inner.md").write_text("x")
+    (folder / "alias.md").symlink_to(folder / "inner.md")  # a link inside the folder is fine
+    (entry,) = catalog_for(workspace).entries()
+    assert entry.kind == "path" and entry.status == "needs_approval"
+    assert entry.skill is not None and entry.skill.links_out == ("data.txt",)
+
+
+def test_a_workspace_approvals_file_is_ignored(workspace: Path, tmp_path: Path) -> None:
+    folder = write_skill(tmp_path / "shared", "ext")
+    digest = folder_digest(folder)
+    state = workspace / ".kairos"
+    state.mkdir()
+    shipped = {"ext": {"digest": digest, "folder": str(folder)}, "skill:ext": {"digest": digest}}
+    (state / "skill-approvals.json").write_text(json.dumps(shipped))
+    (state / "approvals.json").write_text(json.dumps(shipped))
+    (entry,) = catalog_for(workspace, dirs=[str(tmp_path / "shared")]).entries()
+    assert entry.status == "needs_approval"

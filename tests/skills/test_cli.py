@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kairos.security.trust import TrustStore
 from kairos.skills import cli as skills_cli
 from kairos.skills.catalog import load_skill_folder
 from kairos.skills.cli import skills_app
@@ -38,7 +39,9 @@ def test_list_shows_builtins_workspace_and_broken(workspace: Path) -> None:
     assert "bad" in out and "invalid" in out and "front matter" in out
 
 
-def test_review_then_approve_then_revoke(workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_review_then_approve_then_revoke(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user_config_dir: Path
+) -> None:
     shared = tmp_path / "shared"
     folder = write_skill(shared, "vendor", "Use for vendor work.", body="Run scripts/x.sh")
     (folder / "scripts").mkdir()
@@ -60,7 +63,8 @@ def test_review_then_approve_then_revoke(workspace: Path, tmp_path: Path, monkey
     code, out = invoke("approve", "vendor", *ws, input="y\n")
     assert code == 0 and "approved" in out
     skill = load_skill_folder(folder, "path", "x")
-    assert skill.digest[:12] in (workspace / ".kairos" / "skill-approvals.json").read_text()
+    assert skill.digest[:12] in (user_config_dir / "approvals.json").read_text()
+    assert not (workspace / ".kairos").exists()  # nothing the workspace (or the agent) can write
     code, out = invoke("list", *ws)
     assert "approved" in out
     code, out = invoke("revoke", "vendor", *ws)
@@ -96,4 +100,32 @@ def test_new_prompts_for_the_description_and_honours_dir(workspace: Path) -> Non
     assert code == 0, out
     assert (workspace / "skills" / "x-y" / "SKILL.md").is_file()
     code, out = invoke("list", "-w", str(workspace))
-    assert "x-y" in out and "trusted" in out
+    assert "x-y" in out and "needs_trust" in out and "kairos trust" in out
+    TrustStore().trust(workspace)
+    code, out = invoke("list", "-w", str(workspace))
+    assert "x-y" in out and "needs_trust" not in out and "trusted" in out
+
+
+def test_a_workspace_skill_can_be_approved_alone(workspace: Path) -> None:
+    write_skill(workspace / "skills", "mine", "Use when mine.")
+    code, out = invoke("approve", "mine", "-w", str(workspace), "--yes")
+    assert code == 0 and "approved" in out
+    code, out = invoke("list", "-w", str(workspace))
+    assert "mine" in out and "approved" in out
+
+
+def test_show_prints_escape_sequences_instead_of_obeying_them(workspace: Path) -> None:
+    TrustStore().trust(workspace)
+    folder = write_skill(workspace / "skills", "tricky", "Use when tricky.", body="visible\x1b[2K\rhidden")
+    (folder / "notes.md").write_text("\x1b]0;pwned\x07 title")
+    code, out = invoke("show", "tricky", "-w", str(workspace))
+    assert code == 0, out
+    assert "\x1b" not in out and "\\x1b[2K\\rhidden" in out and "\\x1b]0;pwned\\x07" in out
+
+
+def test_list_notes_a_workspace_approvals_file_it_ignores(workspace: Path) -> None:
+    (workspace / ".kairos").mkdir()
+    (workspace / ".kairos" / "skill-approvals.json").write_text("{}")
+    code, out = invoke("list", "-w", str(workspace))
+    flat = out.replace("\n", "")  # Rich wraps long paths
+    assert code == 0 and "ignoring" in flat and "skill-approvals.json" in flat

@@ -31,7 +31,7 @@ def ws(ctx: ToolContext) -> Path:
 
 
 async def run(t: Tool, ctx: ToolContext, **args: Any) -> ToolResult:
-    return await t.call(t.validate(args), ctx)
+    return await t.call(args, ctx)
 
 
 # --- kairos's own state ---------------------------------------------------------------------

@@ -33,7 +33,7 @@ async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
 
 
 async def sh(ctx: ToolContext, command: str, **args: Any) -> ToolResult:
-    result: ToolResult = await bash.call(bash.validate({"command": command, **args}), ctx)
+    result: ToolResult = await bash.call({"command": command, **args}, ctx)
     return result
 
 
@@ -106,7 +106,7 @@ async def test_the_note_says_how_to_read_on_from_the_current_directory(ctx: Tool
     offset = int(r.content.split(", offset=")[1].split(")")[0])
     shown_head = r.content.split("\n[...")[0].splitlines()
     assert offset == len(shown_head) + 1
-    read = await read_file.call(read_file.validate({"path": f"../{rel}", "offset": offset, "limit": 2}), ctx)
+    read = await read_file.call({"path": f"../{rel}", "offset": offset, "limit": 2}, ctx)
     assert read.content.splitlines()[1:] == [f"{offset}\t{offset}", f"{offset + 1}\t{offset + 1}"]
 
 

@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias
 
+from kairos.security.terminal import safe_for_terminal
+
 ApproverName: TypeAlias = Literal["auto", "interactive", "deny", "allow"]
 
 
@@ -34,10 +36,15 @@ class ApprovalRequest:
     reason: str = "this tool has side effects"
 
     def describe(self) -> str:
+        """The call as the user is asked about it, safe to print on a terminal.
+
+        Arguments come from the model and may carry escape sequences (from a file it read, say)
+        that could clear the screen or rewrite the prompt; they are shown, not obeyed.
+        """
         args = json.dumps(self.arguments, ensure_ascii=False)
         if len(args) > 400:
             args = args[:399] + "…"
-        return f"{self.tool}({args})"
+        return safe_for_terminal(f"{self.tool}({args})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +125,8 @@ class InteractiveApprover:
         if request.tool in self.always:
             return Decision(True, f"always allowed for {request.tool} in this run", by="interactive")
         async with self._lock:
-            prompt = f"\nAllow {request.describe()}? ({request.reason}) [y]es / [n]o / [a]lways: "
+            reason = safe_for_terminal(request.reason)
+            prompt = f"\nAllow {request.describe()}? ({reason}) [y]es / [n]o / [a]lways: "
             try:
                 answer = await asyncio.to_thread(self.ask, prompt)
             except (EOFError, OSError) as e:

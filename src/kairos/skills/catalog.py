@@ -1,9 +1,6 @@
-"""Skill discovery, ``SKILL.md`` parsing and trust (book ch2 §3.9, §7.5; anti-pattern 18).
+"""Skill discovery and trust: which skills exist and which the model may use (book ch2 §3.9, §7.5; anti-pattern 18).
 
-A skill is a folder holding ``SKILL.md``: YAML front matter between ``---`` lines with ``name``
-(lowercase letters, digits and hyphens, equal to the folder's name) and ``description`` (a
-routing condition: when to use it, when not to), then a Markdown body; beside it, optional
-sub-documents, scripts and templates.
+A skill is a folder holding ``SKILL.md`` (see :mod:`kairos.skills.skill` for the format).
 
 Sources, in precedence order (the first valid skill of a name wins; later ones are listed as
 shadowed; an invalid skill claims no name, so a broken override never hides a working skill):
@@ -14,53 +11,56 @@ shadowed; an invalid skill claims no name, so a broken override never hides a wo
    path, or a callable returning paths;
 3. the skills shipped with kairos (``kairos/skills/builtin``).
 
-Trust: a skill inside the workspace was written by the workspace owner and is trusted; the
-built-ins ship (and are reviewed) with kairos itself and are trusted too. Every other skill is
-third-party code and prose, so it is hidden from the model until the owner approves it with
-``kairos skills approve NAME``. The approval stores the skill's content hash, so a changed skill
-needs a new approval. Each trust default is switchable in the config.
+Trust: the built-ins ship (and are reviewed) with kairos itself and are trusted. A skill inside
+the workspace is the workspace owner's, so it is trusted once the user trusts the workspace
+(``kairos trust``, see :mod:`kairos.security.trust`); until then it is listed as ``needs_trust``
+with the command to run. A skill is placed by its real location: a link from the workspace to a
+folder outside it (or a skill folder holding links out of itself) is a third-party skill. Every
+other skill is third-party code and prose, so it is hidden from the model until the user approves
+it with ``kairos skills approve NAME``. The approval pins the skill's content hash, so a changed
+skill needs a new approval. Approvals live in the user's config dir
+(:class:`~kairos.security.review.ApprovalStore`), never in the workspace: a repository cannot ship
+a pre-approved file. Each trust default is switchable in the user's config.
 
 A broken skill never breaks the agent: it is listed with the reason and otherwise ignored.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+import shlex
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from importlib import metadata
 from importlib.resources import files
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeAlias
 
-import yaml
-
-from kairos.paths import default_state_dir
+from kairos.paths import is_inside
+from kairos.security.review import ApprovalStore
+from kairos.security.trust import TrustStore
 from kairos.skills.config import SkillsConfig
+from kairos.skills.skill import (
+    SKILL_FILE,
+    Skill,
+    SkillFormatError,
+    SourceKind,
+    folder_digest,
+    load_skill_folder,
+    name_problem,
+    parse_skill_md,
+    validate_meta,
+)
 
-SKILL_FILE = "SKILL.md"
 ENTRY_POINT_GROUP = "kairos.skills"
-APPROVALS_FILE = "skill-approvals.json"
-NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-MAX_NAME = 64
-MAX_DESCRIPTION = 1024
-MAX_SKILL_MD_BYTES = 64 * 1024
-"""Bodies past this belong in sub-documents: a body is loaded whole into the context."""
-_SKIP = frozenset({"__pycache__", ".git", ".DS_Store"})
-
-SourceKind: TypeAlias = Literal["workspace", "path", "package", "builtin"]
-Status: TypeAlias = Literal["trusted", "approved", "needs_approval", "changed", "invalid", "shadowed"]
+APPROVAL_KIND = "skill"
+"""The kind skills are recorded under in the user's :class:`ApprovalStore`."""
+LEGACY_APPROVALS_FILE = "skill-approvals.json"
+"""Where approvals used to live (``<workspace>/.kairos/``); ignored now, a repository could ship one."""
+Status: TypeAlias = Literal["trusted", "approved", "needs_approval", "needs_trust", "changed", "invalid", "shadowed"]
 USABLE: frozenset[Status] = frozenset({"trusted", "approved"})
-
-
-class SkillFormatError(ValueError):
-    """``SKILL.md`` is malformed; the message says what to fix."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,30 +71,6 @@ class SkillRoot:
     kind: SourceKind
     origin: str
     """How the user would name this source (``.kairos/skills``, ``entry point x (package y)``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Skill:
-    """A parsed, valid skill."""
-
-    name: str
-    description: str
-    body: str
-    folder: Path
-    kind: SourceKind
-    origin: str
-    digest: str
-    """sha256 over every file of the folder (relative path and bytes): what an approval pins."""
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def summary(self) -> str:
-        """The description on one line, as the catalog shows it."""
-        return " ".join(self.description.split())
-
-    def files(self) -> list[str]:
-        """Relative paths of the folder's other files (sub-documents, scripts, templates)."""
-        return [rel for rel, _ in _walk(self.folder) if rel != SKILL_FILE]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,148 +88,8 @@ class SkillEntry:
 
     @property
     def usable(self) -> bool:
+        """Whether the model may see and load it."""
         return self.status in USABLE and self.skill is not None
-
-
-# ---- parsing -------------------------------------------------------------------------------
-
-
-def parse_skill_md(text: str) -> tuple[dict[str, Any], str]:
-    """Split ``SKILL.md`` into (front matter, body).
-
-    Raises:
-        SkillFormatError: no front matter, unclosed, not YAML, or not a mapping.
-    """
-    lines = text.lstrip("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise SkillFormatError("SKILL.md must start with YAML front matter: a line '---', the keys, then '---'")
-    end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
-    if end is None:
-        raise SkillFormatError("the front matter is not closed: add a line '---' after the name and description")
-    try:
-        meta = yaml.safe_load("".join(lines[1:end]))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise SkillFormatError(f"the front matter is not valid YAML{where}: {problem}") from e
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict):
-        raise SkillFormatError(f"the front matter must be a mapping of keys, got a {type(meta).__name__}")
-    return meta, "".join(lines[end + 1 :]).strip("\n")
-
-
-def validate_meta(meta: dict[str, Any], folder_name: str, body: str) -> tuple[str, str]:
-    """The skill's (name, description).
-
-    Raises:
-        SkillFormatError: a required key is missing or breaks the naming and size rules.
-    """
-    name = meta.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise SkillFormatError("the front matter needs 'name': the skill's folder name")
-    problem = name_problem(name)
-    if problem:
-        raise SkillFormatError(problem)
-    if name != folder_name:
-        raise SkillFormatError(f"'name' is {name!r} but the folder is {folder_name!r}; they must be equal")
-    desc = meta.get("description")
-    if not isinstance(desc, str) or not desc.strip():
-        raise SkillFormatError(
-            "the front matter needs 'description': when to use the skill and when not to (the model routes on it)"
-        )
-    if len(desc) > MAX_DESCRIPTION:
-        raise SkillFormatError(
-            f"'description' has {len(desc)} characters (at most {MAX_DESCRIPTION}): it is always in context, "
-            "so keep it a short routing condition and move details into the body"
-        )
-    if not body.strip():
-        raise SkillFormatError("SKILL.md has no body: write the instructions after the front matter")
-    return name, desc.strip()
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid skill name, or None."""
-    if len(name) > MAX_NAME:
-        return f"skill names have at most {MAX_NAME} characters ({name[:20]!r}... has {len(name)})"
-    if not NAME_RE.match(name):
-        return f"{name!r} is not a valid skill name: use lowercase letters, digits and single hyphens (report-writing)"
-    return None
-
-
-_Stamp = tuple[tuple[str, int, int], ...]
-_LOADED: dict[tuple[Path, str, str], tuple[_Stamp, Skill]] = {}
-"""Parsed skills by folder, reused while no file's path, size or mtime changed: the catalog is
-rescanned before every request, and hashing every script each time would be wasted work."""
-
-
-def _stamp(folder: Path) -> _Stamp:
-    out = []
-    for rel, p in _walk(folder):
-        try:
-            st = p.stat()
-        except OSError:
-            st = None
-        out.append((rel, st.st_size if st else -1, st.st_mtime_ns if st else -1))
-    return tuple(out)
-
-
-def load_skill_folder(folder: Path, kind: SourceKind, origin: str) -> Skill:
-    """Parse one skill folder (cached until one of its files changes).
-
-    Raises:
-        SkillFormatError: the folder is not a valid skill.
-    """
-    key, stamp = (folder.resolve(), kind, origin), _stamp(folder)
-    cached = _LOADED.get(key)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    skill = _parse_skill_folder(folder, kind, origin)
-    _LOADED[key] = (stamp, skill)
-    return skill
-
-
-def _parse_skill_folder(folder: Path, kind: SourceKind, origin: str) -> Skill:
-    md = folder / SKILL_FILE
-    try:
-        size = md.stat().st_size
-        if size > MAX_SKILL_MD_BYTES:
-            raise SkillFormatError(
-                f"SKILL.md has {size} bytes (at most {MAX_SKILL_MD_BYTES}); move details into sub-documents"
-            )
-        text = md.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise SkillFormatError(f"SKILL.md is not UTF-8 text ({e.reason} at byte {e.start})") from e
-    except OSError as e:
-        raise SkillFormatError(f"SKILL.md cannot be read: {e.strerror or e}") from e
-    meta, body = parse_skill_md(text)
-    name, desc = validate_meta(meta, folder.name, body)
-    return Skill(name, desc, body, folder.resolve(), kind, origin, folder_digest(folder), meta)
-
-
-def _walk(folder: Path) -> Iterator[tuple[str, Path]]:
-    """(relative posix path, path) of every file under ``folder``, sorted, caches skipped."""
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP)
-        for f in sorted(filenames):
-            if f in _SKIP or f.endswith(".pyc"):
-                continue
-            p = Path(dirpath) / f
-            yield p.relative_to(folder).as_posix(), p
-
-
-def folder_digest(folder: Path) -> str:
-    """sha256 of the folder's files: any edit, addition or removal changes it."""
-    h = hashlib.sha256()
-    for rel, p in _walk(folder):
-        h.update(rel.encode() + b"\0")
-        try:
-            h.update(p.read_bytes())
-        except OSError:
-            h.update(b"\0unreadable")
-        h.update(b"\0")
-    return h.hexdigest()
 
 
 # ---- sources -------------------------------------------------------------------------------
@@ -333,66 +169,55 @@ def scan_root(root: SkillRoot) -> Iterator[SkillEntry | Skill]:
 # ---- approvals -----------------------------------------------------------------------------
 
 
-class ApprovalStore:
-    """Approved skills of a workspace: ``{name: {digest, folder, approved_at}}`` in a JSON file.
+class SkillApprovals:
+    """The user's approvals of skills: an :class:`ApprovalStore` seen through kind ``skill``."""
 
-    A file that cannot be read counts as no approvals (fail closed); ``problem`` says why.
-    """
+    def __init__(self, store: ApprovalStore) -> None:
+        """Wrap ``store`` (usually the user's, ``<user config dir>/approvals.json``)."""
+        self.store = store
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.problem: str | None = None
+    @property
+    def path(self) -> Path:
+        """The file approvals are kept in."""
+        return self.store.path
 
-    def load(self) -> dict[str, dict[str, str]]:
-        self.problem = None
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            self.problem = f"{self.path} is unreadable ({e}); no third-party skill counts as approved"
-            return {}
-        if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-            self.problem = f"{self.path} is not a JSON object of approvals; no third-party skill counts as approved"
-            return {}
-        return data
+    @property
+    def problem(self) -> str | None:
+        """Why the approvals could not be read at the last look (nothing counts as approved then)."""
+        return self.store.problem
 
     def status(self, skill: Skill) -> Literal["approved", "changed", "needs_approval"]:
-        rec = self.load().get(skill.name)
-        if rec is None:
-            return "needs_approval"
-        return "approved" if rec.get("digest") == skill.digest else "changed"
+        """Whether this exact content of ``skill`` is approved, or another content was."""
+        return self.store.status(APPROVAL_KIND, skill.name, skill.digest)
 
     def approve(self, skill: Skill, now: datetime | None = None) -> None:
-        data = self.load()
-        data[skill.name] = {
-            "digest": skill.digest,
-            "folder": str(skill.folder),
-            "approved_at": (now or datetime.now(UTC)).isoformat(timespec="seconds"),
-        }
-        self._save(data)
+        """Approve this exact content of ``skill``; a later change needs a new approval.
+
+        Raises:
+            OSError: the approvals file cannot be written.
+        """
+        self.store.approve(APPROVAL_KIND, skill.name, skill.digest, source=str(skill.folder), now=now)
 
     def revoke(self, name: str) -> bool:
-        data = self.load()
-        if data.pop(name, None) is None:
-            return False
-        self._save(data)
-        return True
+        """Withdraw the approval of the skill ``name``; False when there was none.
 
-    def _save(self, data: dict[str, dict[str, str]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".approvals-", dir=self.path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, self.path)
+        Raises:
+            OSError: the approvals file cannot be written.
+        """
+        return self.store.revoke(APPROVAL_KIND, name)
 
 
 # ---- the catalog ---------------------------------------------------------------------------
 
 
 class SkillCatalog:
-    """Every skill source of a workspace, rescanned on each call (skills change while running)."""
+    """Every skill source of a workspace, rescanned on each call (skills change while running).
+
+    Trust, in order: an invalid skill is never usable; a skill of a kind in ``trusted_kinds``
+    is usable as it is, except a ``workspace`` skill while ``workspace_trusted`` says no (it then
+    needs the workspace trusted, or its own approval); every other skill needs an approval of its
+    exact content in ``approvals``.
+    """
 
     def __init__(
         self,
@@ -401,19 +226,52 @@ class SkillCatalog:
         *,
         trusted_kinds: Iterable[SourceKind] = ("workspace", "builtin"),
         broken: Sequence[SkillEntry] = (),
+        workspace: Path | None = None,
+        workspace_trusted: Callable[[], bool] | None = None,
     ) -> None:
+        """Build a catalog over ``roots``.
+
+        Args:
+            roots: where to look, earlier roots first on a name clash.
+            approvals: the user's approvals (skills are recorded as kind ``skill``).
+            trusted_kinds: source kinds usable without an approval.
+            broken: entries to list as invalid (entry points that failed to load).
+            workspace: the workspace; a ``workspace`` skill whose real location (links followed)
+                is outside it is judged as a third-party ``path`` skill.
+            workspace_trusted: whether the user trusts the workspace now (asked on each scan);
+                None: ``workspace`` skills are trusted as ``trusted_kinds`` says.
+        """
         self.roots = list(roots)
-        self.approvals = approvals
+        self.approvals = SkillApprovals(approvals)
         self.trusted_kinds = frozenset(trusted_kinds)
         self.broken = list(broken)
+        self.workspace = workspace.resolve() if workspace is not None else None
+        self.workspace_trusted = workspace_trusted
 
     @classmethod
     def for_workspace(
-        cls, workspace: Path, config: SkillsConfig | None = None, *, state_dir: Path | None = None
+        cls,
+        workspace: Path,
+        config: SkillsConfig | None = None,
+        *,
+        state_dir: Path | None = None,
+        approvals: ApprovalStore | None = None,
+        trust: TrustStore | None = None,
     ) -> SkillCatalog:
-        """The catalog ``config`` describes; approvals live in the workspace's state dir."""
+        """The catalog ``config`` describes for ``workspace``.
+
+        Args:
+            workspace: the workspace whose skills to find.
+            config: the ``[skills]`` settings.
+            state_dir: unused, kept for callers of the old signature: approvals no longer live in
+                a workspace's state dir (a repository could ship a pre-approved file).
+            approvals: the approvals; default the user's (``<user config dir>/approvals.json``).
+            trust: the trusted workspaces; default the user's.
+        """
+        del state_dir
         config = config or SkillsConfig()
-        roots = workspace_roots(workspace, config.dirs)
+        ws = workspace.resolve()
+        roots = workspace_roots(ws, config.dirs)
         broken: list[SkillEntry] = []
         if config.entry_points:
             ep_roots, broken = entry_point_roots()
@@ -425,20 +283,27 @@ class SkillCatalog:
             trusted.append("workspace")
         if config.trust_builtin:
             trusted.append("builtin")
-        state = state_dir or default_state_dir(workspace.resolve())
-        return cls(roots, ApprovalStore(state / APPROVALS_FILE), trusted_kinds=trusted, broken=broken)
+        store = trust or TrustStore()
+        return cls(
+            roots,
+            approvals or ApprovalStore(),
+            trusted_kinds=trusted,
+            broken=broken,
+            workspace=ws,
+            workspace_trusted=lambda: store.is_trusted(ws),
+        )
 
     def entries(self) -> list[SkillEntry]:
         """Every skill found, valid or not, with its status; sorted by name."""
         seen: dict[str, SkillEntry] = {}
         out: list[SkillEntry] = list(self.broken)
-        approvals = self.approvals.load()
+        ws_trusted = self.workspace_trusted() if self.workspace_trusted is not None else True
         for root in self.roots:
             for found in scan_root(root):
                 if isinstance(found, SkillEntry):  # invalid: listed, but it claims no name
                     out.append(found)
                     continue
-                entry = self._judge(found, approvals)
+                entry = self._judge(self._located(found), ws_trusted)
                 first = seen.get(entry.name)
                 if first is not None:
                     where = f"{first.origin} ({first.folder})"
@@ -457,18 +322,37 @@ class SkillCatalog:
         matches = [e for e in self.entries() if e.name == name and e.status != "shadowed"]
         return next((e for e in matches if e.skill is not None), matches[0] if matches else None)
 
-    def _judge(self, skill: Skill, approvals: dict[str, dict[str, str]]) -> SkillEntry:
+    def _located(self, skill: Skill) -> Skill:
+        """A workspace skill that really lives elsewhere (a link out of the workspace) is third-party."""
+        if skill.kind != "workspace" or self.workspace is None:
+            return skill
+        if not is_inside(skill.folder, self.workspace):
+            return replace(skill, kind="path", origin=f"{skill.origin}, a link to {skill.folder}")
+        if skill.links_out:
+            links = ", ".join(skill.links_out[:3])
+            return replace(skill, kind="path", origin=f"{skill.origin}, with links out of its folder ({links})")
+        return skill
+
+    def _judge(self, skill: Skill, ws_trusted: bool) -> SkillEntry:
         base = SkillEntry(skill.name, "trusted", skill.folder, skill.kind, skill.origin, skill=skill)
-        if skill.kind in self.trusted_kinds:
+        trusted_kind = skill.kind in self.trusted_kinds
+        if trusted_kind and (skill.kind != "workspace" or ws_trusted):
             return base
-        rec = approvals.get(skill.name)
-        if rec is not None and rec.get("digest") == skill.digest:
+        status = self.approvals.status(skill)
+        if status == "approved":
             return _with(base, status="approved")
         hint = f"review it (kairos skills show {skill.name}), then: kairos skills approve {skill.name}"
         if self.approvals.problem:
             hint = f"{self.approvals.problem}; {hint}"
-        if rec is not None:
+        if status == "changed":
             return _with(base, status="changed", reason=f"changed since it was approved; {hint}")
+        if trusted_kind:  # a workspace skill of a workspace the user has not trusted (yet)
+            ws = self.workspace or skill.folder
+            reason = (
+                f"the workspace {ws} is not trusted; review it, then run: kairos trust {_quote(ws)} "
+                f"(or approve only this skill: kairos skills approve {skill.name})"
+            )
+            return _with(base, status="needs_trust", reason=reason)
         return _with(base, status="needs_approval", reason=f"third-party skill ({skill.origin}); {hint}")
 
 
@@ -477,12 +361,39 @@ _STATUS_ORDER: dict[Status, int] = {
     "approved": 0,
     "changed": 1,
     "needs_approval": 1,
+    "needs_trust": 1,
     "invalid": 1,
     "shadowed": 2,
 }
 
 
 def _with(entry: SkillEntry, **changes: Any) -> SkillEntry:
-    from dataclasses import replace
-
     return replace(entry, **changes)
+
+
+def _quote(path: Path) -> str:
+    return shlex.quote(str(path))
+
+
+__all__ = [
+    "APPROVAL_KIND",
+    "SKILL_FILE",
+    "USABLE",
+    "ApprovalStore",
+    "Skill",
+    "SkillApprovals",
+    "SkillCatalog",
+    "SkillEntry",
+    "SkillFormatError",
+    "SkillRoot",
+    "Status",
+    "TrustStore",
+    "builtin_root",
+    "SourceKind",
+    "folder_digest",
+    "load_skill_folder",
+    "name_problem",
+    "parse_skill_md",
+    "scan_root",
+    "validate_meta",
+]

@@ -2,7 +2,9 @@
 
 Mounted by the main CLI as ``app.add_typer(skills_app, name="skills")``. Approval is the review
 gate for third-party skills (book ch2 anti-pattern 18): ``show`` prints every file of a skill so
-the owner can read what the model would be told and what its scripts do before ``approve``.
+the owner can read what the model would be told and what its scripts do before ``approve``
+(escape sequences in those files are shown, not obeyed). Approvals are recorded in the user's
+config dir (``<user config dir>/approvals.json``), never in the workspace.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from rich.markup import escape
 
 from kairos.config import load_config
 from kairos.errors import ConfigError
-from kairos.skills.catalog import SKILL_FILE, SkillCatalog, SkillEntry, name_problem
+from kairos.paths import STATE_DIR_NAME
+from kairos.security.terminal import safe_for_terminal
+from kairos.skills.catalog import LEGACY_APPROVALS_FILE, SKILL_FILE, SkillCatalog, SkillEntry, name_problem
 from kairos.skills.config import SkillsConfig
 
 skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True)
@@ -29,6 +33,7 @@ _STYLE = {
     "trusted": "green",
     "approved": "green",
     "needs_approval": "yellow",
+    "needs_trust": "yellow",
     "changed": "yellow",
     "invalid": "red",
     "shadowed": "dim",
@@ -76,15 +81,23 @@ def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
 
 
 def _config(workspace: Path) -> SkillsConfig:
-    """``[skills]`` of the workspace's kairos.toml."""
+    """``[skills]`` of the effective configuration; what loading ignored is shown on stderr."""
     try:
-        return load_config(workspace).skills
+        config = load_config(workspace)
     except ConfigError as e:
         raise _fail(str(e)) from e
+    for notice in config.notices:
+        err_console.print(f"[yellow]notice:[/] {_text(notice)}")
+    return config.skills
+
+
+def _text(text: str) -> str:
+    """Untrusted text (skill files, names, reasons) as Rich prints it literally and safely."""
+    return escape(safe_for_terminal(text))
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
+    err_console.print(f"[bold red]error:[/] {_text(message)}")
     return typer.Exit(code)
 
 
@@ -105,13 +118,19 @@ def list_skills(workspace: WorkspaceOpt = Path(".")) -> None:
         console.print("no skills found; create one with: kairos skills new NAME")
     for e in entries:
         style = _STYLE[e.status]
-        console.print(f"[bold]{e.name:24s}[/] [{style}]{e.status:14s}[/] [dim]{escape(e.origin)}[/]")
+        console.print(f"[bold]{_text(f'{e.name:24s}')}[/] [{style}]{e.status:14s}[/] [dim]{_text(e.origin)}[/]")
         if e.skill is not None and e.status != "shadowed":
-            console.print(f"  {escape(e.skill.summary)}")
+            console.print(f"  {_text(e.skill.summary)}")
         if e.reason:
-            console.print(f"  [{style}]{escape(e.reason)}[/]")
+            console.print(f"  [{style}]{_text(e.reason)}[/]")
     if catalog.approvals.problem:
-        err_console.print(f"[yellow]warning:[/] {escape(catalog.approvals.problem)}")
+        err_console.print(f"[yellow]warning:[/] {_text(catalog.approvals.problem)}")
+    legacy = catalog.workspace / STATE_DIR_NAME / LEGACY_APPROVALS_FILE if catalog.workspace else None
+    if legacy is not None and legacy.exists():
+        err_console.print(
+            f"[yellow]notice:[/] ignoring {_text(str(legacy))}: approvals inside a workspace could come with "
+            f"the repository; they live in {_text(str(catalog.approvals.path))} now (approve skills again)"
+        )
 
 
 @skills_app.command("show")
@@ -119,24 +138,25 @@ def show(name: NameArg, workspace: WorkspaceOpt = Path("."), body_only: bool = F
     """Print a skill for review: status, folder, hash and the full text of every file."""
     _, catalog = _catalog(workspace)
     entry = _entry(catalog, name)
-    console.print(f"[bold]{entry.name}[/] [{_STYLE[entry.status]}]{entry.status}[/] {escape(entry.reason)}")
-    console.print(f"source: {escape(entry.origin)}\nfolder: {entry.folder}")
+    console.print(f"[bold]{_text(entry.name)}[/] [{_STYLE[entry.status]}]{entry.status}[/] {_text(entry.reason)}")
+    console.print(f"source: {_text(entry.origin)}\nfolder: {_text(str(entry.folder))}")
     skill = entry.skill
     if skill is None:
         raise typer.Exit(1)
-    console.print(f"sha256: {skill.digest}\ndescription: {escape(skill.summary)}\n")
+    console.print(f"sha256: {skill.digest}\ndescription: {_text(skill.summary)}\n")
     if body_only:
-        console.print(escape(skill.body))
+        console.print(_text(skill.body))
         return
     for rel in [SKILL_FILE, *skill.files()]:
         path = skill.folder / rel
         data = path.read_bytes()
-        console.rule(escape(rel))
+        console.rule(_text(rel))
         if len(data) > _SHOW_TEXT_BYTES:
             console.print(f"[yellow]({len(data)} bytes; too long to show, review it in an editor)[/]")
             continue
         try:
-            console.print(escape(data.decode("utf-8")))
+            # escapes shown, not obeyed: a skill must not hide lines from the person reviewing it
+            console.print(_text(data.decode("utf-8")))
         except UnicodeDecodeError:
             console.print(f"[yellow](binary file, {len(data)} bytes)[/]")
 
@@ -154,29 +174,38 @@ def approve(
     if skill is None:
         raise _fail(f"{name} cannot be approved: {entry.reason}")
     if entry.status == "trusted":
-        console.print(f"{name} is a {skill.kind} skill and trusted already; no approval needed.")
+        console.print(f"{_text(name)} is a {skill.kind} skill and trusted already; no approval needed.")
         return
     if entry.status == "approved":
         console.print(f"{name} is approved already (sha256 {skill.digest[:12]}).")
         return
     files = ", ".join([SKILL_FILE, *skill.files()])
-    console.print(f"[bold]{name}[/] from {escape(skill.origin)}\nfolder: {skill.folder}\nfiles: {escape(files)}")
+    console.print(
+        f"[bold]{_text(name)}[/] from {_text(skill.origin)}\nfolder: {_text(str(skill.folder))}\nfiles: {_text(files)}"
+    )
     console.print(f"sha256: {skill.digest}")
     if not yes and not typer.confirm(
         "Approve it? The model will be able to read these instructions and run these scripts", default=False
     ):
         raise typer.Exit(1)
-    catalog.approvals.approve(skill)
-    console.print(f"[green]approved[/] {name}; it appears in the catalog of the next request.")
+    try:
+        catalog.approvals.approve(skill)
+    except OSError as e:
+        raise _fail(f"cannot record the approval in {catalog.approvals.path}: {e.strerror or e}") from e
+    console.print(f"[green]approved[/] {_text(name)}; it appears in the catalog of the next request.")
 
 
 @skills_app.command("revoke")
 def revoke(name: NameArg, workspace: WorkspaceOpt = Path(".")) -> None:
     """Withdraw an approval: the skill leaves the catalog and can no longer be loaded."""
     _, catalog = _catalog(workspace)
-    if not catalog.approvals.revoke(name):
+    try:
+        revoked = catalog.approvals.revoke(name)
+    except OSError as e:
+        raise _fail(f"cannot update {catalog.approvals.path}: {e.strerror or e}") from e
+    if not revoked:
         raise _fail(f"{name} has no approval to revoke")
-    console.print(f"[green]revoked[/] {name}")
+    console.print(f"[green]revoked[/] {_text(name)}")
 
 
 @skills_app.command("new")

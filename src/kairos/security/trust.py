@@ -1,0 +1,244 @@
+"""Workspace trust: which workspaces the user vouched for with ``kairos trust``.
+
+A workspace is often someone else's code (a cloned repository). Until the user trusts it, its
+``kairos.toml`` may only change harmless behaviour (settings that redirect the model endpoint or
+credentials, or widen trust and approval, are ignored with a notice; see :mod:`kairos.config`)
+and the skills inside it need approval like any third-party skill.
+
+Trust is recorded in ``<user config dir>/trusted-workspaces.json`` as resolved paths, never inside
+a workspace: a repository cannot declare itself trusted. Trust is exact, not inherited: trusting
+``~/code`` does not trust a repository cloned into ``~/code/x`` later.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kairos.paths import is_inside, user_config_dir
+from kairos.security.review import JsonFile
+
+TRUST_FILE = "trusted-workspaces.json"
+
+
+@dataclass(frozen=True, slots=True)
+class TrustedWorkspace:
+    """One trusted workspace."""
+
+    path: Path
+    trusted_at: str = ""
+
+
+def workspace_key(workspace: Path) -> str:
+    """The workspace as recorded: absolute, every link followed (a link to it is the same place)."""
+    return os.path.realpath(workspace.expanduser())
+
+
+class TrustStore:
+    """The trusted workspaces: ``{"/resolved/path": {"trusted_at": ...}}`` in a JSON file.
+
+    Lookups cost one ``stat`` while the file is unchanged. A file that cannot be read trusts
+    nothing (fail closed); :attr:`problem` says why.
+
+    Example::
+
+        store = TrustStore()            # <user config dir>/trusted-workspaces.json
+        store.trust(Path("."))
+        store.is_trusted(Path("."))     # True
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        """Open the store (the file is read on use, not here).
+
+        Args:
+            path: the JSON file; default ``<user config dir>/trusted-workspaces.json``.
+        """
+        self._file = JsonFile(path or user_config_dir() / TRUST_FILE, "trusted workspaces")
+
+    @property
+    def path(self) -> Path:
+        """The JSON file trust is kept in."""
+        return self._file.path
+
+    @property
+    def problem(self) -> str | None:
+        """Why the file could not be used at the last read (then nothing is trusted), or None."""
+        return self._file.problem
+
+    def is_trusted(self, workspace: Path) -> bool:
+        """Whether the user trusted exactly this workspace (after following links)."""
+        return workspace_key(workspace) in self._file.read()
+
+    def workspaces(self) -> list[TrustedWorkspace]:
+        """Every trusted workspace, sorted by path."""
+        out = []
+        for key, rec in sorted(self._file.read().items()):
+            when = rec.get("trusted_at", "") if isinstance(rec, dict) else ""
+            out.append(TrustedWorkspace(Path(key), str(when)))
+        return out
+
+    def trust(self, workspace: Path, now: datetime | None = None) -> Path:
+        """Record ``workspace`` as trusted; returns the path as recorded.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        key = workspace_key(workspace)
+        data = dict(self._file.read())
+        data[key] = {"trusted_at": (now or datetime.now(UTC)).isoformat(timespec="seconds")}
+        self._file.write(data)
+        return Path(key)
+
+    def revoke(self, workspace: Path) -> bool:
+        """Withdraw trust; False when the workspace was not trusted.
+
+        A path that no longer exists is matched as written too, so a deleted workspace can be
+        removed from the list.
+
+        Raises:
+            OSError: the file cannot be written.
+        """
+        data = dict(self._file.read())
+        found = False
+        for key in {workspace_key(workspace), os.path.abspath(workspace.expanduser())}:
+            found = data.pop(key, None) is not None or found
+        if found:
+            self._file.write(data)
+        return found
+
+
+# ---- what an untrusted workspace's kairos.toml may not do -----------------------------------
+
+BUNDLED_MODELS = ("local", "local-small")
+_APPROVER_RANK = {"allow": 0, "interactive": 1, "auto": 2, "deny": 3}
+"""Looser to stricter: ``interactive`` reads an answer even from a pipe, ``auto`` denies there."""
+_ADDITIVE = ("secrets", "confirm_tools", "external_tools")
+"""``[defences]`` lists that add protection: a workspace's entries are added, never a replacement."""
+_WIDENING_SWITCHES = ("trust_workspace", "trust_builtin", "entry_points")
+"""``[skills]`` switches whose ``true`` trusts or offers more skills."""
+_ENDPOINT = "it decides where your requests and API key go"
+
+
+def model_spec_problem(spec: str, workspace: Path) -> str | None:
+    """Why an untrusted workspace may not choose the model ``spec``, or None if it may.
+
+    Bundled models and ``.gguf`` files inside the workspace are fine; a remote model
+    (``openai:``, ``anthropic:``), a file outside the workspace or anything unknown is not.
+    """
+    if spec in BUNDLED_MODELS:
+        return None
+    if spec.startswith(("openai:", "anthropic:")):
+        return "a remote model: your conversation and API key would go to it"
+    if spec.endswith(".gguf"):
+        p = Path(spec).expanduser()
+        if is_inside(Path(os.path.realpath(p if p.is_absolute() else workspace / p)), workspace):
+            return None
+        return "a model file outside the workspace"
+    return "not a bundled model or a .gguf file inside the workspace"
+
+
+def restrict_untrusted(
+    data: Mapping[str, Any], baseline: Mapping[str, Any], workspace: Path, path: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """Drop what an untrusted workspace's ``kairos.toml`` may not set; say what was dropped.
+
+    An untrusted workspace may change harmless behaviour and make things safer. Anything that
+    redirects the model endpoint or credentials, speaks with the user's authority or widens
+    trust or approval is removed (see :mod:`kairos.config` for the list).
+
+    Args:
+        data: the workspace file's table, already validated.
+        baseline: the settings without the workspace (defaults and user config), as a dict.
+        workspace: the workspace, resolved.
+        path: the workspace file, for the notices.
+
+    Returns:
+        The table to use, and one notice per ignored setting plus how to trust the workspace
+        (no notices when nothing was ignored).
+    """
+    out: dict[str, Any] = copy.deepcopy(dict(data))
+    ignored: list[tuple[str, Any, str]] = []
+
+    def drop(table: dict[str, Any], key: str, name: str, why: str) -> None:
+        ignored.append((name, table.pop(key), why))
+
+    if "base_url" in out:
+        drop(out, "base_url", "base_url", _ENDPOINT)
+    if "remote" in out:
+        drop(out, "remote", "[remote]", "it configures how the model endpoint is reached")
+    if "instructions" in out:
+        drop(out, "instructions", "instructions", "it would be placed in the system prompt with your authority")
+    if isinstance(out.get("model"), str) and (why := model_spec_problem(out["model"], workspace)):
+        drop(out, "model", "model", why)
+    compression = out.get("compression")
+    summarizer = compression.get("summarizer") if isinstance(compression, dict) else None
+    why = model_spec_problem(summarizer, workspace) if isinstance(summarizer, str) else None
+    if isinstance(compression, dict) and why:
+        drop(compression, "summarizer", "compression.summarizer", why)
+    defences = out.get("defences")
+    if isinstance(defences, dict):
+        _restrict_defences(defences, baseline["defences"], ignored)
+    skills = out.get("skills")
+    if isinstance(skills, dict):
+        _restrict_skills(skills, baseline["skills"], workspace, ignored)
+    if not ignored:
+        return out, []
+    notices = [f"{path}: ignored {name} = {_show(value)}: {why}" for name, value, why in ignored]
+    notices.append(
+        f"the workspace {workspace} is not trusted, so its {path.name} cannot change these settings; "
+        f"if you trust its content, run: kairos trust {shlex.quote(str(workspace))}"
+    )
+    return out, notices
+
+
+def _restrict_defences(table: dict[str, Any], base: Mapping[str, Any], ignored: list[tuple[str, Any, str]]) -> None:
+    approver = table.get("approver")
+    if approver is not None and _APPROVER_RANK[approver] < _APPROVER_RANK[base["approver"]]:
+        why = f"it approves more than {base['approver']!r} does (only a stricter approver is taken)"
+        ignored.append(("defences.approver", table.pop("approver"), why))
+    exempt = table.get("exempt_tools")
+    if exempt is not None and not set(exempt) <= set(base["exempt_tools"]):
+        ignored.append(("defences.exempt_tools", table.pop("exempt_tools"), "it would let tools skip confirmation"))
+    if table.get("confirm_side_effects") is False and base["confirm_side_effects"]:
+        why = "your config asks before side effects; a workspace cannot turn that off"
+        ignored.append(("defences.confirm_side_effects", table.pop("confirm_side_effects"), why))
+    for key in _ADDITIVE:
+        if key in table:
+            table[key] = [*base[key], *(v for v in table[key] if v not in base[key])]
+
+
+def _restrict_skills(
+    table: dict[str, Any], base: Mapping[str, Any], workspace: Path, ignored: list[tuple[str, Any, str]]
+) -> None:
+    for key in _WIDENING_SWITCHES:
+        if table.get(key) is True and not base[key]:
+            ignored.append((f"skills.{key}", table.pop(key), "it would trust more skills than your config does"))
+    dirs = table.get("dirs")
+    if dirs is None:
+        return
+    outside = [d for d in dirs if not is_inside(Path(os.path.realpath(workspace / Path(d).expanduser())), workspace)]
+    if outside:
+        table["dirs"] = [d for d in dirs if d not in outside]
+        ignored.append(("skills.dirs (outside the workspace)", outside, "skills from there are not this workspace's"))
+
+
+def _show(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "TRUST_FILE",
+    "TrustStore",
+    "TrustedWorkspace",
+    "model_spec_problem",
+    "restrict_untrusted",
+    "workspace_key",
+]
