@@ -31,6 +31,7 @@ lint: $(STAMP)
 	@$(VENV)/bin/ruff check src tests benchmarks
 	@$(VENV)/bin/ruff format --check src tests benchmarks
 	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports --no-cache
 
 test: lint
 	@$(PY) -m pytest

@@ -16,7 +16,7 @@ from kairos.context.inbox import Inbox, InboxEvent, Interrupt, InterruptMode, Po
 from kairos.context.lease import SessionLease
 from kairos.context.store import SessionInfo, TrajectoryStore
 from kairos.models.types import Message
-from kairos.paths import default_state_dir
+from kairos.paths import default_state_dir, user_config_dir
 from kairos.tools.base import ToolContext
 
 INTERRUPTED_TOOL_RESULT = "[interrupted: this tool call was stopped before it finished; its result is unknown]"
@@ -230,7 +230,7 @@ class SessionStore:
             messages,
             pending=pending,
             lease=lease,
-            state_dirs=(self.state_dir,),
+            state_dirs=(self.state_dir, user_config_dir()),
             spawner=self.new,
         )
 

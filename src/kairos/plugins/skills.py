@@ -173,7 +173,7 @@ class Skills(Plugin):
 
     def _usable(self, name: str) -> Skill | ToolResult:
         entry = self.catalog.find(name.strip())
-        if entry is None or entry.status == "needs_approval":
+        if entry is None or entry.status in ("needs_approval", "needs_trust"):
             names = ", ".join(s.name for s in self.catalog.available()) or "(none)"
             return ToolResult(f"No skill named {name!r}. Available skills: {names}.", is_error=True)
         if not entry.usable or entry.skill is None:

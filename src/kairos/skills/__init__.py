@@ -1,7 +1,7 @@
 """Agent skills: on-demand instruction packages with progressive disclosure (book ch2 §3.9).
 
 ``Skills.from_config(workspace, SkillsConfig())`` is the extension to give an ``Agent``;
-``SkillCatalog`` finds skills and decides trust; ``kairos skills`` (``kairos.skills.cli``) lists,
+``SkillCatalog`` finds skills and decides trust; ``kairos skills`` (``kairos.cli.skills``) lists,
 shows, approves, revokes and scaffolds them.
 """
 

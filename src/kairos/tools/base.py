@@ -87,7 +87,8 @@ class ToolContext:
         self.workspace = self.workspace.resolve()
         if self.cwd is None:
             self.cwd = self.workspace
-        dirs = {self.workspace / STATE_DIR_NAME, *(d.resolve() for d in self.state_dirs)}
+        # resolved: a ``.kairos`` that is a link must not open a way around the check
+        dirs = {(self.workspace / STATE_DIR_NAME).resolve(), *(d.resolve() for d in self.state_dirs)}
         self.state_dirs = tuple(sorted(dirs))
 
     def resolve_path(self, path: str, *, write: bool = False) -> Path:

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from kairos.cli import skills as skills_cli
+from kairos.cli.skills import skills_app
 from kairos.security.trust import TrustStore
-from kairos.skills import cli as skills_cli
 from kairos.skills.catalog import load_skill_folder
-from kairos.skills.cli import skills_app
 from kairos.skills.config import SkillsConfig
 from tests.skills.test_catalog import write_skill
 

@@ -17,11 +17,11 @@ from rich.markup import escape
 
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
+from kairos.cli.skills import skills_app
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError
 from kairos.security.terminal import safe_for_terminal
-from kairos.skills.cli import skills_app
 
 app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
 models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
@@ -113,12 +113,10 @@ class EventPrinter:
             self._final(event)
         elif event.type == "notice":
             self._newline()
-            err_console.print(f"[yellow]{escape(event.text)}[/]")
+            err_console.print(f"[yellow]{_text(event.text)}[/]")
         elif event.type == "hook_failed":
             self._newline()
-            err_console.print(
-                f"[yellow]plugin {escape(event.plugin)} failed in {event.hook}: {escape(event.message)}[/]"
-            )
+            err_console.print(f"[yellow]plugin {_text(event.plugin)} failed in {event.hook}: {_text(event.message)}[/]")
         elif isinstance(event, RunError):
             self._newline()
             self.failed = True
@@ -331,7 +329,7 @@ def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
     """List the stored sessions of the workspace, newest first."""
     store = SessionStore(workspace)
     for info in store.list():
-        console.print(f"{info.id}  {info.messages:4d} msgs  {escape(info.title)}")
+        console.print(f"{info.id}  {info.messages:4d} msgs  {_text(info.title)}")
     store.close()
 
 
@@ -441,5 +439,5 @@ def main() -> None:  # pragma: no cover - console entry point
     try:
         app()
     except KairosError as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}")
+        err_console.print(f"[bold red]error:[/] {_text(str(e))}")
         sys.exit(1)
