@@ -43,6 +43,8 @@ class PrefixAuditor:
 
     def __init__(self) -> None:
         self._prev_head: list[str] | None = None
+        self._head_of: tuple[str, tuple[object, ...], list[str]] | None = None
+        """The serialised head of the last (system, tools) seen: the same objects are not serialised again."""
         self._memo: MessageMemo[str] = MessageMemo(Message.serialized)
 
     def audit(self, request: ModelRequest, deliberate: str | None = None) -> PrefixAudit:
@@ -55,7 +57,12 @@ class PrefixAuditor:
         return found
 
     def _audit(self, request: ModelRequest) -> PrefixAudit:
-        head = [request.system, *(t.serialized() for t in request.tools)]
+        cached = self._head_of
+        if cached is not None and cached[0] == request.system and cached[1] is request.tools:
+            head = cached[2]
+        else:
+            head = [request.system, *(t.serialized() for t in request.tools)]
+            self._head_of = (request.system, request.tools, head)
         prev_head, self._prev_head = self._prev_head, head
         prev_msgs = list(self._memo.values)
         reused = self._memo.update(request.messages[: request.stable_prefix_len])

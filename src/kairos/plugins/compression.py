@@ -181,7 +181,8 @@ class CompressionPlugin(Plugin):
         messages = session.message_list()
         cfg = self.config
         if cfg.noise.enabled and cfg.noise.duplicates:
-            found = noise.duplicates(messages, min_chars=cfg.noise.min_chars)
+            found = noise.duplicates(messages, min_chars=cfg.noise.min_chars, start=st.dup_scan, first=st.first_results)
+            st.dup_scan = len(messages)
             new = [s for s in sorted(found) if s >= start and st.ledger.get("noise", s) is None]
             for seq in new:
                 st.ledger.freeze("noise", seq, found[seq])

@@ -26,6 +26,7 @@ import json
 import re
 import shlex
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -114,10 +115,21 @@ class Skills(Plugin):
 
     stage = "annotate"
 
-    def __init__(self, catalog: SkillCatalog, *, max_file_chars: int = 20_000, python: str | None = None) -> None:
+    def __init__(
+        self,
+        catalog: SkillCatalog,
+        *,
+        max_file_chars: int = 20_000,
+        python: str | None = None,
+        rescan_s: float = 1.0,
+    ) -> None:
         self.catalog = catalog
         self.max_file_chars = max_file_chars
         self.python = python or sys.executable
+        self.rescan_s = rescan_s
+        """The catalog is checked before every request, but the skill folders are walked at most this
+        often: requests a few milliseconds apart (fast tools, a fast model) reuse the last scan."""
+        self._scanned: tuple[float, dict[str, str]] | None = None
         self._tools = [
             make_tool(self._load_skill_fn(), name="load_skill"),
             make_tool(self._read_skill_file_fn(), name="read_skill_file"),
@@ -129,7 +141,7 @@ class Skills(Plugin):
     ) -> Skills:
         config = config or SkillsConfig()
         catalog = SkillCatalog.for_workspace(workspace, config, state_dir=state_dir)
-        return cls(catalog, max_file_chars=config.max_file_chars)
+        return cls(catalog, max_file_chars=config.max_file_chars, rescan_s=config.rescan_s)
 
     def tools(self) -> Sequence[Tool | ToolSource]:
         """``load_skill`` and ``read_skill_file``."""
@@ -147,7 +159,11 @@ class Skills(Plugin):
     # -- catalog -----------------------------------------------------------------------------
 
     def current_entries(self) -> dict[str, str]:
-        return {s.name: s.summary for s in self.catalog.available()}
+        """Name -> description of every usable skill (rescanned at most every ``rescan_s``)."""
+        now = time.monotonic()
+        if self._scanned is None or now - self._scanned[0] >= self.rescan_s:
+            self._scanned = (now, {s.name: s.summary for s in self.catalog.available()})
+        return dict(self._scanned[1])
 
     def catalog_message(self, session: SessionView) -> Message | None:
         """The catalog, or the change since the last one, when the model's view is stale; else None."""

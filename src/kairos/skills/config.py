@@ -30,3 +30,8 @@ class SkillsConfig(BaseModel):
     trust_workspace: bool = Field(True, description="skills inside the workspace need no approval")
     trust_builtin: bool = Field(True, description="skills shipped with kairos need no approval")
     max_file_chars: int = Field(20_000, ge=1_000, description="read_skill_file returns at most this many characters")
+    rescan_s: float = Field(
+        1.0,
+        ge=0,
+        description="skill folders are walked at most this often (the catalog is checked before each request)",
+    )

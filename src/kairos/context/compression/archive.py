@@ -79,13 +79,27 @@ def entry(r: Round, messages: Sequence[Message], saved: Saved | None = None) -> 
 
 
 def record_completed(session: SessionView, st: SessionCompression, saved: Saved | None = None) -> list[int]:
-    """Freeze an entry for every completed round that has none; returns their numbers."""
+    """Freeze an entry for every completed round that has none; returns their numbers.
+
+    Incremental: only new messages are scanned for round starts, and rounds already logged are
+    not looked at again (a complete round stays complete; only the last one can be open).
+    """
     messages = session.message_list()
+    st.round_starts.extend(i for i in range(st.round_scan, len(messages)) if messages[i].from_user)
+    st.round_scan = len(messages)
+    starts = st.round_starts
     new = []
-    for r in rounds(messages):
-        if r.complete and st.ledger.round_entry(r.n) is None:
-            st.ledger.freeze_round(r.n, entry(r, messages, saved))
-            new.append(r.n)
+    while st.rounds_logged < len(starts):
+        n = st.rounds_logged
+        end = starts[n + 1] if n + 1 < len(starts) else len(messages)
+        last = messages[end - 1]
+        answered = last.role == "assistant" and not last.tool_calls
+        if not (n + 1 < len(starts) or (answered and end - 1 > starts[n])):
+            break
+        if st.ledger.round_entry(n) is None:
+            st.ledger.freeze_round(n, entry(Round(n, starts[n], end, True), messages, saved))
+            new.append(n)
+        st.rounds_logged += 1
     return new
 
 

@@ -66,7 +66,7 @@ class Ledger:
         self._session = session
         self._cache: dict[str, str | None] = {}
         self.version = 0
-        """Bumped on every new decision, so views know when to re-render."""
+        """Bumped on every new decision that changes what the model sees, so views know when to re-render."""
 
     def _get(self, key: str) -> str | None:
         if key not in self._cache:
@@ -79,7 +79,8 @@ class Ledger:
             return known
         stored = self._session.freeze(_PREFIX + key, value)
         self._cache[key] = stored
-        self.version += 1
+        if key.split("/", 1)[0] in LAYERS:  # round entries and error marks are not shown by the view
+            self.version += 1
         return stored
 
     def get(self, layer: Layer, seq: int) -> str | None:
@@ -131,6 +132,16 @@ class SessionCompression:
     original_chars: int = 0
     """Characters of every result layer 5 replaced, and what they became (for the ratio)."""
     compressed_chars: int = 0
+    round_starts: list[int] = field(default_factory=list)
+    """Stored positions of real user messages seen so far (where rounds start); grows with the trajectory."""
+    round_scan: int = 0
+    """Messages already scanned for round starts."""
+    rounds_logged: int = 0
+    """Rounds known complete with a frozen entry (every earlier round is too)."""
+    first_results: dict[tuple[str | None, str], int] = field(default_factory=dict)
+    """(tool, content) -> the first stored result with that content (for duplicates at first sight)."""
+    dup_scan: int = 0
+    """Messages already indexed in ``first_results``."""
 
     @property
     def ratio(self) -> float | None:
@@ -139,6 +150,7 @@ class SessionCompression:
 
 
 def state_of(session: SessionView) -> SessionCompression:
+    """The session's compression state, made on first use."""
     st = session.state.get(STATE_KEY)
     if not isinstance(st, SessionCompression):
         st = SessionCompression(Ledger(session))

@@ -58,12 +58,22 @@ def _worth(original: str, pointer: str, min_chars: int) -> bool:
     return len(original) >= min_chars and len(original) - len(pointer) >= _MIN_SAVING
 
 
-def duplicates(messages: Sequence[Message], *, min_chars: int = 200) -> dict[int, str]:
-    """Pointers for results identical to an earlier result of the same tool (seq → text)."""
-    calls = calls_by_id(messages)
-    first: dict[tuple[str | None, str], int] = {}
+def duplicates(
+    messages: Sequence[Message],
+    *,
+    min_chars: int = 200,
+    start: int = 0,
+    first: dict[tuple[str | None, str], int] | None = None,
+) -> dict[int, str]:
+    """Pointers for results identical to an earlier result of the same tool (seq → text).
+
+    Incremental when given ``first`` (the index of results before ``start``, updated in place):
+    only messages from ``start`` on are looked at.
+    """
+    first = {} if first is None else first
     out: dict[int, str] = {}
-    for seq, m in enumerate(messages):
+    for seq in range(start, len(messages)):
+        m = messages[seq]
         if m.role != "tool":
             continue
         key = (m.name, m.content)
@@ -72,12 +82,22 @@ def duplicates(messages: Sequence[Message], *, min_chars: int = 200) -> dict[int
             continue
         earlier = messages[first[key]]
         pointer = (
-            f"[duplicate: identical to the result of {describe_call(calls.get(earlier.tool_call_id or ''))} "
+            f"[duplicate: identical to the result of {describe_call(_call_of(messages, first[key]))} "
             f"(call {earlier.tool_call_id}) above; {len(m.content):,} chars not repeated]"
         )
         if _worth(m.content, pointer, min_chars):
             out[seq] = pointer
     return out
+
+
+def _call_of(messages: Sequence[Message], seq: int) -> ToolCall | None:
+    """The call the result at ``seq`` answers (its reply is the assistant message just before the results)."""
+    want = messages[seq].tool_call_id
+    for i in range(seq - 1, -1, -1):
+        m = messages[i]
+        if m.role == "assistant":
+            return next((c for c in m.tool_calls if c.id == want), None)
+    return None
 
 
 def superseded_reads(messages: Sequence[Message], *, min_chars: int = 200) -> dict[int, str]:

@@ -26,12 +26,39 @@ def stored_seqs(session: SessionView, messages: Sequence[Message]) -> list[int |
 
 
 class CompressionView:
-    """Applies the ledger to tool results; every other message passes through untouched."""
+    """Applies the ledger to tool results; every other message passes through untouched.
+
+    When it is given the stored trajectory itself (it is the first view) and no decision was
+    frozen since the last call, only the new messages are looked at: the work per request stays
+    flat however long the session grows.
+    """
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, int], tuple[Message, str, Message]] = {}
+        self._last: dict[str, tuple[int, int, list[Message]]] = {}
+        """session id -> (ledger version, messages seen, the output so far)."""
 
     def apply(self, session: SessionView, messages: Sequence[Message]) -> Sequence[Message]:
+        """The messages with frozen replacements in place of stored tool results."""
+        ledger = state_of(session).ledger
+        if messages is session.message_list():
+            last = self._last.get(session.id)
+            if last is not None and last[0] == ledger.version and last[1] <= len(messages):
+                out = last[2]
+                out.extend(self._shown(session, seq, messages[seq]) for seq in range(last[1], len(messages)))
+            else:
+                out = [self._shown(session, seq, m) for seq, m in enumerate(messages)]
+            self._last[session.id] = (ledger.version, len(messages), out)
+            return out
+        return self._apply(session, messages)
+
+    def _shown(self, session: SessionView, seq: int, m: Message) -> Message:
+        if m.role != "tool":
+            return m
+        text = state_of(session).ledger.effective(seq)
+        return m if text is None or text == m.content else self._replaced(session.id, seq, m, text)
+
+    def _apply(self, session: SessionView, messages: Sequence[Message]) -> Sequence[Message]:
         ledger = state_of(session).ledger
         out: list[Message] | None = None
         for i, seq in enumerate(stored_seqs(session, messages)):
