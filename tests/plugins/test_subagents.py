@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from kairos.agent import Agent
-from kairos.agent.events import AgentEvent
+from kairos.agent.events import AgentEvent, FinalAnswer
+from kairos.context.inbox import TaskCompleted
 from kairos.context.session import Session, SessionStore
 from kairos.context.validate import trajectory_problems
 from kairos.models.types import ModelRequest, ReasoningPolicy, StreamEvent, SystemPrompt
@@ -95,7 +96,7 @@ def make_parent(
     )
 
 
-async def run(agent: Agent, session: Session, text: str) -> list[AgentEvent]:
+async def run(agent: Agent, session: Session, text: str | None) -> list[AgentEvent]:
     return [e async for e in agent.run(session, text)]
 
 
@@ -275,6 +276,7 @@ async def test_async_child_status_message_and_completion(session: Session) -> No
                 call("message_subagent", {"task_id": "sa-1", "message": "also check B"}),
             ),
             reply("queued"),
+            reply("The sub-agent reported B."),
         ],
         [reply("", call("wait_gate")), reply("report incl. B")],
     )
@@ -295,6 +297,15 @@ async def test_async_child_status_message_and_completion(session: Session) -> No
     assert second[-2].content == f"{FROM_MAIN} also check B" and second[-2].role == "user"
     assert json.loads(runner.status("sa-1").content)["summary"] == "report incl. B"
     assert runner.message("sa-1", "late").is_error
+    # the completion reaches the parent by itself, through its inbox (no polling)
+    (done,) = session.inbox.pending()
+    assert isinstance(done.event, TaskCompleted) and done.event.source == "subagent" and done.event.ok
+    events = await run(agent, session, None)  # e.g. a runtime worker woken by the event
+    assert isinstance(events[-1], FinalAnswer) and events[-1].text == "The sub-agent reported B."
+    result = model.parent.requests[-1].messages[-2]
+    assert result.origin is not None and result.origin.kind == "event"
+    assert result.content.startswith('<task_result id="sa-1" source="subagent" status="completed">')
+    assert '"summary": "report incl. B"' in result.content
 
 
 async def test_cancel_keeps_the_child_trajectory_valid(store: SessionStore, session: Session) -> None:

@@ -57,11 +57,13 @@ class Pipeline:
         self.tools: list[Tool | ToolSource] = [t for p in self.plugins for t in p.tools()]
         self.services: dict[type, object] = {}
         for p in self.plugins:
-            for service in (p, *p.services()):
+            for service in p.services():
                 kind = type(service)
                 if kind in self.services:
                     raise ConfigError(f"two plugins provide a {kind.__name__}; an agent takes one")
                 self.services[kind] = service
+        for p in self.plugins:  # a plugin is a service of its own type (the first of several instances)
+            self.services.setdefault(type(p), p)
         hooks = (
             "open",
             "close",

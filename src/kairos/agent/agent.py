@@ -10,6 +10,7 @@ from kairos.agent._pipeline import Pipeline
 from kairos.agent.events import AgentEvent
 from kairos.agent.plugin import Plugin, RunContext, StatusProvider
 from kairos.context.builder import BasicStatus, ContextBuilder
+from kairos.errors import ConfigError
 from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
 from kairos.tools.base import Tool, ToolSource
@@ -48,6 +49,10 @@ class Agent:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.pipeline = Pipeline(self.plugins, status=status)
+        names = [t.name for t in self.all_tools() if not isinstance(t, ToolSource)]
+        clash = next((n for n in names if names.count(n) > 1), None)
+        if clash is not None:
+            raise ConfigError(f"two tools are named {clash!r} (the agent's and a plugin's?); tool names must be unique")
         self.system = self.base_system.with_suffix(*self.pipeline.suffixes)
         """The effective system prompt: what every request of this agent starts with."""
         self.status: StatusProvider = self.pipeline.status if self.pipeline.status is not None else BasicStatus()

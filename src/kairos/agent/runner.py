@@ -257,27 +257,36 @@ class Runner:
 
     # -- the inbox ------------------------------------------------------------------------
 
-    def _drain(self, st: RunState, *, at_start: bool = False) -> _Drained:
-        """Append messages for pending events (one transaction with their consumption)."""
+    def _drain(self, st: RunState, *, at_start: bool = False, hold: bool = False) -> _Drained:
+        """Append messages for pending events (one transaction with their consumption).
+
+        Interrupts are honoured (and consumed) first. Once an ``after_turn`` interrupt is in force
+        (``hold``, or found now), other events stay queued for the next run: the turn finishes
+        with what it had.
+        """
         session = st.live
         posted = session.inbox.take()
         out = _Drained()
         if not posted:
             return out
         last_input = max((p.seq for p in posted if isinstance(p.event, UserInput)), default=-1)
+        control: list[int] = []
+        rest: list[Posted] = []
+        for p in posted:
+            if not isinstance(p.event, Interrupt):
+                rest.append(p)
+                continue
+            control.append(p.seq)
+            if at_start and p.seq < last_input:
+                continue  # it targeted the work before this input: superseded
+            if p.event.mode == "after_turn":
+                out.after_turn = True
+            elif out.stop is None:
+                out.stop = p.event
+        held = rest if (hold or out.after_turn) else []
         messages: list[Message] = []
         consumed: list[int] = []
-        control: list[int] = []
-        for p in posted:
-            if isinstance(p.event, Interrupt):
-                control.append(p.seq)
-                if at_start and p.seq < last_input:
-                    continue  # it targeted the work before this input: superseded
-                if p.event.mode == "after_turn":
-                    out.after_turn = True
-                elif out.stop is None:
-                    out.stop = p.event
-                continue
+        for p in rest if not held else ():
             message = event_message(p.event)
             if message is None:
                 control.append(p.seq)
@@ -286,10 +295,11 @@ class Runner:
             consumed.append(p.seq)
         try:
             session.append(*messages, consume=consumed)
-            session.consume(control)
         except BaseException:
-            _put_back(session, posted)
+            _put_back(session, posted)  # nothing of it was stored: it all waits for the next try
             raise
+        _put_back(session, held)
+        session.consume(control)  # an interrupt kept after a failure here is honoured again: harmless
         out.appended = len(messages)
         return out
 
@@ -327,7 +337,7 @@ class Runner:
         first = True
         for _ in range(self.agent.max_iterations):
             if not first:
-                drained = self._drain(st)
+                drained = self._drain(st, hold=after_turn)
                 after_turn = after_turn or drained.after_turn
                 if drained.stop is not None:
                     yield FinalAnswer("Interrupted.", stop_reason="interrupted")

@@ -20,7 +20,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 InterruptMode: TypeAlias = Literal["immediate", "after_tool", "after_turn"]
@@ -112,7 +112,7 @@ EVENT_TYPES: dict[str, type[InboxEvent]] = {
 
 def event_record(event: InboxEvent) -> dict[str, Any]:
     """The event's fields as a JSON-able dict (its kind is stored beside it)."""
-    return {name: getattr(event, name) for name in event.__dataclass_fields__}
+    return {f.name: getattr(event, f.name) for f in fields(event)}  # fields(): the ClassVar kind is not one
 
 
 def event_from_record(kind: str, record: dict[str, Any]) -> InboxEvent:

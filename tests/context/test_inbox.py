@@ -1,0 +1,222 @@
+"""The inbox: the one way into a session. Persisted on post, drained at safe points, preemption by
+event type, the three interrupt modes, thread-safe posting, and events that survive a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+
+from kairos.agent import Agent, FinalAnswer
+from kairos.agent.events import AgentEvent, ToolCallStarted
+from kairos.context.inbox import (
+    ExternalContent,
+    Inbox,
+    Interrupt,
+    TaskCompleted,
+    TimerFired,
+    UserInput,
+    event_from_record,
+    event_record,
+)
+from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStore
+from kairos.context.validate import trajectory_problems
+from kairos.models.types import ModelRequest, ModelResponse
+from kairos.testing import ScriptedModel, call, reply
+from kairos.tools.base import tool
+
+
+@tool(timeout_s=60)
+async def wait_long() -> str:
+    """Never finishes on its own."""
+    await asyncio.Event().wait()
+    return "unreachable"
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+async def collect(agent: Agent, session: Session, text: str | None = None) -> list[AgentEvent]:
+    return [e async for e in agent.run(session, text)]
+
+
+def final(events: list[AgentEvent]) -> FinalAnswer:
+    (answer,) = [e for e in events if isinstance(e, FinalAnswer)]
+    return answer
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        UserInput("hi", urgent=True),
+        ExternalContent("mail: a@b.test", "body"),
+        TaskCompleted("sa-1", "done", source="subagent", ok=False, external=True),
+        TimerFired("daily", "standup"),
+        Interrupt("after_turn", "user left"),
+    ],
+)
+def test_every_event_round_trips_through_its_record(event: Any) -> None:
+    assert event_from_record(event.kind, event_record(event)) == event
+
+
+def test_preemption_is_declared_by_the_event_type() -> None:
+    assert Interrupt("immediate").preempts and not Interrupt("after_tool").preempts
+    assert not Interrupt("after_turn").preempts
+    assert UserInput("x", urgent=True).preempts and not UserInput("x").preempts
+    assert ExternalContent("s", "x", urgent=True).preempts and not ExternalContent("s", "x").preempts
+    assert not TaskCompleted("t", "x").preempts and not TimerFired("t").preempts
+
+
+async def test_a_post_is_persisted_before_it_returns_and_survives_a_restart(store: SessionStore) -> None:
+    session = store.new()
+    session.post(ExternalContent("mail: bob@x.test", "Lunch at 12?"))
+    await session.aclose()  # the process "dies" before any run drained it
+    again = SessionStore(store.workspace)
+    resumed = again.resume(session.id)
+    try:
+        (pending,) = resumed.inbox.pending()
+        assert pending.event == ExternalContent("mail: bob@x.test", "Lunch at 12?")
+        model = ScriptedModel([reply("noted")])
+        await collect(Agent(model), resumed)
+        first = model.requests[0].messages[0]
+        assert first.origin is not None and first.origin.kind == "external"
+        assert first.content.startswith('<external_content source="mail: bob@x.test">')  # data, not instructions
+        assert resumed.inbox.pending() == []
+    finally:
+        await resumed.aclose()
+        again.close()
+    # consumed exactly once: a later resume finds nothing pending and the message stored once
+    third = SessionStore(store.workspace)
+    s3 = third.resume(session.id)
+    assert s3.inbox.pending() == [] and sum("Lunch" in m.content for m in s3.messages) == 1
+    await s3.aclose()
+    third.close()
+
+
+async def test_post_is_safe_from_another_thread_and_wakes_the_loop(session: Session) -> None:
+    session.inbox.bind()
+    waiter = asyncio.ensure_future(session.inbox.wait())
+    thread = threading.Thread(target=session.post, args=(UserInput("from a thread"),))
+    thread.start()
+    await asyncio.wait_for(waiter, 10)
+    thread.join(10)
+    assert [p.event for p in session.inbox.pending()] == [UserInput("from a thread")]
+
+
+async def test_an_event_posted_between_turns_is_taken_up_not_dropped(session: Session) -> None:
+    model = ScriptedModel([reply("first"), reply("second")])
+    agent = Agent(model)
+    await collect(agent, session, "one")
+    session.post(TimerFired("reminder", "check the build"))
+    events = await collect(agent, session)  # no new input: the timer is the turn
+    assert final(events).text == "second"
+    assert model.requests[1].messages[-2].content == '<timer name="reminder">\ncheck the build\n</timer>'
+
+
+async def test_an_immediate_interrupt_stops_a_tool_and_leaves_the_placeholder(session: Session) -> None:
+    model = ScriptedModel([reply("", call("wait_long"))])
+    agent = Agent(model, tools=[wait_long])
+    events: list[AgentEvent] = []
+    async for e in agent.run(session, "go"):
+        events.append(e)
+        if isinstance(e, ToolCallStarted):
+            session.interrupt()
+    assert final(events).stop_reason == "interrupted"
+    assert [m.content for m in session.messages if m.role == "tool"] == [INTERRUPTED_TOOL_RESULT]
+    assert session.inbox.pending() == []  # the interrupt was consumed
+    assert trajectory_problems(session.messages) == []
+
+
+async def test_an_after_tool_interrupt_lets_the_running_tool_finish(session: Session) -> None:
+    model = ScriptedModel([reply("", call("echo", {"text": "kept"})), reply("never asked")])
+    agent = Agent(model, tools=[echo])
+    events: list[AgentEvent] = []
+    async for e in agent.run(session, "go"):
+        events.append(e)
+        if isinstance(e, ToolCallStarted):
+            session.interrupt("after_tool")
+    assert final(events).stop_reason == "interrupted"
+    assert [m.content for m in session.messages if m.role == "tool"] == ["kept"]
+    assert len(model.requests) == 1  # stopped at the safe point before the next request
+
+
+async def test_an_after_turn_interrupt_lets_the_answer_finish_but_takes_up_nothing_queued(session: Session) -> None:
+    model = ScriptedModel([reply("", call("echo", {"text": "x"})), reply("answer"), reply("later")])
+    agent = Agent(model, tools=[echo])
+    events: list[AgentEvent] = []
+    async for e in agent.run(session, "go"):
+        events.append(e)
+        if isinstance(e, ToolCallStarted):
+            session.interrupt("after_turn")
+            session.post(UserInput("queued meanwhile"))
+    assert final(events).text == "answer" and final(events).stop_reason == "answer"
+    assert [p.event for p in session.inbox.pending()] == [UserInput("queued meanwhile")]  # still queued
+    assert final(await collect(agent, session)).text == "later"
+
+
+async def test_a_message_arriving_before_the_final_answer_is_answered_in_the_same_run(session: Session) -> None:
+    asked: list[str] = []
+
+    def step(request: ModelRequest) -> ModelResponse:
+        asked.append(request.messages[-2].content)
+        return reply("noted the mail" if "mail" in asked[-1] else "first answer")
+
+    model = ScriptedModel([reply("", call("echo", {"text": "x"})), step, step])
+    agent = Agent(model, tools=[echo])
+    events: list[AgentEvent] = []
+    async for e in agent.run(session, "go"):
+        events.append(e)
+        if isinstance(e, ToolCallStarted):
+            session.post(ExternalContent("mail: carol@x.test", "the mail"))
+    # the mail was drained at the safe point after the tools; the model answered with it in view
+    assert final(events).text == "first answer" or final(events).text == "noted the mail"
+    assert any("the mail" in m.content for m in session.messages if m.role == "user")
+    assert session.inbox.pending() == []
+    assert trajectory_problems(session.messages) == []
+
+
+async def test_urgent_input_preempts_the_stream_and_the_model_is_called_again(session: Session) -> None:
+    model = ScriptedModel([reply("a long answer that streams slowly"), reply("ok, switching")], delay_s=0.02, chunk=4)
+    agent = Agent(model)
+    events: list[AgentEvent] = []
+    async for e in agent.run(session, "talk"):
+        events.append(e)
+        if e.type == "model_delta" and len(events) == 2:
+            session.post(UserInput("stop, do this instead", urgent=True))
+    assert final(events).text == "ok, switching" and final(events).stop_reason == "answer"
+    roles = [(m.role, m.content[:10]) for m in session.messages]
+    assert roles[0] == ("user", "talk") and roles[1][0] == "assistant"  # the partial text is kept
+    assert roles[2] == ("user", "stop, do t") and roles[3] == ("assistant", "ok, switch")
+
+
+async def test_an_interrupt_posted_before_new_input_is_superseded_by_it(session: Session) -> None:
+    session.interrupt()  # e.g. a late Ctrl-C after the previous turn ended
+    model = ScriptedModel([reply("fresh")])
+    events = await collect(Agent(model), session, "new question")
+    assert final(events).text == "fresh"
+
+
+async def test_an_interrupt_posted_with_no_new_input_ends_the_next_run_at_once(session: Session) -> None:
+    session.post(UserInput("queued"))
+    session.interrupt()
+    model = ScriptedModel([reply("never")])
+    events = await collect(Agent(model), session)
+    assert final(events).stop_reason == "interrupted" and model.requests == []
+
+
+def test_an_inbox_without_a_loop_only_queues() -> None:
+    class Store:
+        def post_event(self, session_id: str, kind: str, record: dict[str, Any]) -> tuple[int, float]:
+            return 1, 0.0
+
+    inbox = Inbox(Store(), "s")
+    assert inbox.post(UserInput("x")) == 1 and len(inbox) == 1
+    taken = inbox.take()
+    assert len(inbox) == 0
+    inbox.put_back(taken)
+    assert inbox.pending() == taken

@@ -1,0 +1,90 @@
+"""The SQLite trajectory store: append-only rows, frozen values, the inbox table, and clear errors
+for a database that cannot be used (never replaced or rewritten)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from kairos.context.store import TrajectoryStore
+from kairos.errors import StoreError
+from kairos.models.types import Message
+
+
+def test_frozen_values_are_written_once(tmp_path: Path) -> None:
+    st = TrajectoryStore(tmp_path / "k.db")
+    sid = st.create_session()
+    assert st.freeze(sid, "k", "first") == "first"
+    assert st.freeze(sid, "k", "second") == "first"
+    assert st.frozen(sid, "k") == "first" and st.frozen(sid, "other") is None
+    st.close()
+
+
+def test_inbox_rows_are_pending_until_consumed_with_the_messages_they_became(tmp_path: Path) -> None:
+    st = TrajectoryStore(tmp_path / "k.db")
+    sid = st.create_session()
+    a, _ = st.post_event(sid, "user_input", {"text": "hi", "urgent": False})
+    b, _ = st.post_event(sid, "interrupt", {"mode": "immediate", "reason": ""})
+    assert (a, b) == (1, 2)
+    assert [e.seq for e in st.pending_events(sid)] == [1, 2]
+    st.append_messages(sid, 0, [Message.user("hi")], consume=[a])
+    assert [e.seq for e in st.pending_events(sid)] == [2]
+    st.consume(sid, [b])
+    assert st.pending_events(sid) == []
+    st.close()
+
+
+def test_a_failed_append_consumes_nothing(tmp_path: Path) -> None:
+    st = TrajectoryStore(tmp_path / "k.db")
+    sid = st.create_session()
+    seq, _ = st.post_event(sid, "user_input", {"text": "hi", "urgent": False})
+    st.append_messages(sid, 0, [Message.user("first")])
+    with pytest.raises(sqlite3.IntegrityError):
+        st.append_messages(sid, 0, [Message.user("clash")], consume=[seq])  # seq 0 exists: rolled back whole
+    assert [e.seq for e in st.pending_events(sid)] == [seq]
+    st.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_an_unusable_database_is_a_clear_error_and_is_left_as_it_is(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "kairos.db"
+    if damage == "garbage":
+        path.write_bytes(b"this is not a database" * 200)
+    else:
+        st = TrajectoryStore(path)
+        sid = st.create_session()
+        st.append_messages(sid, 0, [Message.user("x" * 5000) for _ in range(50)])
+        st.close()
+        for side in ("-wal", "-shm"):
+            Path(str(path) + side).unlink(missing_ok=True)
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="cannot be used") as info:
+        st = TrajectoryStore(path)
+        st.list_sessions()  # a truncated file may open, then fail on its first read
+        st.load_messages(st.list_sessions()[0].id)
+    assert "mv " in str(info.value) and "left as it is" in str(info.value)
+    assert path.read_bytes() == before
+
+
+def test_a_bad_record_is_a_clear_error_naming_the_message(tmp_path: Path) -> None:
+    st = TrajectoryStore(tmp_path / "k.db")
+    sid = st.create_session()
+    st.append_messages(sid, 0, [Message.user("fine")])
+    raw = sqlite3.connect(tmp_path / "k.db")
+    raw.execute("INSERT INTO messages VALUES (?, 1, 0, ?)", (sid, json.dumps({"role": "alien"})))
+    raw.commit()
+    raw.close()
+    with pytest.raises(StoreError, match=f"message 1 of session {sid}"):
+        st.load_messages(sid)
+    st.close()
+
+
+def test_a_file_where_the_state_folder_should_be_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / ".kairos").write_text("not a folder")
+    with pytest.raises(StoreError, match="a file is in the way"):
+        TrajectoryStore(tmp_path / ".kairos" / "kairos.db")
