@@ -115,7 +115,7 @@ def test_an_untrusted_workspace_cannot_redirect_the_model(loads: list[tuple[str,
     assert result.exit_code == 0, result.output
     assert loads == [("openai:gpt-4o", None)]
     assert result.stderr.count("notice:") == 3 and "evil.example" in result.stderr
-    assert "kairos trust" in result.stderr.replace("\n", " ")
+    assert "kairos trust" in " ".join(result.stderr.split())
     assert "notice:" not in result.stdout
 
 
@@ -131,13 +131,13 @@ def test_trust_then_list_then_revoke(loads: list[tuple[str, object]], workspace:
     assert loads == [("openai:qwen", "http://gpu:8000/v1")]
     assert runner.invoke(app, ["trust", "--revoke", str(workspace)]).exit_code == 0
     again = runner.invoke(app, ["trust", "--revoke", str(workspace)])
-    assert again.exit_code == 1 and "not a trusted workspace" in again.output.replace("\n", " ")
+    assert again.exit_code == 1 and "not a trusted workspace" in " ".join(again.output.split())
     assert "no trusted workspaces" in runner.invoke(app, ["trust", "--list"]).stdout
 
 
 def test_trust_needs_a_directory(tmp_path: Path) -> None:
     result = runner.invoke(app, ["trust", str(tmp_path / "nope")])
-    assert result.exit_code == 1 and "is not a directory" in result.output.replace("\n", " ")
+    assert result.exit_code == 1 and "is not a directory" in " ".join(result.output.split())
 
 
 def test_config_prints_settings_sources_and_notices(workspace: Path, user_config_dir: Path) -> None:
@@ -147,7 +147,7 @@ def test_config_prints_settings_sources_and_notices(workspace: Path, user_config
     assert result.exit_code == 0, result.output
     settings = json.loads(result.stdout)
     assert (settings["max_tokens"], settings["max_iterations"], settings["base_url"]) == (512, 7, None)
-    err = result.stderr.replace("\n", " ")
+    err = " ".join(result.stderr.split())
     assert "from user config" in err and "untrusted workspace: limited" in err
     assert "ignored base_url" in err and "kairos trust" in err
 

@@ -42,7 +42,7 @@ def test_finding_1_workspace_kairos_toml_cannot_send_the_key_and_conversation_el
     result = runner.invoke(app, ["run", "-w", str(workspace), "--model", "openai:gpt-4o-mini", "hi"])
     assert result.exit_code == 0, result.output
     assert loaded == [("openai:gpt-4o-mini", None)]  # the flag wins; the endpoint is not the repo's
-    assert "ignored base_url" in result.stderr and "kairos trust" in result.stderr.replace("\n", " ")
+    assert "ignored base_url" in result.stderr and "kairos trust" in " ".join(result.stderr.split())
     # without a flag the repo's remote model is not taken either
     config = load_config(workspace)
     assert (config.model, config.base_url) == ("local", None)
