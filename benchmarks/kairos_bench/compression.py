@@ -45,7 +45,8 @@ from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
 from kairos.plugins.compression import CompressionPlugin
-from kairos.tools.base import Tool, tool
+from kairos.tools.base import Tool
+from kairos.tools.function import tool
 from kairos_bench._local import bench_model
 
 N_CTX = 10_240

@@ -43,8 +43,9 @@ from kairos.prompts.builder import Deployment, PromptBuilder, PromptSpec, Step
 from kairos.security.approval import DenyApprover
 from kairos.security.defences import DefencesConfig, Preset, security_log
 from kairos.security.provenance import ProvenanceGuard
-from kairos.tools.base import Tool, ToolContext, ToolResult, tool
+from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.builtins import write_file
+from kairos.tools.function import tool
 from kairos_bench._local import bench_model, model_name
 
 ATTACKS = ("direct", "indirect", "memory")

@@ -39,7 +39,7 @@ from kairos.context.session import SessionStore, SessionView
 from kairos.models.local import LocalModel
 from kairos.models.types import Message, ModelRequest, StreamEvent
 from kairos.plugins.status_bar import StatusBarConfig
-from kairos.tools.base import tool
+from kairos.tools.function import tool
 from kairos_bench._observe import ViewPlugin
 
 VARIANTS = ("kairos", "timestamp", "reorder", "window", "flatten")

@@ -35,7 +35,7 @@ from kairos.models.types import (
     SystemPrompt,
     ToolCall,
 )
-from kairos.tools.base import tool
+from kairos.tools.function import tool
 from kairos_bench import _peers
 
 SIZES = (10, 100, 1000)

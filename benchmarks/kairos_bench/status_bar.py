@@ -34,7 +34,8 @@ from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
 from kairos.plugins.status_bar import StatusBar, StatusBarConfig, ToolLimit
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import Tool, tool
+from kairos.tools.base import Tool
+from kairos.tools.function import tool
 from kairos_bench._local import bench_model, model_name
 from kairos_bench._observe import RequestLog
 

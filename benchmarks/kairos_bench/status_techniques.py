@@ -36,7 +36,8 @@ from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
 from kairos.plugins.status_bar import StatusBar, StatusBarConfig
-from kairos.tools.base import Tool, ToolContext, tool
+from kairos.tools.base import Tool, ToolContext
+from kairos.tools.function import tool
 from kairos_bench._local import bench_model, model_name
 
 MAX_ITERATIONS = 10

@@ -34,7 +34,9 @@ from kairos.models.types import (
     ToolSpec,
     Usage,
 )
-from kairos.tools.base import FunctionTool, SchemaTool, Tool, ToolContext, ToolResult, ToolSet, ToolSource, tool
+from kairos.tools.base import Tool, ToolContext, ToolResult, ToolSet, ToolSource
+from kairos.tools.function import FunctionTool, tool
+from kairos.tools.schema import SchemaTool
 
 __version__ = "0.1.0"
 

@@ -18,7 +18,8 @@ from kairos.context.validate import trajectory_problems
 from kairos.errors import ModelUnavailableError
 from kairos.models.types import Message, SystemPrompt
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import Tool, tool
+from kairos.tools.base import Tool
+from kairos.tools.function import tool
 
 
 @tool

@@ -16,7 +16,8 @@ from kairos.context.validate import trajectory_problems
 from kairos.errors import ConfigError
 from kairos.models.types import HARNESS, Message, ModelRequest, ToolCall
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import Tool, ToolResult, ToolSource, spec_digest, tool
+from kairos.tools.base import Tool, ToolResult, ToolSource, spec_digest
+from kairos.tools.function import tool
 
 
 @tool

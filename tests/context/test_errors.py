@@ -12,8 +12,9 @@ from pydantic import BaseModel
 
 from kairos.context.errors import FourLayerErrors, stack_summary, suggestions
 from kairos.testing import call
-from kairos.tools.base import Tool, ToolContext, ToolSet, tool
+from kairos.tools.base import Tool, ToolContext, ToolSet
 from kairos.tools.executor import execute
+from kairos.tools.function import tool
 
 
 def _open(p: Path) -> str:

@@ -25,7 +25,7 @@ from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStor
 from kairos.context.validate import trajectory_problems
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import tool
+from kairos.tools.function import tool
 
 
 @tool(timeout_s=60)

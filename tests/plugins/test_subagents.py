@@ -29,8 +29,9 @@ from kairos.plugins.subagents import (
 )
 from kairos.security import DefencesConfig, DenyApprover
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import Tool, tool
+from kairos.tools.base import Tool
 from kairos.tools.builtins import read_file, write_file
+from kairos.tools.function import tool
 
 GATE: asyncio.Event | None = None
 ENTERED: asyncio.Event | None = None

@@ -10,19 +10,9 @@ from typing import Any, Literal
 
 import pytest
 
-from kairos.tools.base import (
-    FunctionTool,
-    InvalidArguments,
-    SchemaTool,
-    Tool,
-    ToolContext,
-    ToolResult,
-    ToolSet,
-    ToolSource,
-    parse_docstring,
-    to_result,
-    tool,
-)
+from kairos.tools.base import InvalidArguments, Tool, ToolContext, ToolResult, ToolSet, ToolSource
+from kairos.tools.function import FunctionTool, parse_docstring, to_result, tool
+from kairos.tools.schema import SchemaTool
 
 
 @tool

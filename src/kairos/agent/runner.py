@@ -22,9 +22,11 @@ import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from kairos.agent._reply import fed, guarded_reply, unique_ids
+from kairos.agent._state import TOOLS_KEY, RunState, event_message, restore_order
 from kairos.agent.events import (
     AgentEvent,
     FinalAnswer,
@@ -36,43 +38,30 @@ from kairos.agent.events import (
     ToolCallStarted,
 )
 from kairos.agent.guard import LoopGuard
-from kairos.agent.plugin import ReplyGuard
-from kairos.context.audit import PrefixAuditor
 from kairos.context.inbox import (
-    ExternalContent,
-    InboxEvent,
     Interrupt,
     Posted,
-    TaskCompleted,
-    TimerFired,
     UserInput,
 )
-from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionView, early_result_key
+from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, early_result_key
 from kairos.errors import ContextOverflowError, KairosError
-from kairos.models.base import Model
 from kairos.models.types import (
     Message,
     ModelNotice,
     ModelRequest,
     ModelResponse,
-    Origin,
     ResponseDone,
     StreamEvent,
-    SystemPrompt,
     TextDelta,
     ToolCall,
 )
-from kairos.security.sanitize import source_attr, wrap_external
-from kairos.tools.base import Tool, ToolResult, ToolSet, ToolSource
+from kairos.tools.base import Tool, ToolResult, ToolSource
 from kairos.tools.executor import Executed, execute
 
 if TYPE_CHECKING:
     from kairos.agent.agent import Agent
 
-T = TypeVar("T")
 _STATE_KEY = "kairos.run"
-_TOOLS_KEY = "kairos.tools.v"
-_MAX_TOOL_VERSIONS = 10_000
 
 
 class _Preempted(Exception):
@@ -85,92 +74,6 @@ class _OpenFailed(Exception):
     def __init__(self, message: str, reports: list[AgentEvent]) -> None:
         super().__init__(message)
         self.reports = reports
-
-
-@dataclass
-class RunState:
-    """One agent on one session: the :class:`~kairos.agent.plugin.RunContext` plugins see."""
-
-    agent: Agent
-    live: Session
-    tools: ToolSet
-    fingerprints: tuple[str, ...]
-    tools_version: int = 0
-    auditor: PrefixAuditor = field(default_factory=PrefixAuditor)
-    reports: list[AgentEvent] = field(default_factory=list)
-    call_ids: set[str] = field(default_factory=set)
-    deliberate: str | None = None
-    """A change to the prefix made on purpose since the last request (the audit says so)."""
-
-    @property
-    def session(self) -> SessionView:
-        """The session, read-only for plugins."""
-        return self.live
-
-    @property
-    def model(self) -> Model:
-        """The agent's model."""
-        return self.agent.model
-
-    @property
-    def system(self) -> SystemPrompt:
-        """The effective system prompt."""
-        return self.agent.system
-
-    @property
-    def max_iterations(self) -> int:
-        """Model calls one run may make."""
-        return self.agent.max_iterations
-
-    def build(self) -> ModelRequest:
-        """The next request as it stands (views applied, status trailing; no window check)."""
-        status = self.agent.status.render(self, self.status_lines())
-        return self.agent.builder.build(self.live, self.tools.specs(), status)
-
-    def status_lines(self) -> list[str]:
-        """Every plugin's status lines now."""
-        return self.agent.pipeline.status_lines(self, self.report)
-
-    def service(self, kind: type[T]) -> T | None:
-        """A service some plugin of the agent provides."""
-        return self.agent.pipeline.service(kind)
-
-    def post(self, event: InboxEvent) -> int:
-        """Post to the session's inbox."""
-        return self.live.post(event)
-
-    def new_session(self, title: str, meta: dict[str, Any]) -> Session:
-        """A new session beside this one (same store and workspace), held for writing."""
-        return self.live.spawn(title, meta)
-
-    def report(self, event: AgentEvent) -> None:
-        """Queue an event (a hook failure) for the run to yield at its next step."""
-        self.reports.append(event)
-
-    def flush(self) -> list[AgentEvent]:
-        """Take the queued events."""
-        out, self.reports = self.reports, []
-        return out
-
-
-def event_message(event: InboxEvent) -> Message | None:
-    """The message an inbox event becomes (None for control events)."""
-    if isinstance(event, UserInput):
-        return Message.user(event.text)
-    if isinstance(event, ExternalContent):
-        return Message.user(wrap_external(event.text, event.source), Origin("external", event.source))
-    if isinstance(event, TaskCompleted):
-        status = "completed" if event.ok else "failed"
-        body = wrap_external(event.text, f"{event.source} {event.task_id}") if event.external else event.text
-        text = (
-            f'<task_result id="{source_attr(event.task_id)}" source="{source_attr(event.source)}" status="{status}">\n'
-            f"{body}\n</task_result>"
-        )
-        return Message.user(text, Origin("event", f"{event.source} {event.task_id}"))
-    if isinstance(event, TimerFired):
-        text = f'<timer name="{source_attr(event.name)}">\n{event.text}\n</timer>'
-        return Message.user(text, Origin("event", f"timer: {event.name}"))
-    return None
 
 
 @dataclass
@@ -215,7 +118,7 @@ class Runner:
         if isinstance(st, RunState):
             return st
         tools, prints = await self._current_tools()
-        snapshot, version = _restore_order(session, tools)
+        snapshot, version = restore_order(session, tools)
         st = RunState(self.agent, session, snapshot, prints, version)
         st.call_ids = {c.id for m in session.message_list() for c in m.tool_calls}
         failed = await self.agent.pipeline.open(st, st.report)
@@ -251,7 +154,7 @@ class Runner:
             return None
         st.tools = snapshot
         st.tools_version += 1
-        st.live.freeze(f"{_TOOLS_KEY}{st.tools_version}", json.dumps(snapshot.names()))
+        st.live.freeze(f"{TOOLS_KEY}{st.tools_version}", json.dumps(snapshot.names()))
         st.deliberate = f"tools: {change}"
         return change
 
@@ -371,7 +274,7 @@ class Runner:
                         else:
                             delta = item
                             if isinstance(delta, TextDelta):
-                                text = _fed(guards, delta.text)
+                                text = fed(guards, delta.text)
                                 if not text:
                                     continue
                                 delta = TextDelta(text)
@@ -392,10 +295,10 @@ class Runner:
             if response is None:
                 yield RunError(f"model {self.agent.model.name!r} ended without a response")
                 return
-            reply, tail = _guarded_reply(response.message, guards, bool(partial))
+            reply, tail = guarded_reply(response.message, guards, bool(partial))
             if tail:
                 yield ModelDeltaEvent(TextDelta(tail))
-            reply = _unique_ids(reply, st.call_ids)
+            reply = unique_ids(reply, st.call_ids)
             session.append(reply)
             stats = RequestStats(session.request_count, response.usage, audit, estimate)
             session.record_request(stats.to_record())
@@ -594,63 +497,3 @@ def _keep_partial(session: Session, partial: list[str]) -> None:
     text = "".join(partial)
     if text:
         session.append(Message.assistant(text))
-
-
-def _fed(guards: Sequence[ReplyGuard] | None, text: str) -> str:
-    if guards is None:  # a guard plugin failed to start: show nothing until the reply is replaced
-        return ""
-    for g in guards:
-        text = g.feed(text)
-    return text
-
-
-def _guarded_reply(reply: Message, guards: Sequence[ReplyGuard] | None, shown: bool) -> tuple[Message, str]:
-    """The reply to store and the held-back tail to show, after every guard finished."""
-    if guards is None:
-        text = "[reply withheld: a reply check could not run]"
-        return dataclasses.replace(reply, content=text, raw=None, tool_calls=()), text
-    tail = ""
-    for g in guards:
-        tail = g.feed(tail) + g.finish()
-    replacement = next((g.replacement for g in guards if g.replacement is not None), None)
-    if replacement is None:
-        return reply, tail
-    # the raw text must not be re-rendered either
-    return dataclasses.replace(reply, content=replacement, raw=None), ("\n" if shown else "") + replacement
-
-
-def _unique_ids(reply: Message, used: set[str]) -> Message:
-    """Give every tool call an id not used before in the session (a duplicate would lose a result)."""
-    if not reply.tool_calls:
-        return reply
-    calls = []
-    changed = False
-    for c in reply.tool_calls:
-        cid = c.id or "call"
-        if cid in used:
-            n = 2
-            while f"{cid}_{n}" in used:
-                n += 1
-            cid = f"{cid}_{n}"
-        if cid != c.id:
-            changed = True
-            c = dataclasses.replace(c, id=cid)
-        used.add(cid)
-        calls.append(c)
-    return dataclasses.replace(reply, tool_calls=tuple(calls)) if changed else reply
-
-
-def _restore_order(session: Session, tools: list[Tool]) -> tuple[ToolSet, int]:
-    """The session's tool order as last recorded (new tools appended), or name order for a new session."""
-    version = 0
-    names: list[str] | None = None
-    for n in range(1, _MAX_TOOL_VERSIONS):
-        raw = session.frozen(f"{_TOOLS_KEY}{n}")
-        if raw is None:
-            break
-        version, names = n, json.loads(raw)
-    if names is None:
-        return ToolSet.sorted(tools), 0
-    by_name = {t.name: t for t in tools}
-    snapshot, _ = ToolSet([by_name[n] for n in names if n in by_name]).updated(tools)
-    return snapshot, version

@@ -26,12 +26,13 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from kairos.errors import ConfigError, ModelError
 from kairos.models._remote import IncompleteStreamError, RemoteModel, ReplyParts, TextToolCalls
 from kairos.models._text_tools import TextToolScanner
 from kairos.models.types import (
+    ArgumentsError,
     Message,
     ModelDelta,
     ModelRequest,
@@ -39,6 +40,7 @@ from kairos.models.types import (
     ReasoningPolicy,
     ResponseDone,
     StreamEvent,
+    ToolCall,
     ToolCallDelta,
     Usage,
     apply_reasoning_policy,
@@ -192,7 +194,7 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
         if message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls:
-            blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": _tool_input(call.arguments)})
+            blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": _tool_input(call)})
         return "assistant", blocks
 
     # ---- streaming -----------------------------------------------------------------------
@@ -264,12 +266,12 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
         return "Check your network, the Anthropic status page and your rate limits"
 
 
-def _tool_input(arguments: str) -> dict[str, Any]:
+def _tool_input(call: ToolCall) -> dict[str, Any]:
+    """The API takes only an object; malformed arguments (already answered by an error result) go as {}."""
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+        return call.parsed_arguments()
+    except ArgumentsError:
         return {}
-    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
 
 
 class _StreamState:

@@ -36,7 +36,8 @@ from kairos.context.session import SessionView
 from kairos.models.types import Message, Origin
 from kairos.skills.catalog import SKILL_FILE, Skill, SkillCatalog, SkillEntry
 from kairos.skills.config import SkillsConfig
-from kairos.tools.base import Tool, ToolResult, ToolSource, make_tool
+from kairos.tools.base import Tool, ToolResult, ToolSource
+from kairos.tools.function import make_tool
 
 CATALOG_TAG = "skills_catalog"
 UPDATE_TAG = "skills_catalog_update"

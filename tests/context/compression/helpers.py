@@ -15,8 +15,9 @@ from kairos.context.session import Session
 from kairos.models.types import ModelRequest, SystemPrompt
 from kairos.plugins.compression import CompressionPlugin
 from kairos.testing import ScriptedModel
-from kairos.tools.base import Tool, tool
+from kairos.tools.base import Tool
 from kairos.tools.builtins import read_file
+from kairos.tools.function import tool
 
 
 def page(tag: str, chars: int = 3000) -> str:

@@ -11,8 +11,8 @@ from kairos.context.compression.noise import duplicates, retried_errors, superse
 from kairos.context.session import Session
 from kairos.models.types import Message, ToolCall
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import tool
 from kairos.tools.builtins import read_file
+from kairos.tools.function import tool
 from tests.context.compression.helpers import collect, config, fetch, make_agent, note, page
 
 

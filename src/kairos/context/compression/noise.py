@@ -16,11 +16,9 @@ them; the caller applies them in one batch near the window limit, not every roun
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
-from typing import Any
 
-from kairos.models.types import Message, ToolCall
+from kairos.models.types import ArgumentsError, Message, ToolCall
 
 _READ_TOOL = "read_file"
 _MIN_SAVING = 40
@@ -43,10 +41,10 @@ def describe_call(call: ToolCall | None, limit: int = 160) -> str:
 
 def _read_key(call: ToolCall) -> tuple[str, int, int] | None:
     try:
-        args: Any = json.loads(call.arguments)
-    except ValueError:
+        args = call.parsed_arguments()
+    except ArgumentsError:
         return None
-    if not isinstance(args, dict) or not isinstance(args.get("path"), str):
+    if not isinstance(args.get("path"), str):
         return None
     try:
         return args["path"].strip(), int(args.get("offset", 1)), int(args.get("limit", 200))

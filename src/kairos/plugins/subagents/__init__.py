@@ -29,7 +29,8 @@ from kairos.plugins.subagents.envelope import (
 )
 from kairos.plugins.subagents.runner import SubAgentRunner
 from kairos.prompts.builder import SUBAGENT_SPEC, PromptBuilder
-from kairos.tools.base import Tool, ToolContext, ToolResult, ToolSource, make_tool
+from kairos.tools.base import Tool, ToolContext, ToolResult, ToolSource
+from kairos.tools.function import make_tool
 
 RUNNER_KEY = "kairos.subagents"
 

@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 import regex  # type: ignore[import-untyped,unused-ignore]  # no stubs in the dev extras (types-regex)
 
-from kairos.tools.base import ToolContext, ToolResult, tool
+from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.builtins._fs import (
     SNIFF_BYTES,
     error,
@@ -32,6 +32,7 @@ from kairos.tools.builtins._fs import (
     resolve,
     show,
 )
+from kairos.tools.function import tool
 
 OUTPUT_BUDGET = 10_000
 MAX_GREP_RESULTS = 500

@@ -12,7 +12,8 @@ from datetime import UTC, datetime, tzinfo
 from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from kairos.tools.base import ToolContext, ToolResult, tool
+from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.function import tool
 
 CLOCK_RESOURCE = "clock"
 """Key in ``ToolContext.resources`` of an optional ``() -> datetime`` clock."""

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import regex  # type: ignore[import-untyped,unused-ignore]  # no stubs in the dev extras (types-regex)
 
-from kairos.tools.base import ToolContext, ToolResult, tool
+from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.builtins._fs import (
     SNIFF_BYTES,
     binary_error,
@@ -35,6 +35,7 @@ from kairos.tools.builtins._fs import (
     show,
 )
 from kairos.tools.builtins._grep import GREP_TIME_BUDGET_S, MAX_GREP_FILE_BYTES, OUTPUT_BUDGET, SKIP_DIRS, grep
+from kairos.tools.function import tool
 
 __all__ = [
     "GREP_TIME_BUDGET_S",

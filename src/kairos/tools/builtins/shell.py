@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, is_secret_name, tool
+from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, is_secret_name
 from kairos.tools.builtins._bash_output import Capture, Spill, render
+from kairos.tools.function import tool
 
 RESOURCE_KEY = "bash"
 MAX_TIMEOUT_S = 600.0

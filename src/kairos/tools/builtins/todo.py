@@ -24,8 +24,9 @@ from typing import Any, Literal, TypeAlias, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kairos.models.types import Message, ToolCall
-from kairos.tools.base import FunctionTool, Tool, ToolContext, ToolResult, tool
+from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.builtins.clock import CLOCK_RESOURCE, system_now
+from kairos.tools.function import FunctionTool, tool
 
 TodoStatus: TypeAlias = Literal["pending", "in_progress", "completed", "cancelled"]
 TODO_STATUSES: tuple[str, ...] = get_args(TodoStatus)
