@@ -181,6 +181,8 @@ def test_finding_4_kill_9_while_a_tool_runs_is_repaired_on_resume(
             )
             kairos.send(signal.SIGKILL)
             assert kairos.wait() == -signal.SIGKILL
+        # no code of kairos runs after kill -9: the shell's watchdog takes down what bash started
+        assert pid is not None and wait_gone(pid), "the shell's sleep outlived kairos"
     finally:
         if pid is not None:
             kill_quietly(pid)
