@@ -37,6 +37,7 @@ from kairos.tools.builtins.shell import bash
 from tests.models.fake_servers import chat_stream, openai_error, tool_fragment
 from tests.support.kairos_cli import KairosProcess, kill_quietly, run_kairos, wait_gone
 from tests.support.openai_server import OpenAIServer, protocol_problem, text_reply, tool_calls_reply
+from tests.support.sessions import frozen_in_db, new_session_id, results, stored
 
 SLOW = "sleep 60 & echo $! > slow.pid; wait"
 """A bash command that blocks for a minute; ``slow.pid`` holds the pid of its ``sleep`` once it runs."""
@@ -75,35 +76,6 @@ def sleep_pid(workspace: Path) -> int | None:
     except FileNotFoundError:
         return None
     return int(text) if text.isdigit() else None
-
-
-def stored(workspace: Path) -> tuple[str, list[Message]]:
-    """The workspace's only session and its stored messages, read as they are (no resume, no repair)."""
-    store = SessionStore(workspace)
-    try:
-        (info,) = store.list()
-        return info.id, store.trajectories.load_messages(info.id)
-    finally:
-        store.close()
-
-
-def results(messages: list[Message]) -> dict[str, str]:
-    """Tool results by call id."""
-    return {m.tool_call_id or "": m.content for m in messages if m.role == "tool"}
-
-
-def frozen_in_db(workspace: Path, key: str) -> bool:
-    """Whether a value is frozen under ``key``, read through a separate read-only connection."""
-    db = workspace / ".kairos" / "kairos.db"
-    if not db.exists():
-        return False
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        return con.execute("SELECT 1 FROM frozen WHERE key = ?", (key,)).fetchone() is not None
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return False
-    finally:
-        con.close()
 
 
 def resume_against_strict_server(
@@ -205,17 +177,6 @@ def test_finding_4_kill_9_while_a_tool_runs_is_repaired_on_resume(
 
 
 # ---- finding 5: two processes on one session -------------------------------------------------
-
-
-def new_session_id(workspace: Path) -> str:
-    """A stored, empty session of ``workspace`` that nobody holds."""
-    store = SessionStore(workspace)
-    try:
-        session = store.new("shared")
-        asyncio.run(session.aclose())
-        return session.id
-    finally:
-        store.close()
 
 
 def test_finding_5_a_second_process_on_a_busy_session_is_refused(
