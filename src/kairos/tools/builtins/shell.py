@@ -116,9 +116,11 @@ class _Watchdog:
                 stdin=read_fd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
                 start_new_session=True,  # a Ctrl-C or hangup of the terminal must not take it down first
             )  # fmt: skip
-        except OSError:
+        except BaseException as e:
             os.close(write_fd)
-            return None
+            if isinstance(e, OSError):  # no sh: the shell still works, unwatched
+                return None
+            raise
         finally:
             os.close(read_fd)
         return cls(proc, write_fd)
