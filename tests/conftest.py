@@ -22,6 +22,19 @@ def _isolated_user_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     return config_dir
 
 
+@pytest.fixture(autouse=True)
+def _wide_cli_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's consoles wrap at 80 columns under CliRunner (no terminal), so a message holding a
+    tmp path broke at a place that depends on the path's length: a test's substring check passed
+    or failed with the number of pytest's tmp dir. Wide consoles never wrap a message."""
+    import kairos.cli
+    import kairos.cli.skills
+
+    for module in (kairos.cli, kairos.cli.skills):
+        for console in (module.console, module.err_console):
+            monkeypatch.setattr(console, "_width", 10_000)
+
+
 @pytest.fixture
 def user_config_dir(_isolated_user_config: Path) -> Path:
     """The test's user config dir (where trust, approvals and config.toml live)."""

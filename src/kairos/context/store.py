@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.errors import SessionNotFoundError, StoreError
+from kairos.errors import ConfigError, SessionNotFoundError, StoreError
 from kairos.models.types import Message
+from kairos.paths import ensure_state_dir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -100,13 +101,10 @@ class TrajectoryStore:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
         if str(path) != ":memory:":
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            except (FileExistsError, NotADirectoryError) as e:
-                raise StoreError(
-                    f"cannot keep kairos state in {self.path.parent}: a file is in the way ({e}). Move that file "
-                    "away, or set KAIROS_HOME to another folder"
-                ) from e
+            try:  # one place words what is wrong with the state folder (a file in the way, a broken link)
+                ensure_state_dir(self.path.parent)
+            except ConfigError as e:
+                raise StoreError(str(e)) from e
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)

@@ -13,8 +13,9 @@ the user running kairos can. Isolation is the job of the sandbox layer, not of t
 The shell gets kairos's environment without secrets (:meth:`ToolContext.environment`). Long
 outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`). The shell never
 outlives kairos: on Linux bash gets ``PR_SET_PDEATHSIG=SIGKILL`` (it dies with kairos, even on
-``kill -9``), and a finalizer kills the shell's whole process group when the session is
-garbage-collected or the interpreter exits without closing it.
+``kill -9``), a watchdog kills the shell's whole process group (what bash started too) when
+kairos dies by any means, and a finalizer kills the group when the session is garbage-collected
+or the interpreter exits without closing it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ _GRACE_S = 2.0
 _DROP_ENV = ("BASH_ENV", "ENV", "PROMPT_COMMAND")
 _EXTRA_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "GIT_TERMINAL_PROMPT": "0"}
 _PR_SET_PDEATHSIG = 1
+_WATCHDOG = 'read -r _ || kill -s KILL -- "-$1" 2>/dev/null'
+"""The watchdog's script: its stdin reaches end of file when kairos is gone, then it kills the group ``$1``."""
 
 
 @functools.cache
@@ -89,6 +92,46 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@dataclass(slots=True)
+class _Watchdog:
+    """A ``sh`` that kills the shell's process group once kairos is gone, however it went.
+
+    ``PR_SET_PDEATHSIG`` takes bash down with kairos, but not what bash started: after a
+    ``kill -9`` a ``sleep 60`` or a dev server would run on, orphaned. The watchdog blocks on a
+    pipe whose only writer is kairos (the write end is close-on-exec, so no child inherits it);
+    the kernel closes it however kairos ends, the read sees end of file and the group is killed.
+    """
+
+    proc: asyncio.subprocess.Process
+    write_fd: int
+
+    @classmethod
+    async def start(cls, pgid: int) -> _Watchdog | None:
+        """Watch ``pgid``; None if no watchdog could be started (the shell still works without)."""
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "sh", "-c", _WATCHDOG, "kairos-shell-watchdog", str(pgid),
+                stdin=read_fd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C or hangup of the terminal must not take it down first
+            )  # fmt: skip
+        except BaseException as e:
+            os.close(write_fd)
+            if isinstance(e, OSError):  # no sh: the shell still works, unwatched
+                return None
+            raise
+        finally:
+            os.close(read_fd)
+        return cls(proc, write_fd)
+
+    async def dismiss(self) -> None:
+        """The group is dead already: stop watching without killing anything (its pid may be reused)."""
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        os.close(self.write_fd)
+        await self.proc.wait()
 
 
 def default_environment() -> dict[str, str]:
@@ -147,6 +190,7 @@ class BashSession:
         self._exited: asyncio.Task[int] | None = None
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
+        self._watchdog: _Watchdog | None = None
         self._lock = asyncio.Lock()
         self._closing: asyncio.Future[int | None] | None = None
         self._closed = False
@@ -200,6 +244,7 @@ class BashSession:
         # Kills the group (background jobs included) if the session is dropped unclosed or
         # the interpreter exits first; bash is its group's leader, so pgid == pid.
         self._finalizer = weakref.finalize(self, _kill_group, proc.pid)
+        self._watchdog = await _Watchdog.start(proc.pid)
 
     async def _shutdown(self, pump: asyncio.Future[Any] | None = None) -> int | None:
         """Kill the shell's whole process group and release everything; returns bash's exit code.
@@ -212,7 +257,8 @@ class BashSession:
         if self._finalizer is not None:
             self._finalizer()  # kill the group now; _reap then drains the pipe and reaps bash
             self._finalizer = None
-        self._closing = asyncio.ensure_future(_reap(proc, exited, transport, pump))
+        watchdog, self._watchdog = self._watchdog, None
+        self._closing = asyncio.ensure_future(_reap(proc, exited, transport, pump, watchdog))
         return await asyncio.shield(self._closing)
 
     async def aclose(self) -> None:
@@ -322,11 +368,14 @@ async def _reap(
     exited: asyncio.Future[int],
     transport: asyncio.ReadTransport | None = None,
     pump: asyncio.Future[None] | None = None,
+    watchdog: _Watchdog | None = None,
 ) -> int | None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    if watchdog is not None:
+        await watchdog.dismiss()
     if pump is not None and not pump.done():
         # Let the pump read what the killed processes wrote, up to EOF; a process that left the
         # group (setsid) may keep the pipe open, hence the bound.
