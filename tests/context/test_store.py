@@ -86,5 +86,5 @@ def test_a_bad_record_is_a_clear_error_naming_the_message(tmp_path: Path) -> Non
 
 def test_a_file_where_the_state_folder_should_be_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / ".kairos").write_text("not a folder")
-    with pytest.raises(StoreError, match="a file is in the way"):
+    with pytest.raises(StoreError, match="is a file, not a folder"):
         TrajectoryStore(tmp_path / ".kairos" / "kairos.db")

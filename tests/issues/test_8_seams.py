@@ -30,10 +30,11 @@ from kairos.models.openai_compat import OpenAICompatModel
 from kairos.models.types import Message
 from kairos.security.trust import TrustStore
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.base import ToolContext, ToolResult, tool
+from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.builtins import _grep, files
 from kairos.tools.builtins.files import edit_file, grep
 from kairos.tools.builtins.shell import bash
+from kairos.tools.function import tool
 from tests.models.fake_servers import chat_stream, openai_error, tool_fragment
 from tests.support.kairos_cli import KairosProcess, kill_quietly, run_kairos, wait_gone
 from tests.support.openai_server import OpenAIServer, protocol_problem, text_reply, tool_calls_reply
