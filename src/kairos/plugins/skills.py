@@ -113,7 +113,14 @@ def last_catalog(session: SessionView) -> str | None:
 
 
 class Skills(Plugin):
-    """Skills for one workspace: the catalog at the safe point plus ``load_skill`` and ``read_skill_file``."""
+    """Skills for one workspace: the catalog at the safe point plus ``load_skill`` and ``read_skill_file``.
+
+    Args:
+        catalog: the skills found and their approval state (:meth:`from_config` builds it).
+        max_file_chars: ``read_skill_file`` returns at most this many characters.
+        python: the interpreter ``{{python}}`` in a skill's commands stands for; default this one.
+        rescan_s: the skill folders are walked at most this often (see :attr:`rescan_s`).
+    """
 
     stage = "annotate"
 
