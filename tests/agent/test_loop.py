@@ -14,10 +14,9 @@ from kairos.agent import Agent, Plugin, RunContext
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError, ToolCallFinished
 from kairos.context.builder import BasicStatus, ContextBuilder
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStore
-from kairos.context.validate import trajectory_problems
 from kairos.errors import ModelUnavailableError
 from kairos.models.types import Message, SystemPrompt
-from kairos.testing import ScriptedModel, call, reply
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool
 from kairos.tools.function import tool
 

@@ -1,4 +1,7 @@
-"""Test doubles: a scripted model that replays responses and records every request.
+"""Test doubles and checks for harness tests.
+
+:class:`ScriptedModel` replays responses and records every request; :func:`trajectory_problems`
+lists how a stored trajectory breaks the tool-call protocol.
 
 For deterministic harness tests only; the product and its benchmarks use real models.
 """
@@ -27,6 +30,7 @@ from kairos.models.types import (
     ToolCallDelta,
     Usage,
 )
+from kairos.testing.validate import trajectory_problems
 
 _ids = itertools.count(1)
 
@@ -104,4 +108,4 @@ class ScriptedModel:
         yield ResponseDone(ModelResponse(msg, usage, response.finish_reason))
 
 
-__all__ = ["ScriptedModel", "call", "reply"]
+__all__ = ["ScriptedModel", "call", "reply", "trajectory_problems"]
