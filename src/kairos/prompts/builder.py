@@ -355,6 +355,7 @@ def default_prompt(
 __all__ = [
     "DEFAULT_TASK_TYPE",
     "KAIROS_SPEC",
+    "SUBAGENT_SPEC",
     "Branch",
     "Deployment",
     "Example",
@@ -362,7 +363,6 @@ __all__ = [
     "PromptSpec",
     "PromptSpecError",
     "Rule",
-    "SUBAGENT_SPEC",
     "Section",
     "Step",
     "default_prompt",

@@ -149,4 +149,4 @@ class ProvenanceGuard:
         return tuple(tokens + phrases)
 
 
-__all__ = ["MemoryVerdict", "ProvenanceKind", "Provenance", "ProvenanceGuard", "salient_tokens"]
+__all__ = ["MemoryVerdict", "Provenance", "ProvenanceGuard", "ProvenanceKind", "salient_tokens"]
