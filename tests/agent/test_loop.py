@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kairos.agent import Agent, Plugin, RunContext
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError, ToolCallFinished
-from kairos.context.builder import BasicStatus, ContextBuilder
+from kairos.context.builder import BasicStatus
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStore
 from kairos.errors import ModelUnavailableError
-from kairos.models.types import Message, SystemPrompt
+from kairos.models.types import SystemPrompt
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool
 from kairos.tools.function import tool
@@ -383,13 +381,3 @@ async def test_reply_without_tools_streams_text_deltas(session: Session) -> None
     events = await collect(make_agent(model), session, "hi")
     deltas = [e.delta.text for e in events if e.type == "model_delta" and e.delta.type == "text"]
     assert "".join(deltas) == "hello world" and len(deltas) > 1
-
-
-def test_builder_places_status_last_and_marks_it(store: SessionStore) -> None:
-    s = store.new()
-    s.append(Message.user("q"))
-    b = ContextBuilder(SystemPrompt("static", "deploy"))
-    req = b.build(s, (), BasicStatus(FakeClock()).render(SimpleNamespace(session=s)))
-    assert req.messages[-1].content.startswith("<agent_status>") and (req.messages[-1].origin is not None)
-    assert "kairos:cache-boundary" in req.system and "kairos:cache-boundary" not in req.system_text()
-    assert json.loads(json.dumps(req.messages[-1].to_openai()))["role"] == "user"
