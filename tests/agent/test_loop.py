@@ -162,34 +162,6 @@ async def test_independent_calls_run_concurrently(session: Session) -> None:
     assert tool_messages(session) == ["ping", "pong"]
 
 
-async def test_loop_guard_warns_on_third_and_stops_on_fourth(session: Session) -> None:
-    same = [reply("", call("echo", {"text": "same"})) for _ in range(5)]
-    model = ScriptedModel(same)
-    events = await collect(make_agent(model), session, "loop")
-    results = tool_messages(session)
-    assert len(results) == 4
-    assert "loop guard" not in results[1]
-    assert "loop guard" in results[2] and "call #3" in results[2]
-    end = final(events)
-    assert end.stop_reason == "loop_guard" and "echo" in end.text
-    assert len(model.script) == 1  # the fifth reply was never requested
-    assert trajectory_problems(session.messages) == []
-
-
-async def test_same_call_with_changing_results_is_not_a_loop(session: Session) -> None:
-    counter = iter(range(100))
-
-    @tool
-    def tick() -> str:
-        """Next number."""
-        return str(next(counter))
-
-    model = ScriptedModel([reply("", call("tick")) for _ in range(5)] + [reply("done")])
-    events = await collect(make_agent(model, [tick]), session, "count")
-    assert final(events).stop_reason == "answer"
-    assert not any("loop guard" in r for r in tool_messages(session))
-
-
 @pytest.mark.parametrize(
     ("bad_call", "expected"),
     [
