@@ -38,8 +38,10 @@ def default_plugins(
     approver: Approver | None = None,
     summarizer: Model | None = None,
 ) -> list[Plugin]:
-    """The plugins ``config`` switches on. Their hooks run by stage (defences first, compression
-    last), whatever the order of this list."""
+    """The plugins ``config`` switches on.
+
+    Their hooks run by stage (defences first, compression last), whatever the order of this list.
+    """
     plugins: list[Plugin] = [InjectionDefences(config.defences, approver=approver)]
     if config.status_bar.enabled:
         plugins.append(StatusBar(config.status_bar))

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from kairos.agent import Agent, Plugin, RunContext
-from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError, ToolCallFinished
-from kairos.context.builder import BasicStatus, ContextBuilder
+from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
+from kairos.context.builder import BasicStatus
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStore
-from kairos.context.validate import trajectory_problems
 from kairos.errors import ModelUnavailableError
-from kairos.models.types import Message, SystemPrompt
-from kairos.testing import ScriptedModel, call, reply
+from kairos.models.types import SystemPrompt
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool
 from kairos.tools.function import tool
 
@@ -163,57 +160,6 @@ async def test_independent_calls_run_concurrently(session: Session) -> None:
     events = await asyncio.wait_for(collect(make_agent(model, [ping, pong]), session, "go"), timeout=10)
     assert final(events).text == "ok"
     assert tool_messages(session) == ["ping", "pong"]
-
-
-async def test_loop_guard_warns_on_third_and_stops_on_fourth(session: Session) -> None:
-    same = [reply("", call("echo", {"text": "same"})) for _ in range(5)]
-    model = ScriptedModel(same)
-    events = await collect(make_agent(model), session, "loop")
-    results = tool_messages(session)
-    assert len(results) == 4
-    assert "loop guard" not in results[1]
-    assert "loop guard" in results[2] and "call #3" in results[2]
-    end = final(events)
-    assert end.stop_reason == "loop_guard" and "echo" in end.text
-    assert len(model.script) == 1  # the fifth reply was never requested
-    assert trajectory_problems(session.messages) == []
-
-
-async def test_same_call_with_changing_results_is_not_a_loop(session: Session) -> None:
-    counter = iter(range(100))
-
-    @tool
-    def tick() -> str:
-        """Next number."""
-        return str(next(counter))
-
-    model = ScriptedModel([reply("", call("tick")) for _ in range(5)] + [reply("done")])
-    events = await collect(make_agent(model, [tick]), session, "count")
-    assert final(events).stop_reason == "answer"
-    assert not any("loop guard" in r for r in tool_messages(session))
-
-
-@pytest.mark.parametrize(
-    ("bad_call", "expected"),
-    [
-        (call("add", '{"a": 1, "b": '), "not valid JSON"),
-        (call("add", "[1, 2]"), "must be a JSON object"),
-        (call("nope", {}), "Unknown tool 'nope'. Available tools: add, echo, explode, slow"),
-        (call("add", {"a": "one", "b": 2}), "Expected JSON schema"),
-        (call("add", {"a": 1}), "b: Field required"),
-        (call("explode", {"reason": "bad"}), "ValueError: boom: bad"),
-        (call("slow", {"seconds": 30}), "timed out after 0.05 s"),
-    ],
-)
-async def test_bad_calls_become_clear_errors_for_the_model(session: Session, bad_call: Any, expected: str) -> None:
-    model = ScriptedModel([reply("", bad_call), reply("recovered")])
-    events = await collect(make_agent(model), session, "try")
-    assert final(events).text == "recovered"
-    finished = [e for e in events if isinstance(e, ToolCallFinished)]
-    assert finished[0].result.is_error
-    assert expected in tool_messages(session)[0]
-    # the error reached the model in its next request
-    assert expected in model.requests[1].messages[-2].content
 
 
 async def test_model_unreachable_is_a_clear_error_and_keeps_the_trajectory(session: Session) -> None:
@@ -384,13 +330,3 @@ async def test_reply_without_tools_streams_text_deltas(session: Session) -> None
     events = await collect(make_agent(model), session, "hi")
     deltas = [e.delta.text for e in events if e.type == "model_delta" and e.delta.type == "text"]
     assert "".join(deltas) == "hello world" and len(deltas) > 1
-
-
-def test_builder_places_status_last_and_marks_it(store: SessionStore) -> None:
-    s = store.new()
-    s.append(Message.user("q"))
-    b = ContextBuilder(SystemPrompt("static", "deploy"))
-    req = b.build(s, (), BasicStatus(FakeClock()).render(SimpleNamespace(session=s)))
-    assert req.messages[-1].content.startswith("<agent_status>") and (req.messages[-1].origin is not None)
-    assert "kairos:cache-boundary" in req.system and "kairos:cache-boundary" not in req.system_text()
-    assert json.loads(json.dumps(req.messages[-1].to_openai()))["role"] == "user"

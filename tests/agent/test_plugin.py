@@ -12,10 +12,9 @@ from kairos.agent import Agent, FinalAnswer, HookFailed, Notice, Plugin, Request
 from kairos.agent.events import AgentEvent
 from kairos.context.builder import BasicStatus
 from kairos.context.session import Session, SessionStore
-from kairos.context.validate import trajectory_problems
 from kairos.errors import ConfigError
 from kairos.models.types import HARNESS, Message, ModelRequest, ToolCall
-from kairos.testing import ScriptedModel, call, reply
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool, ToolResult, ToolSource, spec_digest
 from kairos.tools.function import tool
 

@@ -22,9 +22,8 @@ from kairos.context.inbox import (
     event_record,
 )
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStore
-from kairos.context.validate import trajectory_problems
 from kairos.models.types import ModelRequest, ModelResponse
-from kairos.testing import ScriptedModel, call, reply
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.function import tool
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, SessionStore, early_result_key, open_calls
-from kairos.context.validate import trajectory_problems
 from kairos.errors import SessionBusyError, SessionNotFoundError
 from kairos.models.types import Message, ToolCall
+from kairos.testing import trajectory_problems
 
 
 def cut_turn(store: SessionStore) -> str:

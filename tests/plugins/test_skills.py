@@ -10,12 +10,11 @@ from pathlib import Path
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, ToolCallFinished
 from kairos.context.session import Session, SessionStore
-from kairos.context.validate import trajectory_problems
 from kairos.models.types import HARNESS, Message, SystemPrompt
 from kairos.plugins.skills import CATALOG_TAG, FOLLOW_UP, UPDATE_TAG, Skills, fingerprint, render_catalog
 from kairos.security.trust import TrustStore
 from kairos.skills.config import SkillsConfig
-from kairos.testing import ScriptedModel, call, reply
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from tests.skills.test_catalog import write_skill
 
 

@@ -13,7 +13,6 @@ from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, RequestStats, ToolCallFinished
 from kairos.context.builder import BasicStatus
 from kairos.context.session import Session, SessionStore
-from kairos.context.validate import trajectory_problems
 from kairos.models.types import ModelRequest
 from kairos.plugins.status_bar import (
     UNANNOTATED,
@@ -24,7 +23,7 @@ from kairos.plugins.status_bar import (
     last_status,
 )
 from kairos.plugins.todo import TodoTools
-from kairos.testing import ScriptedModel, call, reply
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.builtins import bash
 from kairos.tools.executor import basic_error
 from kairos.tools.function import tool

@@ -14,7 +14,6 @@ from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer
 from kairos.context.inbox import TaskCompleted
 from kairos.context.session import Session, SessionStore
-from kairos.context.validate import trajectory_problems
 from kairos.models.types import ModelRequest, ReasoningPolicy, StreamEvent, SystemPrompt
 from kairos.plugins.defences import InjectionDefences
 from kairos.plugins.subagents import (
@@ -28,7 +27,7 @@ from kairos.plugins.subagents import (
     tag_task,
 )
 from kairos.security import DefencesConfig, DenyApprover
-from kairos.testing import ScriptedModel, call, reply
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool
 from kairos.tools.builtins import read_file, write_file
 from kairos.tools.function import tool

@@ -1,5 +1,8 @@
-"""``Agent``: a declarative description (model, tools, prompt, plugins, limits). Driving a session
-is the :class:`~kairos.agent.runner.Runner`'s job; ``Agent.run`` is a shortcut to it."""
+"""``Agent``: a declarative description (model, tools, prompt, plugins, limits).
+
+Driving a session is the :class:`~kairos.agent.runner.Runner`'s job; ``Agent.run`` is a shortcut
+to it.
+"""
 
 from __future__ import annotations
 
@@ -23,9 +26,25 @@ if TYPE_CHECKING:
 class Agent:
     """A model, its tools, its system prompt, its plugins and its limits.
 
-    Building one checks the plugins (a second claimant of a single slot, two plugins of one
-    service type, two tools of one name are :class:`~kairos.errors.ConfigError`\\ s). An agent
+    Building one checks the plugins: a second claimant of a single slot, two plugins of one
+    service type, or two tools of one name is a :class:`~kairos.errors.ConfigError`. An agent
     holds no per-session state: run it on any number of sessions.
+
+    Args:
+        model: the model every request goes to.
+        tools: tools and tool sources (a source's tools are listed per session, at turn starts).
+        system: the system prompt; a ``str`` becomes a :class:`~kairos.models.types.SystemPrompt`.
+            Plugins' suffixes are appended after it (see :attr:`system`).
+        plugins: hooks run in their declared stage order, not list order.
+        status: the provider of the trailing status message, for when no plugin provides one
+            (giving one as well is a ``ConfigError``); defaults to time, directory and task.
+        max_iterations: model requests per run; the run then stops without a final answer.
+        max_tokens: the most tokens the model may write per reply.
+        temperature: sampling temperature of every request.
+
+    Raises:
+        ConfigError: the plugins conflict with each other or with ``status``, or two tools share a
+            name.
     """
 
     def __init__(
@@ -83,8 +102,9 @@ class Agent:
         return self.runner.run(session, input)
 
     async def context(self, session: Session) -> RunContext:
-        """This agent's run context on ``session``, its plugins opened on first use (to call hooks
-        or build a request outside a run).
+        """This agent's run context on ``session``, its plugins opened on first use.
+
+        For calling hooks or building a request outside a run.
 
         Raises:
             KairosError: a guard plugin could not open.

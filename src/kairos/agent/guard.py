@@ -13,10 +13,16 @@ from collections import Counter
 from kairos.models.types import ToolCall
 
 WARN_AT = 3
+"""From this many identical (call, result) pairs on, the result carries a warning to the model."""
 STOP_AT = 4
+"""At this many the run stops with the loop guard's message instead of asking the model again."""
 
 
 def canonical_arguments(arguments: str) -> str:
+    """``arguments`` as compact JSON with sorted keys, so spacing and key order do not matter.
+
+    Arguments that are not JSON are compared as given, stripped.
+    """
     try:
         return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
     except (json.JSONDecodeError, TypeError):
@@ -24,7 +30,15 @@ def canonical_arguments(arguments: str) -> str:
 
 
 class LoopGuard:
-    """Counts identical (call, result) pairs within one run."""
+    """Counts identical (call, result) pairs within one run.
+
+    Compare the tool's raw result: an annotation added afterwards (a timestamp, a call number)
+    would make identical results look different and the guard would never fire.
+
+    Args:
+        warn_at: the count from which :meth:`warning` is appended to the result.
+        stop_at: the count at which the run stops with :meth:`stop_message`.
+    """
 
     def __init__(self, warn_at: int = WARN_AT, stop_at: int = STOP_AT) -> None:
         self.warn_at = warn_at
@@ -32,11 +46,13 @@ class LoopGuard:
         self._seen: Counter[tuple[str, str, str]] = Counter()
 
     def observe(self, call: ToolCall, result_content: str) -> int:
+        """Record one call and its result; returns how often this exact pair has been seen."""
         key = (call.name, canonical_arguments(call.arguments), hashlib.sha256(result_content.encode()).hexdigest())
         self._seen[key] += 1
         return self._seen[key]
 
     def warning(self, call: ToolCall, count: int) -> str:
+        """The note appended to the repeated result, telling the model it is looping."""
         return (
             f"\n[kairos loop guard] This is call #{count} of '{call.name}' with the same arguments and the same "
             "result. Repeating it will not give new information: use what you have, try a different approach, "
@@ -44,6 +60,7 @@ class LoopGuard:
         )
 
     def stop_message(self, call: ToolCall, count: int) -> str:
+        """The final answer when the run is stopped for looping."""
         return (
             f"Stopped: '{call.name}' was called {count} times with the same arguments and returned the same result "
             "each time, so the agent was looping. The results so far are in the session; rephrase the task or "

@@ -41,9 +41,15 @@ class TrajectoryView(Protocol):
 
 
 class BasicStatus:
-    """Time, working directory and the current task: what a model needs about "now", "here"
-    and "what was asked" at the point of its next decision (recitation against goal drift).
-    The task is the user's own words, never text from a tool."""
+    """Time, working directory and the current task.
+
+    What a model needs about "now", "here" and "what was asked" at the point of its next decision
+    (recitation against goal drift). The task is the user's own words, never text from a tool.
+
+    Args:
+        clock: the time source (tests pass a fixed one); defaults to the local time.
+        task_chars: the current task is shortened to this many characters; 0 leaves it out.
+    """
 
     def __init__(self, clock: Clock | None = None, *, task_chars: int = 240) -> None:
         self.clock = clock or (lambda: datetime.now().astimezone())

@@ -8,8 +8,9 @@ A bare ``FileNotFoundError: ...`` tells the model *that* a call failed; these re
 3. a stack summary: a few frames of the tool's own code, never the harness's;
 4. targeted fix suggestions per exception type (with close file names for a missing path).
 
-Install with ``executor.format_error = FourLayerErrors()``. The executor uses it only for
-exceptions a tool raised; bad JSON, schema mismatches and timeouts already get their own results.
+A plugin installs it by returning one from ``Plugin.error_formatter`` (the status bar does). The
+executor uses it only for exceptions a tool raised; bad JSON, schema mismatches and timeouts
+already get their own results.
 """
 
 from __future__ import annotations
@@ -38,7 +39,13 @@ Suggester = Callable[[BaseException, Tool, dict[str, Any]], list[str]]
 
 
 class FourLayerErrors:
-    """An ``ErrorFormatter`` for ``ToolExecutor.format_error`` that writes four-layer reports."""
+    """An ``ErrorFormatter`` that writes four-layer reports.
+
+    Args:
+        max_frames: stack frames of the tool's own code shown at most.
+        max_param_chars: the parameters' JSON is cut after this many characters.
+        max_message_chars: the exception's message is cut after this many characters.
+    """
 
     def __init__(self, *, max_frames: int = 4, max_param_chars: int = 1500, max_message_chars: int = 1000) -> None:
         self.max_frames = max_frames
@@ -46,6 +53,7 @@ class FourLayerErrors:
         self.max_message_chars = max_message_chars
 
     def __call__(self, call: ToolCall, t: Tool, args: dict[str, Any], exc: BaseException) -> str:
+        """The report for ``exc``, raised by tool ``t`` called as ``call`` with ``args``."""
         message = str(exc).strip() or "(no message)"
         if len(message) > self.max_message_chars:
             message = message[: self.max_message_chars] + " …"

@@ -1,4 +1,4 @@
-"""Tool calls that a server left in the reply text, found while the text streams.
+r"""Tool calls that a server left in the reply text, found while the text streams.
 
 Many local servers (llama-cpp-python's own, Ollama with some templates, vLLM without a tool
 parser) return a model's tool call as plain text instead of ``tool_calls``. Two shapes cover
@@ -10,7 +10,7 @@ nearly all of them:
 
 A block counts only when every call in it names one of the request's tools and has an
 ``arguments`` (or ``parameters``) object; anything else stays text, exactly as written.
-Whitespace around a converted block goes with it (``"On it.\\n\\n<block>\\n"`` leaves ``"On it."``),
+Whitespace around a converted block goes with it (``"On it.\n\n<block>\n"`` leaves ``"On it."``),
 except one gap where text goes on after it (``"A: <block> B"`` leaves ``"A: B"``).
 
 ``TextToolScanner`` does this incrementally and in linear time: it passes text through, holds

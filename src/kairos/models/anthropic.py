@@ -145,6 +145,7 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
         return blocks
 
     def wire_tools(self, request: ModelRequest) -> list[Block]:
+        """The request's tools in Anthropic's shape (``input_schema``), in request order."""
         return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools]
 
     def wire_messages(self, request: ModelRequest) -> list[dict[str, Any]]:

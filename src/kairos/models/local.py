@@ -192,7 +192,20 @@ def reply_schema(tools: Iterable[ToolSpec], args: dict[str, dict[str, Any]] | No
 
 
 class LocalModel:
-    """A GGUF model in-process; one ``Llama`` (and KV cache) per instance, calls serialised."""
+    """A GGUF model in-process; one ``Llama`` (and KV cache) per instance, calls serialised.
+
+    Nothing is loaded until the first request (or :meth:`load`).
+
+    Args:
+        model: a bundled model's name (``local``, ``local-small``) or a path to a ``.gguf`` file.
+        n_ctx: the context window in tokens.
+        n_threads: CPU threads; default every core this process may use.
+        n_batch: prompt tokens evaluated per batch.
+        max_tokens: a cap on every reply, below the request's own ``max_tokens``; None: no cap.
+        verbose: let llama.cpp log to stderr.
+        prefix_cache: keep the system prefix's KV state on disk so new processes start warm;
+            default on unless ``KAIROS_PREFIX_CACHE=0``.
+    """
 
     reasoning_policy = ReasoningPolicy.STRIP
 
@@ -319,8 +332,10 @@ class LocalModel:
         return max(lcp - 1 if consumed else lcp, 0)
 
     def common_prefix_with_cache(self, request: ModelRequest) -> int:
-        """Tokens of ``request`` a perfect prefix cache could reuse from the current KV state
-        (the longest common prefix, before llama.cpp's replay-one-token rule)."""
+        """Tokens of ``request`` a perfect prefix cache could reuse from the current KV state.
+
+        That is the longest common prefix, before llama.cpp's replay-one-token rule.
+        """
         tokens = self._tokens(request)
         with self._lock:
             return self._common_prefix(tokens)

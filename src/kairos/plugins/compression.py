@@ -1,5 +1,7 @@
-"""``CompressionPlugin``: the five layers of :mod:`kairos.context.compression` as one
-``compress``-stage plugin (it runs after every other plugin, so its token check sees what they append).
+"""``CompressionPlugin``: the five layers of :mod:`kairos.context.compression` as one plugin.
+
+It is a ``compress``-stage plugin: it runs after every other plugin, so its token check sees what
+they append.
 
 Decisions are made at the safe point before each model call (and, when a request is over the
 window, in its overflow hook), and each one is frozen in the session. What
@@ -58,7 +60,12 @@ _FULL_KEY = "kairos.compression.full"
 class CompressionPlugin(Plugin):
     """Spill, noise removal, provider editing, round archive and LLM compression for one agent.
 
-    ``summarizer`` defaults to the agent's own model.
+    Args:
+        config: ``[compression]`` settings; default :class:`CompressionConfig`'s defaults.
+        summarizer: the model that writes summaries; defaults to the agent's own model.
+        editor: layer 3, tried when a request is still over the window; default the backend's
+            own context editing where it has one.
+        listeners: told about every compression event (a failing listener never stops a run).
     """
 
     stage = "compress"

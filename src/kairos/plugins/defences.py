@@ -1,5 +1,6 @@
-"""The injection-defences plugin (book ch2 §3.8, Exp 2-5): a ``guard``-stage plugin, so it runs
-first and fails closed.
+"""The injection-defences plugin (book ch2 §3.8, Exp 2-5).
+
+A ``guard``-stage plugin, so it runs first and fails closed.
 
 It wraps external tool output before any other plugin annotates it, asks the approver before
 side-effecting calls, adds the fixed warning to the deployment part of the system prompt,
@@ -31,7 +32,12 @@ from kairos.tools.base import Tool, ToolContext, ToolResult
 
 
 class InjectionDefences(Plugin):
-    """Tagging, sanitising, the warning, confirmation and the leak guard, per :class:`DefencesConfig`."""
+    """Tagging, sanitising, the warning, confirmation and the leak guard, per :class:`DefencesConfig`.
+
+    Args:
+        config: which defences are on; default :class:`DefencesConfig`'s defaults.
+        approver: who confirms side-effecting calls; default the one ``config.approver`` names.
+    """
 
     stage = "guard"
 

@@ -81,6 +81,7 @@ def fingerprint(entries: Mapping[str, str]) -> str:
 
 
 def render_catalog(entries: Mapping[str, str], fp: str) -> str:
+    """The full catalog message: every skill's name and description, tagged with ``fp``."""
     lines = [f"- {name}: {desc}" for name, desc in sorted(entries.items())]
     return f'<{CATALOG_TAG} fingerprint="{fp}">\n{CATALOG_INTRO}\n' + "\n".join(lines) + f"\n</{CATALOG_TAG}>"
 
@@ -112,7 +113,14 @@ def last_catalog(session: SessionView) -> str | None:
 
 
 class Skills(Plugin):
-    """Skills for one workspace: the catalog at the safe point plus ``load_skill`` and ``read_skill_file``."""
+    """Skills for one workspace: the catalog at the safe point plus ``load_skill`` and ``read_skill_file``.
+
+    Args:
+        catalog: the skills found and their approval state (:meth:`from_config` builds it).
+        max_file_chars: ``read_skill_file`` returns at most this many characters.
+        python: the interpreter ``{{python}}`` in a skill's commands stands for; default this one.
+        rescan_s: the skill folders are walked at most this often (see :attr:`rescan_s`).
+    """
 
     stage = "annotate"
 
@@ -140,6 +148,7 @@ class Skills(Plugin):
     def from_config(
         cls, workspace: Path, config: SkillsConfig | None = None, *, state_dir: Path | None = None
     ) -> Skills:
+        """The skills ``config`` makes available in ``workspace`` (``state_dir`` is unused)."""
         config = config or SkillsConfig()
         catalog = SkillCatalog.for_workspace(workspace, config, state_dir=state_dir)
         return cls(catalog, max_file_chars=config.max_file_chars, rescan_s=config.rescan_s)
@@ -149,9 +158,12 @@ class Skills(Plugin):
         return list(self._tools)
 
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
-        """Before each request: the catalog after the user's first message (measured: with the catalog
-        placed before it, the 1.5B model loaded the matching skill in 1 of 5 trials, after it 8 of 8),
-        and the change whenever a skill is created or removed, even during a turn."""
+        """Before each request: the catalog, then its changes.
+
+        The catalog comes after the user's first message (measured: with the catalog placed before
+        it, the 1.5B model loaded the matching skill in 1 of 5 trials, after it 8 of 8), and the
+        change whenever a skill is created or removed, even during a turn.
+        """
         if at != "before_request":
             return ()
         message = self.catalog_message(ctx.session)
@@ -204,6 +216,7 @@ class Skills(Plugin):
         )
 
     def load(self, name: str) -> ToolResult:
+        """``load_skill``: the skill's instructions, its files, and the command to run first."""
         found = self._usable(name)
         if isinstance(found, ToolResult):
             return found
@@ -218,6 +231,7 @@ class Skills(Plugin):
         return ToolResult(text, metadata={"skill": skill.name, "digest": skill.digest})
 
     def read_file(self, name: str, path: str) -> ToolResult:
+        """``read_skill_file``: a file inside the skill's folder (never outside it), capped."""
         found = self._usable(name)
         if isinstance(found, ToolResult):
             return found

@@ -1,6 +1,8 @@
-"""The TODO-tools plugin (book ch2 Exp 2-9, technique 3): ``rewrite_todo_list`` and
-``update_todo_status``, with the list rebuilt from the trajectory when a session opens and shown
-in the status message (by whichever status provider the agent has)."""
+"""The TODO-tools plugin (book ch2 Exp 2-9, technique 3).
+
+``rewrite_todo_list`` and ``update_todo_status``, with the list rebuilt from the trajectory when
+a session opens and shown in the status message (by whichever status provider the agent has).
+"""
 
 from __future__ import annotations
 

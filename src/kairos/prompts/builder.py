@@ -81,6 +81,7 @@ class Rule:
                 )
 
     def render(self) -> str:
+        """The rule as one sentence: ``When {when}: {then}.``."""
         then = self.then.rstrip(".")
         return f"When {self.when}: {then}."
 
@@ -94,6 +95,7 @@ class Example:
     note: str = ""
 
     def render(self) -> str:
+        """The task and numbered steps inside ``<example>`` tags."""
         lines = [f"Task: {self.task}", *(f"{i}. {s}" for i, s in enumerate(self.steps, 1))]
         if self.note:
             lines.append(self.note)
@@ -102,7 +104,7 @@ class Example:
 
 @dataclass(frozen=True, slots=True)
 class Section:
-    """A free section: Markdown inside an XML tag (``<tag>\\nbody\\n</tag>``)."""
+    """A free section: Markdown inside an XML tag, ``<tag>``, the body, ``</tag>`` on their own lines."""
 
     tag: str
     body: str
@@ -112,6 +114,7 @@ class Section:
             raise PromptSpecError(f"section tag {self.tag!r} must be lower_snake_case")
 
     def render(self) -> str:
+        """The body, stripped, between the opening and closing tag."""
         return f"<{self.tag}>\n{self.body.strip()}\n</{self.tag}>"
 
 
@@ -134,6 +137,7 @@ class PromptSpec:
 
 
 def render_steps(steps: Sequence[Step]) -> str:
+    """Numbered steps, each followed by its ``If condition → action`` branches."""
     lines: list[str] = []
     for i, step in enumerate(steps, 1):
         lines.append(f"{i}. {step.text}")
@@ -142,6 +146,7 @@ def render_steps(steps: Sequence[Step]) -> str:
 
 
 def render_rules(rules: Sequence[Rule | str]) -> str:
+    """One ``- rule`` line per rule."""
     return "\n".join(f"- {r.render() if isinstance(r, Rule) else r}" for r in rules)
 
 
@@ -156,6 +161,7 @@ class Deployment:
     """Fixed sentences added by extensions (e.g. the injection warning)."""
 
     def render(self) -> str:
+        """Facts, then the instructions, then the notices, one per line."""
         parts = [*self.facts]
         if self.instructions.strip():
             parts.append(self.instructions.strip())
@@ -164,7 +170,13 @@ class Deployment:
 
 
 class PromptBuilder:
-    """Renders a :class:`PromptSpec`; the static part is cached per task type."""
+    """Renders a :class:`PromptSpec`; the static part is cached per task type.
+
+    Args:
+        spec: the prompt to render.
+        volatile: strings the static part must not contain; defaults to
+            :func:`default_volatile` (this machine's home and working directories).
+    """
 
     def __init__(self, spec: PromptSpec, *, volatile: Iterable[str] | None = None) -> None:
         self.spec = spec
@@ -173,6 +185,7 @@ class PromptBuilder:
         self._static: dict[str, str] = {}
 
     def task_types(self) -> list[str]:
+        """The task types that have their own examples, sorted."""
         return sorted(self.spec.examples)
 
     def examples_for(self, task_type: str) -> tuple[Example, ...]:
@@ -190,7 +203,12 @@ class PromptBuilder:
         return chosen
 
     def static(self, task_type: str = DEFAULT_TASK_TYPE) -> str:
-        """The globally cacheable part; computed once per task type and then reused verbatim."""
+        """The globally cacheable part; computed once per task type and then reused verbatim.
+
+        Raises:
+            PromptSpecError: the layout is inconsistent, the examples are too many, or the text
+                holds a volatile string or too much uppercase emphasis.
+        """
         if task_type not in self._static:
             text = self._render_static(task_type)
             self._check_static(text)
@@ -198,6 +216,11 @@ class PromptBuilder:
         return self._static[task_type]
 
     def build(self, deployment: Deployment | str = "", *, task_type: str = DEFAULT_TASK_TYPE) -> SystemPrompt:
+        """The system prompt: the static part for ``task_type``, then ``deployment`` after the boundary.
+
+        Raises:
+            PromptSpecError: see :meth:`static`.
+        """
         dep = deployment if isinstance(deployment, str) else deployment.render()
         return SystemPrompt(self.static(task_type), dep)
 
@@ -332,6 +355,7 @@ def default_prompt(
 __all__ = [
     "DEFAULT_TASK_TYPE",
     "KAIROS_SPEC",
+    "SUBAGENT_SPEC",
     "Branch",
     "Deployment",
     "Example",
@@ -339,7 +363,6 @@ __all__ = [
     "PromptSpec",
     "PromptSpecError",
     "Rule",
-    "SUBAGENT_SPEC",
     "Section",
     "Step",
     "default_prompt",

@@ -49,6 +49,8 @@ class ApprovalRequest:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """An approver's answer: yes or no, and why (the reason reaches the model on a no)."""
+
     approved: bool
     reason: str = ""
     by: str = ""
@@ -58,7 +60,9 @@ class Decision:
 class Approver(Protocol):
     """Decides one call. Must not raise for a "no": return ``Decision(False, reason)``."""
 
-    async def decide(self, request: ApprovalRequest) -> Decision: ...
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        """Approve or refuse ``request``."""
+        ...
 
 
 class DenyApprover:
@@ -68,6 +72,7 @@ class DenyApprover:
         self.reason = reason
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        """Always no, with :attr:`reason`."""
         return Decision(False, self.reason, by="deny")
 
 
@@ -75,6 +80,7 @@ class AllowApprover:
     """Approves every call (for trusted automation and tests)."""
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        """Always yes."""
         return Decision(True, "auto-approved", by="allow")
 
 
@@ -82,13 +88,19 @@ Callback: TypeAlias = Callable[[ApprovalRequest], "bool | Decision | Awaitable[b
 
 
 class CallbackApprover:
-    """Delegates to ``fn`` (sync or async), e.g. a web UI or an HTTP endpoint; errors deny."""
+    """Delegates to ``fn`` (sync or async), e.g. a web UI or an HTTP endpoint; errors deny.
+
+    Args:
+        fn: answers a request with a ``bool`` or a :class:`Decision`, or an awaitable of one.
+        name: who decided, as the security log records it.
+    """
 
     def __init__(self, fn: Callback, *, name: str = "callback") -> None:
         self.fn = fn
         self.name = name
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        """``fn``'s answer; a ``bool`` becomes a :class:`Decision`, an exception a no."""
         try:
             out = self.fn(request)
             if inspect.isawaitable(out):
@@ -122,6 +134,7 @@ class InteractiveApprover:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        """Ask, unless the tool was allowed for the run; no answer (EOF) is a no."""
         if request.tool in self.always:
             return Decision(True, f"always allowed for {request.tool} in this run", by="interactive")
         async with self._lock:

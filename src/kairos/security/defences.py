@@ -51,8 +51,10 @@ Preset: TypeAlias = Literal["none", "warning", "tagging", "full"]
 
 
 class DefencesConfig(BaseModel):
-    """``[defences]`` in kairos.toml. Defaults: tagging, warning, flagging and the leak guard on;
-    confirmation off."""
+    """``[defences]`` in kairos.toml.
+
+    Defaults: tagging, warning, flagging and the leak guard on; confirmation off.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -102,6 +104,8 @@ EventKind: TypeAlias = Literal["wrapped", "sanitized", "approved", "denied", "me
 
 @dataclass(frozen=True, slots=True)
 class SecurityEvent:
+    """One thing the defences did to one tool call (``detail``: the approver, reason or pattern)."""
+
     kind: EventKind
     tool: str
     call_id: str = ""
@@ -115,9 +119,11 @@ class SecurityLog:
     events: list[SecurityEvent] = field(default_factory=list)
 
     def record(self, event: SecurityEvent) -> None:
+        """Append ``event``."""
         self.events.append(event)
 
     def of(self, kind: EventKind) -> list[SecurityEvent]:
+        """The events of one kind, in order."""
         return [e for e in self.events if e.kind == kind]
 
 
@@ -131,6 +137,7 @@ def security_log(ctx: ToolContext) -> SecurityLog:
 
 
 def denied_result(tool_name: str, decision: Decision) -> ToolResult:
+    """The error result of a refused call: tells the model not to retry, marked ``DENIED``."""
     return ToolResult(
         f"Not run: '{tool_name}' has side effects and needs the user's approval, but {decision.reason}. "
         "Do not retry this call; tell the user what you wanted to do and let them decide.",

@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from kairos.models.types import SystemPrompt
 
 LEAK_WORDS = 8
-"""Consecutive words of the instructions that count as a leak by default. Shorter runs catch
-more paraphrased leaks but also block a harmless "when a tool returns an error, I retry";
-the ``full`` preset of the injection bench uses 6, the Exp 2-5 judging rule."""
+"""Consecutive words of the instructions that count as a leak by default.
+
+Shorter runs catch more paraphrased leaks but also block a harmless "when a tool returns an
+error, I retry"; the ``full`` preset of the injection bench uses 6, the Exp 2-5 judging rule.
+"""
 REFUSAL = "I can't share my instructions or configuration. Tell me what you would like done instead."
 
 _WORD = re.compile(r"[a-z0-9']+")
@@ -46,8 +48,10 @@ def _words(text: str) -> list[str]:
 
 
 def _looks_secret(token: str) -> bool:
-    """A canary or key: letters and digits, and upper case only (``LUMO-7Q4X``) or long
-    (``sk-...``); lower-case names such as a workspace ``demo-2`` stay speakable."""
+    """A canary or key: letters and digits, and upper case only (``LUMO-7Q4X``) or long (``sk-...``).
+
+    Lower-case names such as a workspace ``demo-2`` stay speakable.
+    """
     mixed = any(c.isdigit() for c in token) and any(c.isalpha() for c in token)
     return len(token) >= 6 and mixed and (token.upper() == token or len(token) >= 20)
 
@@ -61,7 +65,17 @@ class Leak:
 
 
 class LeakGuard:
-    """Knows the protected word runs and secrets of one system prompt."""
+    """Knows the protected word runs and secrets of one system prompt.
+
+    Args:
+        protected: the text a reply must not repeat (see :func:`confidential_text`).
+        words: this many consecutive words of ``protected`` in a reply count as a leak.
+        secrets: more strings a reply must never contain (canaries and keys found in
+            ``protected`` are added).
+
+    Raises:
+        ValueError: ``words`` is below 2.
+    """
 
     def __init__(self, protected: str, *, words: int = LEAK_WORDS, secrets: Iterable[str] = ()) -> None:
         if words < 2:
@@ -75,6 +89,7 @@ class LeakGuard:
 
     @classmethod
     def for_system(cls, system: SystemPrompt, *, words: int = LEAK_WORDS, secrets: Iterable[str] = ()) -> LeakGuard:
+        """A guard for ``system``'s instructions (its identity line and examples are not protected)."""
         return cls(confidential_text(system), words=words, secrets=secrets)
 
     def check(self, text: str) -> Leak | None:
@@ -90,6 +105,7 @@ class LeakGuard:
         return None
 
     def stream(self, on_leak: Callable[[Leak], None] | None = None) -> LeakStream:
+        """A guarded stream for one reply; ``on_leak`` is told about a blocked leak."""
         return LeakStream(self, on_leak)
 
     def _complete(self, text: str) -> str:
@@ -98,9 +114,12 @@ class LeakGuard:
         return text[: m.start()] if m else text
 
     def _held_from(self, text: str) -> int:
-        """Where the unreleasable tail of ``text`` starts: an unfinished word, a run of words
-        that begins a protected run, or the beginning of a secret. (Positions are taken in
-        ``text`` itself: lower-casing can change a string's length.)"""
+        """Where the unreleasable tail of ``text`` starts.
+
+        The tail is an unfinished word, a run of words that begins a protected run, or the
+        beginning of a secret. (Positions are taken in ``text`` itself: lower-casing can change a
+        string's length.)
+        """
         start = len(text)
         words = list(_WORD_ANY_CASE.finditer(text))
         if words and words[-1].end() == len(text):  # the last word may still grow: held, not judged

@@ -39,6 +39,7 @@ class Provenance:
 
     @property
     def external(self) -> bool:
+        """Whether it is external content: output of an ``external`` tool (a web page, a mail)."""
         return self.origin == "external"
 
 
@@ -76,6 +77,10 @@ class ProvenanceGuard:
     identifier (email, URL, path, number) or a run of :data:`SHINGLE` words that occurs in
     external tool output but in no real user message. The memory layer calls
     :meth:`check_memory_write` before storing a preference or fact.
+
+    Args:
+        is_external: whether results of the tool of this name are external content
+            (:meth:`for_tools` builds one from the tools' flags).
     """
 
     def __init__(self, is_external: Callable[[str], bool]) -> None:
@@ -144,4 +149,4 @@ class ProvenanceGuard:
         return tuple(tokens + phrases)
 
 
-__all__ = ["MemoryVerdict", "ProvenanceKind", "Provenance", "ProvenanceGuard", "salient_tokens"]
+__all__ = ["MemoryVerdict", "Provenance", "ProvenanceGuard", "ProvenanceKind", "salient_tokens"]

@@ -52,11 +52,14 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class SanitizeResult:
+    """The text after sanitising (flagged or redacted) and what was found in it."""
+
     text: str
     findings: tuple[Finding, ...]
 
     @property
     def changed(self) -> bool:
+        """Whether anything was found (and so flagged or redacted)."""
         return bool(self.findings)
 
 

@@ -1,8 +1,8 @@
-"""Make untrusted text safe to print on a terminal.
+r"""Make untrusted text safe to print on a terminal.
 
 File contents, tool output and model text can carry escape sequences that a terminal obeys:
 ``ESC ] 0;title BEL`` sets the window title, ``ESC ] 52;c;BASE64 BEL`` writes the clipboard,
-``ESC [2J`` clears the screen, a bare ``\\r`` returns to the start of the line so later text
+``ESC [2J`` clears the screen, a bare ``\r`` returns to the start of the line so later text
 overwrites it, and bidi overrides (U+202E) reorder what is shown. Any of these could hide text
 or forge an approval prompt. :func:`safe_for_terminal` renders them as visible escapes instead.
 """
@@ -28,12 +28,12 @@ _TABLE = _table()
 
 
 def safe_for_terminal(text: str) -> str:
-    """``text`` with every terminal control rendered visibly, in linear time.
+    r"""``text`` with every terminal control rendered visibly, in linear time.
 
-    Kept as they are: ``\\n``, ``\\t`` and ``\\r\\n`` (read as ``\\n``). Rendered as escapes:
-    ESC and every other C0 control (``\\x1b``, a bare ``\\r`` as ``\\r``), DEL (``\\x7f``), the C1
+    Kept as they are: ``\n``, ``\t`` and ``\r\n`` (read as ``\n``). Rendered as escapes:
+    ESC and every other C0 control (``\x1b``, a bare ``\r`` as ``\r``), DEL (``\x7f``), the C1
     controls U+0080-U+009F (U+009B is a one-character CSI on some terminals) and the bidi
-    embedding, override and isolate characters (``\\u202e``).
+    embedding, override and isolate characters (``\u202e``).
 
     Args:
         text: untrusted text (model output, tool results, file contents).

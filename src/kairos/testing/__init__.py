@@ -1,4 +1,7 @@
-"""Test doubles: a scripted model that replays responses and records every request.
+"""Test doubles and checks for harness tests.
+
+:class:`ScriptedModel` replays responses and records every request; :func:`trajectory_problems`
+lists how a stored trajectory breaks the tool-call protocol.
 
 For deterministic harness tests only; the product and its benchmarks use real models.
 """
@@ -27,6 +30,7 @@ from kairos.models.types import (
     ToolCallDelta,
     Usage,
 )
+from kairos.testing.validate import trajectory_problems
 
 _ids = itertools.count(1)
 
@@ -47,8 +51,9 @@ Step = ModelResponse | BaseException | Callable[[ModelRequest], ModelResponse]
 
 @dataclass
 class ScriptedModel:
-    """Replays ``script`` one step per call; a step may be a response, an exception to raise,
-    or a function of the request. ``requests`` records everything the harness sent.
+    """Replays ``script``, one step per request; ``requests`` records everything the harness sent.
+
+    A step may be a response, an exception to raise, or a function of the request.
 
     ``delay_s`` sleeps before the first delta (to test interruption while the model "thinks");
     ``chunk`` splits text into deltas of that many characters.
@@ -64,12 +69,20 @@ class ScriptedModel:
     _estimate: TokenEstimator = field(default_factory=TokenEstimator, repr=False)
 
     def extend(self, steps: Iterable[Step]) -> None:
+        """Append steps to the script (for the next run on the same model)."""
         self.script.extend(steps)
 
     def count_tokens(self, request: ModelRequest) -> int:
+        """The same estimate remote backends use (no tokenizer)."""
         return self._estimate(request)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Record ``request`` and replay the next step as deltas and a ``ResponseDone``.
+
+        Raises:
+            ModelUnavailableError: the script has no steps left.
+            BaseException: the step itself, when the step is an exception.
+        """
         self.requests.append(request)
         if not self.script:
             raise ModelUnavailableError("scripted model has no steps left", model=self.name)
@@ -95,4 +108,4 @@ class ScriptedModel:
         yield ResponseDone(ModelResponse(msg, usage, response.finish_reason))
 
 
-__all__ = ["ScriptedModel", "call", "reply"]
+__all__ = ["ScriptedModel", "call", "reply", "trajectory_problems"]

@@ -77,9 +77,11 @@ class _Job:
 
 
 class _Workers:
-    """Daemon worker threads, reused across calls (starting a thread per call costs milliseconds on a
-    busy machine). A thread whose job was stopped is retired: it exits instead of taking another job,
-    so a late stop can never hit the wrong call."""
+    """Daemon worker threads, reused across calls.
+
+    Starting a thread per call costs milliseconds on a busy machine. A thread whose job was stopped
+    is retired: it exits instead of taking another job, so a late stop can never hit the wrong call.
+    """
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()

@@ -84,6 +84,7 @@ class Ledger:
         return stored
 
     def get(self, layer: Layer, seq: int) -> str | None:
+        """The text decided for the message at ``seq`` in ``layer``, or None if none was."""
         return self._get(f"{layer}/{seq}")
 
     def freeze(self, layer: Layer, seq: int, text: str) -> str:
@@ -99,15 +100,19 @@ class Ledger:
         return None
 
     def round_entry(self, n: int) -> str | None:
+        """The archive entry frozen for round ``n``, or None."""
         return self._get(f"round/{n}")
 
     def freeze_round(self, n: int, text: str) -> str:
+        """Decide the archive entry of round ``n``; an earlier decision wins."""
         return self._freeze(f"round/{n}", text)
 
     def is_error(self, seq: int) -> bool:
+        """Whether the result at ``seq`` was marked as a tool error."""
         return self._get(f"error/{seq}") is not None
 
     def mark_error(self, seq: int, tool: str) -> None:
+        """Remember, durably, that the result at ``seq`` (of ``tool``) was an error."""
         self._freeze(f"error/{seq}", tool)
 
 

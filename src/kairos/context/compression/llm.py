@@ -49,6 +49,14 @@ class SummaryError(KairosError):
 
 
 def task_prompt(query: str, context: str, source: str, text: str) -> str:
+    """The task-aware user prompt: keep the sentences of ``text`` that help with ``query``.
+
+    Args:
+        query: the task the agent is working on.
+        context: what the agent already has (compressed so far); its facts are not repeated.
+        source: where ``text`` came from (a URL or a tool call), for citations.
+        text: the tool result to compress.
+    """
     return (
         f"Given the search query: {query}\n\nCurrent context: {context or NOTHING_YET}\n\n"
         f"Source: {source}\n\nText to compress:\n{text}\n\n"
@@ -57,6 +65,7 @@ def task_prompt(query: str, context: str, source: str, text: str) -> str:
 
 
 def generic_prompt(source: str, text: str) -> str:
+    """The task-independent user prompt: summarise ``text`` from ``source``."""
     return f"Source: {source}\n\nText to summarise:\n{text}"
 
 
@@ -74,7 +83,14 @@ def _split(text: str, size: int) -> list[str]:
 
 
 class Summarizer:
-    """Calls a model to summarise tool results; counts calls and prompt tokens."""
+    """Calls a model to summarise tool results; counts calls and prompt tokens.
+
+    Args:
+        model: the summariser; its own tokenizer and window decide what fits.
+        max_tokens: the reply budget of each call (kept free in the window).
+        context_chars: how much of the already-compressed context the task-aware prompt shows
+            (its tail); 0 shows none.
+    """
 
     def __init__(self, model: Model, *, max_tokens: int = 300, context_chars: int = 1500) -> None:
         self.model = model
@@ -89,6 +105,7 @@ class Summarizer:
         return self.model.context_window - self.max_tokens
 
     def request(self, system: str, user: str) -> ModelRequest:
+        """A one-message request with no tools, at temperature 0."""
         return ModelRequest(
             system_static=system,
             system_deployment="",
@@ -99,6 +116,7 @@ class Summarizer:
         )
 
     def fits(self, request: ModelRequest) -> bool:
+        """Whether ``request`` fits the summariser's window with the reply budget left free."""
         return self.model.count_tokens(request) <= self.budget
 
     async def call(self, request: ModelRequest) -> str:

@@ -26,6 +26,7 @@ _MIN_SAVING = 40
 
 
 def calls_by_id(messages: Sequence[Message]) -> dict[str, ToolCall]:
+    """Every assistant tool call in ``messages``, by id."""
     return {c.id: c for m in messages if m.role == "assistant" for c in m.tool_calls}
 
 

@@ -51,7 +51,17 @@ class ContextEditor(Protocol):
 
     async def edit(
         self, model: Model, session: SessionView, request: ModelRequest, tokens: int, limit: int
-    ) -> ModelRequest | None: ...
+    ) -> ModelRequest | None:
+        """A request that fits, or None when this editor cannot help.
+
+        Args:
+            model: the model the request is for.
+            session: the session being run.
+            request: the request that is over the window.
+            tokens: its prompt tokens.
+            limit: the most prompt tokens the window allows.
+        """
+        ...
 
 
 class ProviderContextEditing:
@@ -63,6 +73,7 @@ class ProviderContextEditing:
     async def edit(
         self, model: Model, session: SessionView, request: ModelRequest, tokens: int, limit: int
     ) -> ModelRequest | None:
+        """The backend's request with tool uses cleared, or None if the backend cannot do it."""
         if not isinstance(model, ContextEditingBackend):
             return None
         return model.with_context_edit(request, self.clear)

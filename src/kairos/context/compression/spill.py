@@ -42,6 +42,7 @@ def spill_root(session: SessionView, configured: str | None = None) -> Path:
 
 
 def spill_path(session: SessionView, seq: int, call_id: str | None, configured: str | None = None) -> Path:
+    """The file the result at ``seq`` is spilled to: one folder per session, named by position and call id."""
     name = f"{seq}-{_SAFE.sub('_', call_id or 'result')[:64]}.txt"
     return spill_root(session, configured) / _SAFE.sub("_", session.id) / name
 
@@ -82,8 +83,15 @@ def _take(lines: list[str], budget: int) -> list[str]:
 def preview(
     content: str, cfg: SpillConfig, where: str | None, problem: str | None = None, total: int | None = None
 ) -> str:
-    """Head and tail lines, the size, and how to read the rest (``where``: the file's path;
-    ``total``: the output's full size when ``content`` is only its capped part)."""
+    """Head and tail lines, the size, and how to read the rest.
+
+    Args:
+        content: the result as stored.
+        cfg: how many lines and characters the preview keeps.
+        where: the spill file's path as the model should pass it to read_file; None if not saved.
+        problem: why the full output could not be saved, said instead of a path.
+        total: the output's full size when ``content`` is only its capped part.
+    """
     lines = content.splitlines() or [""]
     head = _take([_clip(x) for x in lines[: cfg.head_lines]], cfg.preview_chars * 2 // 3)
     rest = lines[len(head) :]
@@ -129,8 +137,11 @@ class Spiller:
     def save(
         self, session: SessionView, seq: int, message: Message, whole: str | None = None
     ) -> tuple[str | None, str | None]:
-        """Write the full content (``whole`` when the stored message was capped); returns
-        (display path, None) or (None, why it failed)."""
+        """Write the full content (``whole`` when the stored message was capped).
+
+        Returns:
+            ``(display path, None)``, or ``(None, why it failed)``.
+        """
         path = self.path(session, seq, message)
         try:
             write_spill(session, path, whole if whole is not None else message.content)
@@ -139,8 +150,10 @@ class Spiller:
         return display(session, path), None
 
     def decide(self, session: SessionView, seq: int, message: Message, whole: str | None = None) -> str:
-        """The preview text for a new large result (the caller freezes it); ``whole`` is the
-        uncapped output when the stored message holds only its capped part."""
+        """The preview text for a new large result (the caller freezes it).
+
+        ``whole`` is the uncapped output when the stored message holds only its capped part.
+        """
         if whole is not None:
             source = wrapped_source(message.content)
             if source is not None:  # external output stays marked as such in the file too

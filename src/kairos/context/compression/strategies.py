@@ -65,6 +65,7 @@ SPECS: dict[Strategy, StrategySpec] = {
 
 
 def spec_for(cfg: CompressionConfig) -> StrategySpec:
+    """The configured strategy's spec, with citations added when ``cfg.citations`` asks for them."""
     spec = SPECS[cfg.strategy]
     if cfg.citations and spec.task_aware and not spec.citations:
         spec = StrategySpec(spec.llm, spec.immediate, spec.merged, spec.task_aware, citations=True)

@@ -1,5 +1,7 @@
-"""The agent status bar (book ch2 §3.10, Exp 2-8/2-9): state the harness computes, at the end of
-the context, so the model reads counts and limits instead of recounting raw records.
+"""The agent status bar (book ch2 §3.10, Exp 2-8/2-9).
+
+State the harness computes, at the end of the context, so the model reads counts and limits
+instead of recounting raw records.
 
 The status is a ``role: user`` message ``<agent_status>…</agent_status>`` built by code from
 counters, names and states only: never by the model, never from tool output text (so text from
@@ -77,7 +79,14 @@ def environment_facts() -> dict[str, str]:
 
 
 class StatusBar(Plugin):
-    """The techniques and the update mode; provides the agent's status (replacing ``BasicStatus``)."""
+    """The techniques and the update mode; provides the agent's status (replacing ``BasicStatus``).
+
+    Args:
+        config: which techniques are on; default :class:`StatusBarConfig`'s defaults.
+        clock: the time source, shared with the tools; default a simulated clock when
+            ``config.clock_start`` is set, else the local time.
+        environment: the facts shown as system state; default OS, shell and Python version.
+    """
 
     stage = "annotate"
 

@@ -68,6 +68,7 @@ class SimulatedClock:
     _next: datetime | None = None
 
     def __call__(self) -> datetime:
+        """The next reading: ``start`` the first time, then one ``step`` later each time."""
         now = self._next or self.start
         self._next = now + self.step
         return now
@@ -103,7 +104,18 @@ class ModeDecision:
 
 
 def choose_update_mode(status_tokens: int, tokens_between: float, updates: int, alpha: float) -> ModeDecision:
-    """Append iff ``α·S·N/2 < (1−α)·R``, else replace. Ignores context occupancy and the risk of
-    the model trusting a stale status, so check provider pricing and measured hit rates too."""
+    """Append iff ``α·S·N/2 < (1−α)·R``, else replace.
+
+    Ignores context occupancy and the risk of the model trusting a stale status, so check provider
+    pricing and measured hit rates too.
+
+    Args:
+        status_tokens: ``S``, tokens of one rendered status message.
+        tokens_between: ``R``, trajectory tokens added between two updates (one per request).
+        updates: ``N``, the status updates expected.
+        alpha: ``α``, the price of a cached input token relative to an uncached one.
+
+    See :class:`ModeDecision` for where each number comes from.
+    """
     append = alpha * status_tokens * updates / 2 < (1 - alpha) * tokens_between
     return ModeDecision("append" if append else "replace", status_tokens, tokens_between, updates, alpha)

@@ -41,8 +41,10 @@ class CallTally:
     streak: tuple[str, int] = ("", 0)
 
     def update(self, messages: Sequence[Message], tools: ToolSet, limits: dict[str, ToolLimit]) -> None:
-        """Count the calls of messages not seen yet, exactly as the executor hooks judged them:
-        only calls that reached the hooks (known tool, valid arguments) count, in reply order."""
+        """Count the calls of messages not seen yet, exactly as the executor hooks judged them.
+
+        Only calls that reached the hooks (known tool, valid arguments) count, in reply order.
+        """
         for m in messages[self.seen :]:
             for c in m.tool_calls if m.role == "assistant" else ():
                 args = _valid_args(c, tools)
@@ -88,6 +90,7 @@ def clean(text: str, limit: int) -> str:
 
 
 def ordinal_note(v: CallVerdict, limit: ToolLimit | None) -> str:
+    """``Tool call #k for 'name'.``, plus how much of ``limit`` this call used, for its result."""
     note = f"Tool call #{v.number} for '{v.tool}'."
     if limit is None:
         return note
@@ -98,8 +101,13 @@ def ordinal_note(v: CallVerdict, limit: ToolLimit | None) -> str:
 
 
 def constraint_lines(tally: CallTally, name: str, limit: ToolLimit) -> tuple[list[str], list[str]]:
-    """(lines for limits with room left, lines for limits reached): reached ones go last, nearest
-    to the model's next decision, and say that further calls are refused (they are enforced)."""
+    """Constraint-check lines for tool ``name``'s ``limit``.
+
+    Returns:
+        ``(lines for limits with room left, lines for limits reached)``: reached ones go last,
+        nearest to the model's next decision, and say that further calls are refused (they are
+        enforced).
+    """
     cap = limit.max_calls
     if limit.per_argument is None:
         n = tally.per_tool[name]

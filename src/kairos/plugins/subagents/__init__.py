@@ -36,7 +36,12 @@ RUNNER_KEY = "kairos.subagents"
 
 
 class SubAgents(Plugin):
-    """Four tools plus a runner per parent session."""
+    """Four tools plus a runner per parent session.
+
+    Args:
+        config: ``[subagents]`` settings; default :class:`SubAgentConfig`'s defaults.
+        depth: how deep this agent is nested (0: the main agent); children get ``depth + 1``.
+    """
 
     stage = "annotate"
 

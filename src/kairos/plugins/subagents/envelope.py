@@ -74,9 +74,16 @@ def _norm(text: str) -> str:
 
 
 def tag_task(text: str, user_messages: Sequence[str]) -> str:
-    """The child's task message: main-agent text under ``[FROM_MAIN_AGENT]``, verified quotes
-    (lines starting with ``>`` or ``[FROM_USER]``) under ``[FROM_USER]``. A quote that is not in
-    any real user message stays main-agent text, so the parent cannot forge user authority."""
+    """The child's task message, each line tagged with who said it.
+
+    Main-agent text goes under ``[FROM_MAIN_AGENT]``, verified quotes (lines starting with ``>``
+    or ``[FROM_USER]``) under ``[FROM_USER]``. A quote that is not in any real user message stays
+    main-agent text, so the parent cannot forge user authority.
+
+    Args:
+        text: the task as the parent agent wrote it.
+        user_messages: the user's real messages to the parent (see :func:`user_texts`).
+    """
     users = [_norm(u) for u in user_messages]
     groups: list[tuple[str, list[str]]] = []
     for line in text.strip().splitlines():
@@ -100,6 +107,7 @@ def tag_task(text: str, user_messages: Sequence[str]) -> str:
 
 
 def user_texts(messages: Sequence[Message]) -> list[str]:
+    """The contents of the messages the user wrote (not tool output, not harness messages)."""
     return [m.content for m in messages if m.from_user]
 
 

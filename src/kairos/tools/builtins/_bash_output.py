@@ -184,7 +184,8 @@ class Rendered:
 def render(cap: Capture, cwd: Path) -> Rendered:
     """The output as the model sees it: whole if it fits, else head, a note and tail.
 
-    Paths in the note are relative to ``cwd``, the form read_file accepts there."""
+    Paths in the note are relative to ``cwd``, the form read_file accepts there.
+    """
     kept = cap.kept
     total = cap.total
     if not cap.omitted:

@@ -77,8 +77,10 @@ def _glob_match(rel: str, name: str, pattern: str) -> bool:
 
 
 def _walk(root: Path, skip: frozenset[Path]) -> Iterator[Path]:
-    """Files under ``root`` in path order, skipping SKIP_DIRS and ``skip`` (kairos's state);
-    symlinked directories are not entered."""
+    """Files under ``root`` in path order, skipping SKIP_DIRS and ``skip`` (kairos's state).
+
+    Symlinked directories are not entered.
+    """
     if not root.is_dir():
         yield root
         return
@@ -175,13 +177,13 @@ class _Matches:
 def grep(
     pattern: str, path: str = ".", glob: str | None = None, max_results: int = 50, *, ctx: ToolContext
 ) -> ToolResult:
-    """Search text files for a Python regular expression, recursively; prints `path:line: text` for each matching line.
+    r"""Search text files for a Python regular expression, recursively; prints `path:line: text` for each matching line.
     Use it to find where something is defined or used. Skips binary files, files over 5 MB and .git, .venv,
     node_modules, __pycache__ (it says which files it skipped).
     Case-sensitive: start the pattern with (?i) to ignore case. Escape ( ) [ ] . * + ? with a backslash to match them.
 
     Args:
-        pattern: Python regex, e.g. "def main", "class \\w+Error", "(?i)todo".
+        pattern: Python regex, e.g. "def main", "class \w+Error", "(?i)todo".
         path: file or directory to search, relative to the current directory.
         glob: only search files whose name matches, e.g. "*.py" or "src/**/*.ts".
         max_results: stop after this many matching lines.

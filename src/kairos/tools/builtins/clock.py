@@ -20,6 +20,7 @@ CLOCK_RESOURCE = "clock"
 
 
 def system_now() -> datetime:
+    """The current time in UTC (the default clock when ``ToolContext`` has none)."""
     return datetime.now(UTC)
 
 

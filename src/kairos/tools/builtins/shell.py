@@ -55,7 +55,7 @@ _WATCHDOG = 'read -r _ || kill -s KILL -- "-$1" 2>/dev/null'
 
 @functools.cache
 def _prctl() -> Any:
-    """libc's ``prctl`` on Linux, else None."""
+    """The C library's ``prctl`` on Linux, else None."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -141,6 +141,8 @@ def default_environment() -> dict[str, str]:
 
 @dataclass(slots=True)
 class BashOutcome:
+    """How one command ended and what it printed."""
+
     output: str = ""
     """What the model sees: the whole output, or its head and tail around a note (see ``_bash_output``)."""
     total_bytes: int = 0
@@ -249,7 +251,8 @@ class BashSession:
     async def _shutdown(self, pump: asyncio.Future[Any] | None = None) -> int | None:
         """Kill the shell's whole process group and release everything; returns bash's exit code.
 
-        Idempotent, and it finishes even if the caller is cancelled meanwhile."""
+        Idempotent, and it finishes even if the caller is cancelled meanwhile.
+        """
         proc, exited, transport = self._proc, self._exited, self._transport
         if proc is None or exited is None or transport is None:
             return None
@@ -262,6 +265,7 @@ class BashSession:
         return await asyncio.shield(self._closing)
 
     async def aclose(self) -> None:
+        """End the shell and its whole process group; the session cannot run commands after this."""
         self._closed = True
         await self._shutdown()
         if self._closing is not None:
@@ -277,8 +281,12 @@ class BashSession:
                 return
 
     async def _exchange(self, command: str, timeout_s: float) -> tuple[Capture, str, int | None]:
-        """Run ``command``; returns its capture, how it ended (done, timeout, exited) and, when the
-        shell is gone, bash's own exit code."""
+        """Run ``command``.
+
+        Returns:
+            Its capture, how it ended (done, timeout, exited) and, when the shell is gone, bash's
+            own exit code.
+        """
         proc, exited, reader = self._proc, self._exited, self._reader
         assert proc is not None and proc.stdin is not None and exited is not None and reader is not None
         marker = f"__KAIROS_{uuid.uuid4().hex}__"

@@ -45,6 +45,8 @@ class TodoError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TodoItem:
+    """One item of the list, with the id the model refers to it by."""
+
     id: int
     content: str
     status: TodoStatus
@@ -69,7 +71,11 @@ class TodoList:
     items: list[TodoItem] = field(default_factory=list)
 
     def rewrite(self, new: Sequence[TodoInput], now: str) -> TodoList:
-        """Raises ``TodoError`` for an empty list entry, duplicate ids or too many items."""
+        """The list replaced by ``new``; an unchanged item keeps its timestamp, others get ``now``.
+
+        Raises:
+            TodoError: an entry is empty, ids repeat, or there are too many items.
+        """
         if len(new) > MAX_ITEMS:
             raise TodoError(f"a TODO list holds at most {MAX_ITEMS} items, got {len(new)}; merge small steps")
         old = {i.id: i for i in self.items}
@@ -92,13 +98,18 @@ class TodoList:
         return TodoList(items)
 
     def update(self, item_id: int, status: TodoStatus, now: str) -> TodoList:
-        """Raises ``TodoError`` for an unknown id."""
+        """The list with item ``item_id`` set to ``status`` at ``now``.
+
+        Raises:
+            TodoError: no item has that id.
+        """
         if not any(i.id == item_id for i in self.items):
             known = ", ".join(str(i.id) for i in self.items) or "none (the list is empty; use rewrite_todo_list)"
             raise TodoError(f"no TODO item with id {item_id}; existing ids: {known}")
         return TodoList([replace(i, status=status, timestamp=now) if i.id == item_id else i for i in self.items])
 
     def counts(self) -> dict[str, int]:
+        """Items per status, every status listed (zeros included)."""
         return {s: sum(1 for i in self.items if i.status == s) for s in TODO_STATUSES}
 
     def render(self) -> str:
@@ -106,6 +117,7 @@ class TodoList:
         return "\n".join(f"[{i.id}] {i.status}: {i.content} (since {i.timestamp})" for i in self.items)
 
     def summary(self) -> str:
+        """``N items: a pending, b completed``, or ``empty``."""
         c = self.counts()
         parts = [f"{n} {s}" for s, n in c.items() if n]
         return f"{len(self.items)} items: " + ", ".join(parts) if parts else "empty"
@@ -127,8 +139,10 @@ def _live(ctx: ToolContext) -> TodoList:
 
 
 class RewriteArgs(BaseModel):
-    """Arguments of ``rewrite_todo_list``; its JSON schema is inlined (no ``$ref``), which
-    grammar-constrained local decoding needs."""
+    """Arguments of ``rewrite_todo_list``.
+
+    Its JSON schema is inlined (no ``$ref``), which grammar-constrained local decoding needs.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -139,6 +153,7 @@ class RewriteArgs(BaseModel):
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Pydantic's schema with every ``$ref`` inlined and the developer docstrings dropped."""
         schema = super().model_json_schema(*args, **kwargs)
         defs = schema.pop("$defs", {})
         schema.pop("description", None)  # this docstring is for developers, not the model
@@ -162,7 +177,8 @@ class RewriteArgs(BaseModel):
 async def _rewrite(items: list[TodoInput], ctx: ToolContext) -> ToolResult:
     """Replace your whole TODO list (your plan for the task). Use it at the start of a multi-step task
     and whenever the plan changes. Keep ids of items you keep; new items get the next free id.
-    The list is shown back to you in <agent_status> so you always see what is left."""
+    The list is shown back to you in <agent_status> so you always see what is left.
+    """
     now = _now(ctx)
     try:
         todos = _live(ctx).rewrite(items, now)
@@ -200,6 +216,7 @@ async def update_todo_status(id: int, status: TodoStatus, *, ctx: ToolContext) -
 
 
 def todo_tools() -> list[Tool]:
+    """``rewrite_todo_list`` and ``update_todo_status`` (the TODO plugin provides them)."""
     return [rewrite_todo_list, update_todo_status]
 
 

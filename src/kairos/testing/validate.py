@@ -1,4 +1,4 @@
-"""Structural invariants of a trajectory, checked after resumes and in tests."""
+"""Structural invariants of a trajectory, for tests to check after runs, crashes and resumes."""
 
 from __future__ import annotations
 
