@@ -24,12 +24,11 @@ from kairos.agent.events import AgentEvent, FinalAnswer, RunError
 from kairos.app import build_agent
 from kairos.config import KairosConfig
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStore, early_result_key
-from kairos.context.validate import trajectory_problems
 from kairos.errors import SessionBusyError
 from kairos.models.openai_compat import OpenAICompatModel
 from kairos.models.types import Message
 from kairos.security.trust import TrustStore
-from kairos.testing import ScriptedModel, call, reply
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.builtins import _grep, files
 from kairos.tools.builtins.files import edit_file, grep
