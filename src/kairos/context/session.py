@@ -124,8 +124,10 @@ class Session:
         return self.tool_context.workspace
 
     def append(self, *messages: Message, consume: Sequence[int] = ()) -> None:
-        """Persist then append (a crash never leaves memory ahead of disk); ``consume`` marks the
-        inbox events these messages were made from, in the same transaction."""
+        """Persist then append: a crash never leaves memory ahead of disk.
+
+        ``consume`` marks the inbox events these messages were made from, in the same transaction.
+        """
         if not messages and not consume:
             return
         self.store.append_messages(self.id, len(self._messages), messages, consume=consume)
@@ -240,8 +242,10 @@ class SessionStore:
         return self._session(sid, [], self._lease(sid))
 
     def resume(self, session_id: str) -> Session:
-        """A stored session, held for writing; a turn cut by a crash is closed first: every tool call
-        without a result gets the interrupted placeholder (appended, so the log stays append-only).
+        """A stored session, held for writing; a turn cut by a crash is closed first.
+
+        Every tool call without a result gets the result saved on the side when it had finished,
+        else the interrupted placeholder (appended, so the log stays append-only).
 
         Raises:
             SessionNotFoundError: unknown id.

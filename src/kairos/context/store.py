@@ -202,8 +202,10 @@ class TrajectoryStore:
     def append_messages(
         self, session_id: str, first_seq: int, messages: Iterable[Message], *, consume: Sequence[int] = ()
     ) -> None:
-        """Insert messages at ``first_seq``, ``first_seq + 1``…, and mark the inbox events ``consume``
-        consumed, in one transaction; an existing seq is an error (append-only)."""
+        """Insert messages at ``first_seq``, ``first_seq + 1``… and mark inbox events consumed.
+
+        One transaction for both; an existing seq is an error (append-only).
+        """
         now = time.time()
         rows = [(session_id, first_seq + i, now, m.serialized()) for i, m in enumerate(messages)]
         statements: list[tuple[str, Any, bool]] = [

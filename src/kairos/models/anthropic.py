@@ -62,7 +62,7 @@ def _import_sdk() -> Any:
     try:
         import anthropic
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ConfigError("the Anthropic backend needs the SDK: pip install 'kairos[anthropic]'") from exc
+        raise ConfigError("the Anthropic backend needs the SDK: pip install 'kairos-harness[anthropic]'") from exc
     return anthropic
 
 

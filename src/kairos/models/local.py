@@ -255,7 +255,7 @@ class LocalModel:
                 from llama_cpp import Llama
             except ImportError as exc:
                 raise ModelError(
-                    "the local model needs llama-cpp-python: pip install 'kairos[local]'", model=self.name
+                    "the local model needs llama-cpp-python: pip install 'kairos-harness[local]'", model=self.name
                 ) from exc
             llm = Llama(
                 model_path=str(path),

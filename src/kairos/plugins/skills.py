@@ -145,12 +145,10 @@ class Skills(Plugin):
         ]
 
     @classmethod
-    def from_config(
-        cls, workspace: Path, config: SkillsConfig | None = None, *, state_dir: Path | None = None
-    ) -> Skills:
-        """The skills ``config`` makes available in ``workspace`` (``state_dir`` is unused)."""
+    def from_config(cls, workspace: Path, config: SkillsConfig | None = None) -> Skills:
+        """The skills ``config`` makes available in ``workspace``."""
         config = config or SkillsConfig()
-        catalog = SkillCatalog.for_workspace(workspace, config, state_dir=state_dir)
+        catalog = SkillCatalog.for_workspace(workspace, config)
         return cls(catalog, max_file_chars=config.max_file_chars, rescan_s=config.rescan_s)
 
     def tools(self) -> Sequence[Tool | ToolSource]:

@@ -254,7 +254,6 @@ class SkillCatalog:
         workspace: Path,
         config: SkillsConfig | None = None,
         *,
-        state_dir: Path | None = None,
         approvals: ApprovalStore | None = None,
         trust: TrustStore | None = None,
     ) -> SkillCatalog:
@@ -263,12 +262,9 @@ class SkillCatalog:
         Args:
             workspace: the workspace whose skills to find.
             config: the ``[skills]`` settings.
-            state_dir: unused, kept for callers of the old signature: approvals no longer live in
-                a workspace's state dir (a repository could ship a pre-approved file).
             approvals: the approvals; default the user's (``<user config dir>/approvals.json``).
             trust: the trusted workspaces; default the user's.
         """
-        del state_dir
         config = config or SkillsConfig()
         ws = workspace.resolve()
         roots = workspace_roots(ws, config.dirs)
