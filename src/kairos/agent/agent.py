@@ -68,6 +68,8 @@ class Agent:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.pipeline = Pipeline(self.plugins, status=status)
+        self.tool_sources = tuple(t for t in self.all_tools() if isinstance(t, ToolSource))
+        """The declared tools that may change at run time (checked once: a protocol check is slow)."""
         names = [t.name for t in self.all_tools() if not isinstance(t, ToolSource)]
         clash = next((n for n in names if names.count(n) > 1), None)
         if clash is not None:

@@ -62,6 +62,10 @@ if TYPE_CHECKING:
     from kairos.agent.agent import Agent
 
 _STATE_KEY = "kairos.run"
+_END = object()
+"""The model's stream ended."""
+_PREEMPT = object()
+"""A preempting event arrived while the model streamed."""
 
 
 class _Preempted(Exception):
@@ -142,7 +146,7 @@ class Runner:
 
     async def _refresh_tools(self, st: RunState) -> str | None:
         """At a turn start: take up changed tool sources (appended, never reordered)."""
-        if not any(isinstance(t, ToolSource) for t in self.agent.all_tools()):
+        if not self.agent.tool_sources:
             return None
         prints = tuple(t.fingerprint() if isinstance(t, ToolSource) else t.name for t in self.agent.all_tools())
         if prints == st.fingerprints:
@@ -160,19 +164,24 @@ class Runner:
 
     # -- the inbox ------------------------------------------------------------------------
 
-    def _drain(self, st: RunState, *, at_start: bool = False, hold: bool = False) -> _Drained:
+    def _drain(
+        self, st: RunState, *, at_start: bool = False, hold: bool = False, direct: Posted | None = None
+    ) -> _Drained:
         """Append messages for pending events (one transaction with their consumption).
 
         Interrupts are honoured (and consumed) first. Once an ``after_turn`` interrupt is in force
         (``hold``, or found now), other events stay queued for the next run: the turn finishes
-        with what it had.
+        with what it had. ``direct`` is the run's own input, not stored in the inbox (nothing was
+        pending when the run began): it comes first and is persisted by the append itself.
         """
         session = st.live
         posted = session.inbox.take()
         out = _Drained()
-        if not posted:
+        if not posted and direct is None:
             return out
         last_input = max((p.seq for p in posted if isinstance(p.event, UserInput)), default=-1)
+        if direct is not None:
+            last_input = max(last_input, max((p.seq for p in posted), default=0) + 1)
         control: list[int] = []
         rest: list[Posted] = []
         for p in posted:
@@ -189,6 +198,10 @@ class Runner:
         held = rest if (hold or out.after_turn) else []
         messages: list[Message] = []
         consumed: list[int] = []
+        if direct is not None:
+            message = event_message(direct.event)
+            assert message is not None
+            messages.append(self.agent.pipeline.on_input(st, message, st.report))
         for p in rest if not held else ():
             message = event_message(p.event)
             if message is None:
@@ -213,8 +226,12 @@ class Runner:
 
         With nothing posted and nothing pending, it yields nothing.
         """
+        direct: Posted | None = None
         if input is not None:
-            session.post(UserInput(input))
+            if len(session.inbox):
+                session.post(UserInput(input))  # after what waits already, in order
+            else:  # nothing else pending: the input is appended (persisted) as the run starts
+                direct = Posted(0, UserInput(input), time.time())
         session.inbox.bind()
         try:
             st = await self._state(session)
@@ -228,7 +245,7 @@ class Runner:
         change = await self._refresh_tools(st)
         if change:
             yield Notice(f"the tool set changed: {change}", "tools")
-        drained = self._drain(st, at_start=True)
+        drained = self._drain(st, at_start=True, direct=direct)
         if drained.stop is not None:
             yield FinalAnswer("Interrupted before the turn started.", stop_reason="interrupted")
             return
@@ -299,9 +316,8 @@ class Runner:
             if tail:
                 yield ModelDeltaEvent(TextDelta(tail))
             reply = unique_ids(reply, st.call_ids)
-            session.append(reply)
             stats = RequestStats(session.request_count, response.usage, audit, estimate)
-            session.record_request(stats.to_record())
+            session.append(reply, request=stats.to_record())  # the reply and its trace: one transaction
             yield stats
             if not reply.tool_calls:
                 if response.finish_reason == "length":
@@ -378,27 +394,47 @@ class Runner:
         return request, tokens
 
     async def _stream(self, st: RunState, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
-        """The model's events, raced against a preempting event so a stalled prefill can be stopped."""
-        stream = aiter(self.agent.model.stream(request))
-        waiter = asyncio.ensure_future(st.live.inbox.wait_preempt())
+        """The model's events, raced against a preempting event so even a stalled prefill can be stopped.
+
+        One task reads the model's stream into a queue and one waits for a preempting event; the loop
+        reads the queue. That is two tasks per model call, not a task and a wait per delta.
+        """
+        queue: asyncio.Queue[StreamEvent | BaseException | object] = asyncio.Queue()
+        model, inbox = self.agent.model, st.live.inbox
+
+        async def pump() -> None:
+            events = model.stream(request)
+            try:
+                async for event in events:
+                    queue.put_nowait(event)
+                queue.put_nowait(_END)
+            except Exception as e:  # the consumer raises it where the old loop did
+                queue.put_nowait(e)
+            finally:  # also on cancel: closing the stream frees the connection or the llama.cpp slot
+                close = getattr(events, "aclose", None)
+                if close is not None:
+                    await close()
+
+        async def watch() -> None:
+            await inbox.wait_preempt()
+            queue.put_nowait(_PREEMPT)
+
+        reader = asyncio.create_task(pump(), name="model-stream")
+        watcher = asyncio.create_task(watch(), name="preempt-watch")
         try:
             while True:
-                nxt = asyncio.ensure_future(anext(stream))
-                done, _ = await asyncio.wait({nxt, waiter}, return_when=asyncio.FIRST_COMPLETED)
-                if nxt not in done:
-                    nxt.cancel()
-                    await asyncio.gather(nxt, return_exceptions=True)
-                    raise _Preempted
-                try:
-                    event = nxt.result()
-                except StopAsyncIteration:
+                item = await queue.get()
+                if item is _END:
                     return
-                yield event
+                if item is _PREEMPT:
+                    raise _Preempted
+                if isinstance(item, BaseException):
+                    raise item
+                yield item  # type: ignore[misc]  # the queue holds stream events besides the markers
         finally:
-            waiter.cancel()
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
+            watcher.cancel()
+            reader.cancel()
+            await asyncio.gather(reader, watcher, return_exceptions=True)
 
     async def _execute(self, st: RunState, call: ToolCall) -> Executed:
         pipeline = self.agent.pipeline

@@ -123,26 +123,23 @@ class Session:
         """The workspace root."""
         return self.tool_context.workspace
 
-    def append(self, *messages: Message, consume: Sequence[int] = ()) -> None:
+    def append(self, *messages: Message, consume: Sequence[int] = (), request: dict[str, Any] | None = None) -> None:
         """Persist then append: a crash never leaves memory ahead of disk.
 
-        ``consume`` marks the inbox events these messages were made from, in the same transaction.
+        ``consume`` marks the inbox events these messages were made from, and ``request`` records the
+        model request that produced them (its index is :attr:`request_count`), in the same transaction.
         """
-        if not messages and not consume:
+        if not messages and not consume and request is None:
             return
-        self.store.append_messages(self.id, len(self._messages), messages, consume=consume)
+        req = (self.request_count, request) if request is not None else None
+        self.store.append_messages(self.id, len(self._messages), messages, consume=consume, request=req)
         self._messages.extend(messages)
+        if request is not None:
+            self.request_count += 1
 
     def consume(self, seqs: Sequence[int]) -> None:
         """Mark inbox events done that produce no message (an interrupt)."""
         self.store.consume(self.id, seqs)
-
-    def record_request(self, record: dict[str, Any]) -> int:
-        """Store one request's trace record; returns its index."""
-        idx = self.request_count
-        self.store.append_request(self.id, idx, record)
-        self.request_count += 1
-        return idx
 
     def freeze(self, key: str, value: str) -> str:
         """Decide ``value`` once for ``key``; later calls (and resumed sessions) get the first value."""

@@ -54,7 +54,14 @@ from kairos.tools.base import Tool, ToolResult
 from kairos.tools.executor import FULL_CONTENT
 
 _ERRORS_KEY = "kairos.compression.errors"
+_STATUS_SLACK = 1024
+"""Tokens the trailing status (and other per-request text) may grow by between two measurements."""
 _FULL_KEY = "kairos.compression.full"
+
+
+def _byte_bound(m: Message) -> int:
+    """More tokens than ``m`` can take: its UTF-8 bytes plus per-message and per-call overhead."""
+    return len(m.content.encode()) + sum(len(c.arguments) + 32 for c in m.tool_calls) + 16
 
 
 class CompressionPlugin(Plugin):
@@ -167,10 +174,11 @@ class CompressionPlugin(Plugin):
 
     def _saved(self, session: SessionView, st: SessionCompression, seq: int) -> str | None:
         """The spill path of the result at ``seq`` if one was written, for round entries."""
-        m = session.message_list()[seq]
-        where = display(session, self.spiller.path(session, seq, m))
-        texts = (st.ledger.get("spill", seq), st.ledger.get("compressed", seq))
-        return where if any(t is not None and where in t for t in texts) else None
+        texts = [t for t in (st.ledger.get("spill", seq), st.ledger.get("compressed", seq)) if t is not None]
+        if not texts:  # most results were never spilled: no path to work out
+            return None
+        where = display(session, self.spiller.path(session, seq, session.message_list()[seq]))
+        return where if any(where in t for t in texts) else None
 
     # -- layers -----------------------------------------------------------------------------
 
@@ -234,11 +242,37 @@ class CompressionPlugin(Plugin):
             emit(session, st, self.listeners, CompressionEvent("noise_removed", msg, session.request_count, tuple(new)))
         return len(new)
 
+    def _surely_below(self, ctx: RunContext, st: SessionCompression, usable: int) -> bool:
+        """Whether a cheap upper bound puts the prompt under every threshold (then it need not be built).
+
+        The bound is the last measured prompt plus every UTF-8 byte of the messages since (a byte-level
+        BPE token covers at least one byte) plus slack for the status message; near a threshold the
+        prompt is built and counted exactly.
+        """
+        if st.measured is None:
+            return False
+        seen, tokens = st.measured
+        messages = ctx.session.message_list()
+        if len(messages) < seen:
+            return False
+        grown = sum(_byte_bound(m) for m in messages[seen:])
+        ratios = [self.config.trigger_ratio] if self.compressor(ctx.model).spec.llm else [1.0]
+        if self.config.noise.enabled:
+            ratios.append(self.config.noise.at_ratio)
+        if tokens + grown + _STATUS_SLACK >= min(ratios) * usable:
+            return False
+        st.measured = (len(messages), tokens + grown)  # the bound is the next base: O(new messages)
+        return True
+
     async def _thresholds(self, ctx: RunContext, st: SessionCompression) -> None:
         session = ctx.session
+        usable = ctx.model.context_window - ctx.agent.max_tokens
+        if self._surely_below(ctx, st, usable):
+            return
         request = ctx.build()
         usable = ctx.model.context_window - request.max_tokens
         tokens = ctx.model.count_tokens(request)
+        st.measured = (len(session.message_list()), tokens)
         noisy = self.config.noise.enabled and tokens > self.config.noise.at_ratio * usable
         if noisy and self._past_noise(session, st, f"prompt at {tokens}/{usable} tokens"):
             tokens = ctx.model.count_tokens(ctx.build())

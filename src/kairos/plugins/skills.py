@@ -138,7 +138,8 @@ class Skills(Plugin):
         self.rescan_s = rescan_s
         """The catalog is checked before every request, but the skill folders are walked at most this
         often: requests a few milliseconds apart (fast tools, a fast model) reuse the last scan."""
-        self._scanned: tuple[float, dict[str, str]] | None = None
+        self._scanned: tuple[float, dict[str, str], str] | None = None
+        """(when, entries, their fingerprint) of the last scan."""
         self._tools = [
             make_tool(self._load_skill_fn(), name="load_skill"),
             make_tool(self._read_skill_file_fn(), name="read_skill_file"),
@@ -171,15 +172,18 @@ class Skills(Plugin):
 
     def current_entries(self) -> dict[str, str]:
         """Name -> description of every usable skill (rescanned at most every ``rescan_s``)."""
+        return dict(self._scan()[0])
+
+    def _scan(self) -> tuple[dict[str, str], str]:
         now = time.monotonic()
         if self._scanned is None or now - self._scanned[0] >= self.rescan_s:
-            self._scanned = (now, {s.name: s.summary for s in self.catalog.available()})
-        return dict(self._scanned[1])
+            entries = {s.name: s.summary for s in self.catalog.available()}
+            self._scanned = (now, entries, fingerprint(entries))
+        return self._scanned[1], self._scanned[2]
 
     def catalog_message(self, session: SessionView) -> Message | None:
         """The catalog, or the change since the last one, when the model's view is stale; else None."""
-        entries = self.current_entries()
-        fp = fingerprint(entries)
+        entries, fp = self._scan()
         seen = last_catalog(session)
         if seen == fp or (seen is None and not entries):
             return None

@@ -147,6 +147,8 @@ class SessionCompression:
     """(tool, content) -> the first stored result with that content (for duplicates at first sight)."""
     dup_scan: int = 0
     """Messages already indexed in ``first_results``."""
+    measured: tuple[int, int] | None = None
+    """(messages, prompt tokens) when the prompt was last built and counted for the thresholds."""
 
     @property
     def ratio(self) -> float | None:
