@@ -88,8 +88,17 @@ class TokenEstimator:
 
     def __call__(self, request: ModelRequest) -> int:
         """Estimated prompt tokens of ``request``."""
-        if self._head is None or self._head[0] != request.system or self._head[1] != request.tools:
+        head_of = self._head
+        if (
+            head_of is None
+            or head_of[0] != request.system
+            or not (head_of[1] is request.tools or head_of[1] == request.tools)
+        ):
             head = estimate_tokens(request.system) + sum(estimate_tokens(t.serialized()) for t in request.tools)
-            self._head = (request.system, request.tools, head)
-        self._memo.update(request.messages)
-        return self._head[2] + sum(self._memo.values)
+            head_of = self._head = (request.system, request.tools, head)
+        # the stable prefix is memoised; the trailing status changes every request and is counted apart
+        # (memoising it would make the next request's prefix differ at that message: a slow compare)
+        stable = request.stable_prefix_len if request.stable_prefix_len is not None else len(request.messages)
+        self._memo.update(request.messages[:stable])
+        tail = sum(map(estimate_message_tokens, request.messages[stable:]))
+        return head_of[2] + sum(self._memo.values) + tail
