@@ -396,8 +396,9 @@ class Runner:
     async def _stream(self, st: RunState, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
         """The model's events, raced against a preempting event so even a stalled prefill can be stopped.
 
-        One task reads the model's stream into a queue and one waits for a preempting event; the loop
-        reads the queue. That is two tasks per model call, not a task and a wait per delta.
+        One task reads the model's stream into a queue, and a preempting event puts a marker into the
+        same queue; the loop reads the queue. That is one task per model call, not a task and a wait
+        per delta.
         """
         queue: asyncio.Queue[StreamEvent | BaseException | object] = asyncio.Queue()
         model, inbox = self.agent.model, st.live.inbox
@@ -415,12 +416,8 @@ class Runner:
                 if close is not None:
                     await close()
 
-        async def watch() -> None:
-            await inbox.wait_preempt()
-            queue.put_nowait(_PREEMPT)
-
         reader = asyncio.create_task(pump(), name="model-stream")
-        watcher = asyncio.create_task(watch(), name="preempt-watch")
+        unwatch = inbox.watch_preempt(lambda: queue.put_nowait(_PREEMPT))
         try:
             while True:
                 item = await queue.get()
@@ -432,9 +429,9 @@ class Runner:
                     raise item
                 yield item  # type: ignore[misc]  # the queue holds stream events besides the markers
         finally:
-            watcher.cancel()
+            unwatch()
             reader.cancel()
-            await asyncio.gather(reader, watcher, return_exceptions=True)
+            await asyncio.gather(reader, return_exceptions=True)
 
     async def _execute(self, st: RunState, call: ToolCall) -> Executed:
         pipeline = self.agent.pipeline
@@ -478,14 +475,15 @@ class Runner:
                 appended += 1
             session.append(*batch)
 
-        waiter: asyncio.Future[None] | None = None
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        unwatch = None
         try:
             for call in calls:
                 yield ToolCallStarted(call)
             for call in calls:
                 task = asyncio.create_task(self._execute(st, call), name=f"tool:{call.name}:{call.id}")
                 started[task] = (call, time.perf_counter())
-            waiter = asyncio.ensure_future(session.inbox.wait_preempt())
+            unwatch = session.inbox.watch_preempt(lambda: _resolve(waiter))
             remaining = set(started)
             while remaining:
                 done, _ = await asyncio.wait(remaining | {waiter}, return_when=asyncio.FIRST_COMPLETED)
@@ -507,8 +505,9 @@ class Runner:
                 if waiter in done and remaining:
                     raise _Preempted
         finally:
-            if waiter is not None:
-                waiter.cancel()
+            if unwatch is not None:
+                unwatch()
+            waiter.cancel()
             running = [t for t in started if not t.done()]
             for task in running:
                 task.cancel()
@@ -517,6 +516,11 @@ class Runner:
             for c in calls[appended:]:  # every call gets exactly one result, whatever ended the phase
                 ready.setdefault(c.id, INTERRUPTED_TOOL_RESULT)
             flush_ready()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _put_back(session: Session, posted: list[Posted]) -> None:

@@ -164,6 +164,7 @@ class Inbox:
         self._changed: asyncio.Event | None = None
         self.listeners: list[Callable[[Posted], None]] = []
         """Called (in the posting thread) after each post, e.g. to wake a runtime worker."""
+        self._preempt_watchers: list[Callable[[], None]] = []
 
     def post(self, event: InboxEvent) -> int:
         """Persist ``event``, queue it and wake the loop; returns its sequence number."""
@@ -171,7 +172,10 @@ class Inbox:
         posted = Posted(seq, event, at)
         with self._lock:
             self._pending.append(posted)
+            watchers = list(self._preempt_watchers) if event.preempts else []
         self._wake()
+        for watcher in watchers:
+            self._call_in_loop(watcher)
         for listener in list(self.listeners):
             listener(posted)
         return seq
@@ -182,13 +186,36 @@ class Inbox:
         self._changed = asyncio.Event()
 
     def _wake(self) -> None:
-        loop, changed = self._loop, self._changed
-        if loop is None or changed is None:
+        if self._changed is not None:
+            self._call_in_loop(self._changed.set)
+
+    def _call_in_loop(self, fn: Callable[[], object]) -> None:
+        loop = self._loop
+        if loop is None:
             return
         try:
-            loop.call_soon_threadsafe(changed.set)
+            loop.call_soon_threadsafe(fn)
         except RuntimeError:  # that loop is closed; the next bind() attaches a new one
             pass
+
+    def watch_preempt(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` in the loop as soon as a preempting event is pending (at once if one is).
+
+        Cheaper than a task waiting on :meth:`wait_preempt` for code that races every model call.
+        Returns the function that stops watching.
+        """
+        with self._lock:
+            self._preempt_watchers.append(callback)
+            already = any(p.event.preempts for p in self._pending)
+        if already:
+            self._call_in_loop(callback)
+
+        def stop() -> None:
+            with self._lock:
+                if callback in self._preempt_watchers:
+                    self._preempt_watchers.remove(callback)
+
+        return stop
 
     def pending(self) -> list[Posted]:
         """A copy of what waits, oldest first."""
