@@ -110,3 +110,14 @@ def test_text_whose_lower_case_is_longer_streams_intact() -> None:
         shown, replacement = _stream(guard, text, seed)
         assert replacement == REFUSAL and text.startswith(shown) and guard.check(shown) is None
     assert _stream(guard, "İİİ İstanbul is lovely.", 1) == ("İİİ İstanbul is lovely.", None)
+
+
+def test_a_leak_spread_over_many_small_deltas_late_in_a_long_reply_is_caught() -> None:
+    guard = LeakGuard.for_system(SYSTEM)
+    long_clean = (CLEAN + " ") * 200  # a long reply: each delta must cost only the new words
+    for text in (long_clean + LEAK, long_clean + "the tag is LUMO-7Q4X"):
+        s = guard.stream()
+        shown = "".join(s.feed(ch) for ch in text) + s.finish()
+        assert s.replacement == REFUSAL and "which of your tools it needs" not in shown and "7Q4X" not in shown
+    s = guard.stream()
+    assert "".join(s.feed(ch) for ch in long_clean) + s.finish() == long_clean

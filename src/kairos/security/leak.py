@@ -33,6 +33,25 @@ REFUSAL = "I can't share my instructions or configuration. Tell me what you woul
 
 _WORD = re.compile(r"[a-z0-9']+")
 _WORD_ANY_CASE = re.compile(r"[a-z0-9']+", re.IGNORECASE)
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'")
+
+
+def _words_back(text: str, count: int, end: int) -> int:
+    """Where the last ``count`` words of ``text[:end]`` begin (0 when it has fewer).
+
+    A backward scan over just those words, so a streamed reply is never rescanned from its start.
+    """
+    i = end
+    for _ in range(count):
+        while i > 0 and text[i - 1] not in _WORD_CHARS:
+            i -= 1
+        if i == 0:
+            return 0
+        while i > 0 and text[i - 1] in _WORD_CHARS:
+            i -= 1
+    return i
+
+
 _SECRET = re.compile(r"\b[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)+\b")
 _EXAMPLE = re.compile(r"<example[^>]*>.*?</example>", re.DOTALL)
 
@@ -86,6 +105,7 @@ class LeakGuard:
         ws = _words(protected)
         self._grams = {tuple(ws[i : i + words]) for i in range(len(ws) - words + 1)}
         self._prefixes = {g[:k] for g in self._grams for k in range(1, words)}
+        self.longest_secret = max((len(x) for x in self.secrets), default=0)
 
     @classmethod
     def for_system(cls, system: SystemPrompt, *, words: int = LEAK_WORDS, secrets: Iterable[str] = ()) -> LeakGuard:
@@ -94,11 +114,19 @@ class LeakGuard:
 
     def check(self, text: str) -> Leak | None:
         """The first leak in ``text``, if any."""
+        return self.check_secrets(text) or self.check_words(text)
+
+    def check_secrets(self, text: str) -> Leak | None:
+        """A secret in ``text``, if any."""
         low = text.lower()
         for secret in self.secrets:
             if secret in low:
                 return Leak("secret", secret)
-        ws = _words(low)
+        return None
+
+    def check_words(self, text: str) -> Leak | None:
+        """A protected run of words in ``text``, if any."""
+        ws = _words(text)
         for i in range(len(ws) - self.n + 1):
             if tuple(ws[i : i + self.n]) in self._grams:
                 return Leak("words", " ".join(ws[i : i + self.n]))
@@ -108,10 +136,13 @@ class LeakGuard:
         """A guarded stream for one reply; ``on_leak`` is told about a blocked leak."""
         return LeakStream(self, on_leak)
 
-    def _complete(self, text: str) -> str:
-        """``text`` without an unfinished last word ("the" may still become "then")."""
-        m = re.search(r"[a-z0-9']+\Z", text, re.IGNORECASE)
-        return text[: m.start()] if m else text
+    @staticmethod
+    def complete_end(text: str) -> int:
+        """Where ``text``'s unfinished last word starts ("the" may still become "then"), or its end."""
+        i = len(text)
+        while i > 0 and text[i - 1] in _WORD_CHARS:
+            i -= 1
+        return i
 
     def _held_from(self, text: str) -> int:
         """Where the unreleasable tail of ``text`` starts.
@@ -121,7 +152,8 @@ class LeakGuard:
         string's length.)
         """
         start = len(text)
-        words = list(_WORD_ANY_CASE.finditer(text))
+        base = _words_back(text, self.n, len(text))  # only the last words can start a protected run
+        words = list(_WORD_ANY_CASE.finditer(text, base))
         if words and words[-1].end() == len(text):  # the last word may still grow: held, not judged
             start = words.pop().start()
         tail = [m.group(0).lower() for m in words[-(self.n - 1) :]]
@@ -146,6 +178,8 @@ class LeakStream:
         self.text = ""
         self.released = 0
         self.leak: Leak | None = None
+        self._checked = 0
+        """``text[:_checked]`` was judged already: each delta costs only the new words, not the reply."""
 
     @property
     def replacement(self) -> str | None:
@@ -157,7 +191,7 @@ class LeakStream:
         if self.leak is not None:
             return ""
         self.text += delta
-        if self._blocked(self.guard._complete(self.text)):
+        if self._blocked(self.guard.complete_end(self.text)):
             return ""
         end = max(self.released, self.guard._held_from(self.text))
         out, self.released = self.text[self.released : end], end
@@ -165,13 +199,18 @@ class LeakStream:
 
     def finish(self) -> str:
         """The held-back rest of a clean reply ("" when blocked)."""
-        if self.leak is not None or self._blocked(self.text):
+        if self.leak is not None or self._blocked(len(self.text)):
             return ""
         out, self.released = self.text[self.released :], len(self.text)
         return out
 
-    def _blocked(self, text: str) -> bool:
-        self.leak = self.guard.check(text)
+    def _blocked(self, end: int) -> bool:
+        """Judge ``text[:end]``: the new part, plus what a leak could span from before it."""
+        g, text = self.guard, self.text
+        words_from = _words_back(text, g.n - 1, self._checked)
+        secrets_from = max(0, self._checked - g.longest_secret + 1)
+        self.leak = g.check_secrets(text[secrets_from:end]) or g.check_words(text[words_from:end])
+        self._checked = max(self._checked, end)
         if self.leak is not None and self.on_leak is not None:
             self.on_leak(self.leak)
         return self.leak is not None
