@@ -76,7 +76,7 @@ def test_a_bad_record_is_a_clear_error_naming_the_message(tmp_path: Path) -> Non
     sid = st.create_session()
     st.append_messages(sid, 0, [Message.user("fine")])
     raw = sqlite3.connect(tmp_path / "k.db")
-    raw.execute("INSERT INTO messages VALUES (?, 1, 0, ?)", (sid, json.dumps({"role": "alien"})))
+    raw.execute("INSERT INTO messages VALUES (?, 1, 0, ?, NULL)", (sid, json.dumps({"role": "alien"})))
     raw.commit()
     raw.close()
     with pytest.raises(StoreError, match=f"message 1 of session {sid}"):
@@ -88,3 +88,29 @@ def test_a_file_where_the_state_folder_should_be_is_a_clear_error(tmp_path: Path
     (tmp_path / ".kairos").write_text("not a folder")
     with pytest.raises(StoreError, match="is a file, not a folder"):
         TrajectoryStore(tmp_path / ".kairos" / "kairos.db")
+
+
+def test_a_database_from_before_traces_moved_to_their_replies_opens_and_keeps_its_traces(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path)
+    raw.executescript(
+        """
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at REAL NOT NULL, title TEXT NOT NULL DEFAULT '',
+                               meta TEXT NOT NULL DEFAULT '{}');
+        CREATE TABLE messages (session_id TEXT NOT NULL, seq INTEGER NOT NULL, created_at REAL NOT NULL,
+                               record TEXT NOT NULL, PRIMARY KEY (session_id, seq));
+        CREATE TABLE requests (session_id TEXT NOT NULL, idx INTEGER NOT NULL, record TEXT NOT NULL,
+                               PRIMARY KEY (session_id, idx));
+        INSERT INTO sessions VALUES ('s1', 0, 'old', '{}');
+        INSERT INTO messages VALUES ('s1', 0, 0, '{"role": "user", "content": "hi"}');
+        INSERT INTO messages VALUES ('s1', 1, 0, '{"role": "assistant", "content": "hello", "synthetic": false}');
+        INSERT INTO requests VALUES ('s1', 0, '{"index": 0}');
+        """
+    )
+    raw.commit()
+    raw.close()
+    st = TrajectoryStore(path)
+    assert [m.content for m in st.load_messages("s1")] == ["hi", "hello"]
+    st.append_messages("s1", 2, [Message.user("again"), Message.assistant("yes")], request=(1, {"index": 1}))
+    assert st.load_requests("s1") == [{"index": 0}, {"index": 1}] and st.count_requests("s1") == 2
+    st.close()

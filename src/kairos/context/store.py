@@ -1,6 +1,7 @@
 """Append-only trajectory persistence in SQLite (WAL).
 
-Rows are only ever inserted: a session's messages are the ordered ``messages`` rows, and
+Rows are only ever inserted: a session's messages are the ordered ``messages`` rows (a model reply
+carries the trace of the request that produced it in its row), and
 decisions that must survive a resume byte for byte (spill previews, compression summaries)
 go to ``frozen``, written once and never updated. Inbox events go to ``inbox`` when posted and
 are marked consumed in the same transaction that appends the messages made from them.
@@ -37,6 +38,7 @@ CREATE TABLE IF NOT EXISTS messages (
     seq INTEGER NOT NULL,
     created_at REAL NOT NULL,
     record TEXT NOT NULL,
+    request TEXT,
     PRIMARY KEY (session_id, seq)
 );
 CREATE TABLE IF NOT EXISTS requests (
@@ -114,6 +116,9 @@ class TrajectoryStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
+            if "request" not in columns:  # a database from before the trace moved next to its reply
+                self._db.execute("ALTER TABLE messages ADD COLUMN request TEXT")
             self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()
         except sqlite3.DatabaseError as e:
             self._db.close()
@@ -226,28 +231,39 @@ class TrajectoryStore:
         One transaction for both; an existing seq is an error (append-only).
         """
         now = time.time()
-        rows = [(session_id, first_seq + i, now, m.serialized()) for i, m in enumerate(messages)]
+        trace = json.dumps(request[1]) if request is not None else None
+        rows: list[tuple[str, int, float, str, str | None]] = [
+            (session_id, first_seq + i, now, m.serialized(), None) for i, m in enumerate(messages)
+        ]
+        if rows and trace is not None:  # the request's trace rides on the reply it produced: one row
+            rows[-1] = (*rows[-1][:4], trace)
         statements: list[tuple[str, Any, bool]] = []
         if rows:
-            statements.append(
-                ("INSERT INTO messages (session_id, seq, created_at, record) VALUES (?, ?, ?, ?)", rows, True)
-            )
+            sql = "INSERT INTO messages (session_id, seq, created_at, record, request) VALUES (?, ?, ?, ?, ?)"
+            statements.append((sql, rows, True))
         if consume:
             sql = "UPDATE inbox SET consumed_at = ? WHERE session_id = ? AND seq = ?"
             statements.append((sql, [(now, session_id, s) for s in consume], True))
-        if request is not None:
+        if request is not None and not rows:
             sql = "INSERT OR REPLACE INTO requests (session_id, idx, record) VALUES (?, ?, ?)"
-            statements.append((sql, (session_id, request[0], json.dumps(request[1])), False))
+            statements.append((sql, (session_id, request[0], trace), False))
         self._write(statements)
 
     def load_requests(self, session_id: str) -> list[dict[str, Any]]:
-        """Every request record of a session, in order."""
-        rows = self._read("SELECT record FROM requests WHERE session_id = ? ORDER BY idx", (session_id,))
-        return [json.loads(r[0]) for r in rows]
+        """Every request record of a session, in order (older databases kept them in their own table)."""
+        old = self._read("SELECT record FROM requests WHERE session_id = ? ORDER BY idx", (session_id,))
+        new = self._read(
+            "SELECT request FROM messages WHERE session_id = ? AND request IS NOT NULL ORDER BY seq", (session_id,)
+        )
+        return [json.loads(r[0]) for r in (*old, *new)]
 
     def count_requests(self, session_id: str) -> int:
         """How many requests a session made."""
-        return int(self._read("SELECT COUNT(*) FROM requests WHERE session_id = ?", (session_id,))[0][0])
+        sql = (
+            "SELECT (SELECT COUNT(*) FROM requests WHERE session_id = ?) + "
+            "(SELECT COUNT(*) FROM messages WHERE session_id = ? AND request IS NOT NULL)"
+        )
+        return int(self._read(sql, (session_id, session_id))[0][0])
 
     # -- frozen decisions ------------------------------------------------------------------
 
