@@ -75,6 +75,10 @@ class SessionView(Protocol):
         """The value frozen under ``key``, if any."""
         ...
 
+    def frozen_items(self, prefix: str) -> dict[str, str]:
+        """Every value frozen under a key that starts with ``prefix``."""
+        ...
+
 
 class Session:
     """One conversation. Messages are only ever appended; each append is persisted at once."""
@@ -148,6 +152,10 @@ class Session:
     def frozen(self, key: str) -> str | None:
         """The value frozen under ``key``, if any."""
         return self.store.frozen(self.id, key)
+
+    def frozen_items(self, prefix: str) -> dict[str, str]:
+        """Every value frozen under a key that starts with ``prefix`` (one query)."""
+        return self.store.frozen_items(self.id, prefix)
 
     def spawn(self, title: str, meta: dict[str, Any]) -> Session:
         """A new session in the same store and workspace (held for writing when the store leases)."""

@@ -276,6 +276,11 @@ class TrajectoryStore:
         assert frozen is not None
         return frozen
 
+    def frozen_items(self, session_id: str, prefix: str) -> dict[str, str]:
+        """Every frozen value of a session whose key starts with ``prefix`` (one query)."""
+        sql = "SELECT key, value FROM frozen WHERE session_id = ? AND substr(key, 1, ?) = ?"
+        return {str(k): str(v) for k, v in self._read(sql, (session_id, len(prefix), prefix))}
+
     def frozen(self, session_id: str, key: str) -> str | None:
         """The value frozen under ``key``, if any."""
         rows = self._read("SELECT value FROM frozen WHERE session_id = ? AND key = ?", (session_id, key))

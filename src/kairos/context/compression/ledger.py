@@ -56,22 +56,22 @@ Listener = Callable[[CompressionEvent], None]
 
 
 class Ledger:
-    """Read-through cache over the session's frozen compression values.
+    """The session's frozen compression values, all read once when the ledger is made.
 
-    Absent keys are cached too: only this ledger writes them (through ``freeze``), so a cached
-    miss can only become stale by our own write, which updates the cache.
+    Only this ledger writes them (through ``freeze``, which updates the cache), so a key missing
+    from the cache is absent from the store too: lookups never touch the database.
     """
 
     def __init__(self, session: SessionView) -> None:
         self._session = session
-        self._cache: dict[str, str | None] = {}
+        self._cache: dict[str, str | None] = {
+            k.removeprefix(_PREFIX): v for k, v in session.frozen_items(_PREFIX).items()
+        }
         self.version = 0
         """Bumped on every new decision that changes what the model sees, so views know when to re-render."""
 
     def _get(self, key: str) -> str | None:
-        if key not in self._cache:
-            self._cache[key] = self._session.frozen(_PREFIX + key)
-        return self._cache[key]
+        return self._cache.get(key)
 
     def _freeze(self, key: str, value: str) -> str:
         known = self._get(key)
