@@ -62,18 +62,25 @@ def _notices(config: KairosConfig) -> None:
         err_console.print(f"[yellow]notice:[/] {_text(notice)}")
 
 
-def _setup(workspace: Path, model: str | None, base_url: str | None) -> tuple[KairosConfig, Agent, SessionStore]:
+def _setup(
+    workspace: Path, model: str | None, base_url: str | None, session: str | None, title: str = ""
+) -> tuple[Agent, SessionStore, Session]:
+    """The product agent and the session to run (``run`` and ``chat``); a clear error and exit 1 otherwise."""
     from kairos.app import build_agent
     from kairos.models import load_model
 
     workspace = workspace.resolve()
     if not workspace.is_dir():
         raise _fail(f"workspace {workspace} is not a directory")
-    config = load_config(workspace, {"model": model, "base_url": base_url})
-    _notices(config)
-    with console.status(f"loading model {_text(config.model)} ..."):
-        llm = load_model(config.model, config.model_settings())
-    return config, build_agent(llm, workspace, config), SessionStore(workspace)
+    try:
+        config = load_config(workspace, {"model": model, "base_url": base_url})
+        _notices(config)
+        with console.status(f"loading model {_text(config.model)} ..."):
+            llm = load_model(config.model, config.model_settings())
+        store = SessionStore(workspace)
+        return build_agent(llm, workspace, config), store, store.open(session, title=title)
+    except KairosError as e:
+        raise _fail(str(e)) from e
 
 
 class EventPrinter:
@@ -191,11 +198,7 @@ def run(
     trace: TraceOpt = False,
 ) -> None:
     """Run one task to completion, streaming tool calls, results and the answer."""
-    try:
-        _, agent, store = _setup(workspace, model, base_url)
-        sess = store.open(session, title=task[:80])
-    except KairosError as e:
-        raise _fail(str(e)) from e
+    agent, store, sess = _setup(workspace, model, base_url, session, title=task[:80])
     printer = EventPrinter(trace)
 
     async def main() -> int | None:
@@ -295,11 +298,7 @@ def chat(
     trace: TraceOpt = False,
 ) -> None:
     """Multi-turn chat. Ctrl-C interrupts a running turn; Ctrl-D or /exit quits."""
-    try:
-        _, agent, store = _setup(workspace, model, base_url)
-        sess = store.open(session)
-    except KairosError as e:
-        raise _fail(str(e)) from e
+    agent, store, sess = _setup(workspace, model, base_url, session)
     resumed = f", resumed with {len(sess)} messages" if session else ""
     console.print(f"[dim]session {sess.id}{resumed}. /exit to quit.[/]")
 
