@@ -317,7 +317,7 @@ class Runner:
                 yield ModelDeltaEvent(TextDelta(tail))
             reply = unique_ids(reply, st.call_ids)
             stats = RequestStats(session.request_count, response.usage, audit, estimate)
-            session.append(reply, request=stats.to_record())  # the reply and its trace: one transaction
+            session.append(reply, request=stats.to_record())  # the reply and its trace: one row
             yield stats
             if not reply.tool_calls:
                 if response.finish_reason == "length":
