@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from kairos.agent.agent import Agent
 
 _STATE_KEY = "kairos.run"
+_RUNNER_IDS = itertools.count(1)
 _END = object()
 """The model's stream ended."""
 _PREEMPT = object()
@@ -96,7 +98,7 @@ class Runner:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self._key = f"{_STATE_KEY}.{id(self)}"
+        self._key = f"{_STATE_KEY}.{next(_RUNNER_IDS)}"  # not id(self): a later runner may reuse a dead one's id
 
     # -- per-session state ----------------------------------------------------------------
 
