@@ -19,12 +19,19 @@ Every strategy runs on the same trials with the bundled model in a deliberately 
 (no spill, noise removal, archival or provider editing). The summariser is a second instance
 of the same model (its own KV cache, shared weights), so summarising does not evict the agent's
 cached prefix. Rows: strategy, trial, iterations (agent requests), total agent prompt tokens,
-summariser calls and prompt tokens, compression ratio (compressed / original chars), success.
+summariser calls and prompt tokens, compression ratio (compressed / original chars), success,
+and the model-independent score ``facts_kept``: the share of the trial's gold facts (per
+co-founder, still there or the year they left) that the tool results of the last request
+still state (the rule is at :func:`facts_in`; ``facts_found`` applies it to the raw results,
+so a search that never brought a page in is told apart from a fact compression dropped).
+Summary: ``facts_kept_<strategy>`` (target for task-aware ≥ 0.95), ``success_<strategy>``,
+token totals and the task-aware / windowed token ratio.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import re
 import tempfile
@@ -43,10 +50,11 @@ from kairos.context.compression import STRATEGIES, CompressionConfig, Strategy, 
 from kairos.context.compression.config import NoiseConfig, SpillConfig
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
-from kairos.models.types import SystemPrompt
+from kairos.models.types import Message, SystemPrompt
 from kairos.plugins.compression import CompressionPlugin
 from kairos.tools.base import Tool, tool
 from kairos_bench._local import bench_model
+from kairos_bench._observe import RequestLog
 
 N_CTX = 10_240
 FOUNDERS = 5
@@ -128,6 +136,13 @@ class Corpus:
     founders: list[Founder]
     docs: list[tuple[str, str]] = field(default_factory=list)
     """(title, full page text) pairs."""
+    strangers: list[str] = field(default_factory=list)
+    """People of the distractor pages (they left *other* companies)."""
+
+    @property
+    def people(self) -> list[str]:
+        """Everyone the pages name: the co-founders, then the strangers."""
+        return [f.name for f in self.founders] + self.strangers
 
     @property
     def turns(self) -> list[str]:
@@ -216,7 +231,7 @@ def make_corpus(seed: int) -> Corpus:
         left = rng.randint(role_year + 1, 2024) if i in leavers else None
         founders.append(Founder(name, left, rng.choice(ROLES), role_year))
     strangers = names[FOUNDERS:]
-    corpus = Corpus(company, founded, founders)
+    corpus = Corpus(company, founded, founders, strangers=strangers)
     listed = ", ".join(f.name for f in founders[:-1]) + f" and {founders[-1].name}"
     founding = [
         f"{company} was founded in {founded} by {FOUNDERS} co-founders: {listed}. They met while working on "
@@ -293,6 +308,92 @@ def check(answer: str, corpus: Corpus) -> bool:
     return True
 
 
+# -- the model-independent score: gold facts still in the context the model saw last ------------
+#
+# A trial's gold facts are one per co-founder: the name and either "still works there" or the
+# year they left. The score reads the tool results of the last request the agent sent, as the
+# model saw them (after the compression view). Each such message is cut into passages, one per
+# person it names: a person is named by the full, first or last name (case-sensitive, whole
+# words; first and last names are unique in a corpus), and a passage runs from the start of the
+# sentence (or line) that names the person to the start of the sentence that names another
+# person of the corpus, co-founder or stranger (to that name itself when one sentence names
+# both). Text before the first name in a message belongs to nobody. A fact is kept when the
+# passages of one message about that co-founder state it:
+# - a leaver: the year they left, as a whole number, and a word of leaving (left, leave(s),
+#   leaving, departed, quit, stepped down, no longer) that is not negated;
+# - a stayer: a word of staying (still, currently, remain(s), continue(s), to this day) and no
+#   word of leaving that is not negated ("has not left" is fine).
+# So a fact split across messages, a wrong year, a role-change year alone, or a stranger's year
+# in a related-article teaser does not count. The same rule over the raw results (the stored
+# messages, before any compression) gives ``facts_found``: what the searches brought in.
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+_STAY = re.compile(r"\b(still|currently|remains?|continues?|to this day)\b", re.IGNORECASE)
+_LEAVE = re.compile(r"\b(left|leaves?|leaving|departed|quit|stepped down|steps down|no longer)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"(\bnot|\bnever|n't)\s+(\w+\s+)?$", re.IGNORECASE)
+
+
+def passages(text: str, people: Sequence[str]) -> dict[str, str]:
+    """The text of one message about each person it names (see the rule above), passages joined."""
+    who: dict[str, str] = {}
+    for person in people:
+        first, *_, last = person.split()
+        for form in (person, first, last):
+            who.setdefault(form, person)
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(who, key=len, reverse=True)) + r")\b")
+    starts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)]
+    out: dict[str, list[str]] = {}
+    current: str | None = None
+    since = prev_end = 0
+    for m in pattern.finditer(text):
+        person = who[m.group()]
+        if person != current:
+            sentence = starts[bisect.bisect_right(starts, m.start()) - 1]
+            cut = sentence if sentence >= prev_end else m.start()
+            if current is not None:
+                out.setdefault(current, []).append(text[since:cut])
+            current, since = person, cut
+        prev_end = m.end()
+    if current is not None:
+        out.setdefault(current, []).append(text[since:])
+    return {person: "\n".join(parts) for person, parts in out.items()}
+
+
+def _leaves(text: str) -> bool:
+    """A word of leaving that is not negated."""
+    return any(not _NEGATED.search(text[: m.start()]) for m in _LEAVE.finditer(text))
+
+
+def states(founder: Founder, text: str) -> bool:
+    """Does this passage state the founder's gold fact?"""
+    if founder.left is None:
+        return bool(_STAY.search(text)) and not _leaves(text)
+    return _leaves(text) and re.search(rf"\b{founder.left}\b", text) is not None
+
+
+def gold(founder: Founder) -> str:
+    """The gold fact, for reports."""
+    return f"{founder.name} ({'still there' if founder.left is None else f'left {founder.left}'})"
+
+
+def facts_in(messages: Sequence[Message], corpus: Corpus) -> dict[str, bool]:
+    """For each co-founder, whether one tool result among ``messages`` states their gold fact."""
+    kept = {f.name: False for f in corpus.founders}
+    for m in messages:
+        if m.role != "tool":
+            continue
+        about = passages(m.content, corpus.people)
+        for f in corpus.founders:
+            if not kept[f.name] and f.name in about and states(f, about[f.name]):
+                kept[f.name] = True
+    return kept
+
+
+def share(kept: dict[str, bool]) -> float:
+    """The share of facts kept."""
+    return round(sum(kept.values()) / len(kept), 3) if kept else 0.0
+
+
 def bench_config(strategy: Strategy) -> CompressionConfig:
     """Layer 5 only, so the six strategies are compared as in the book (no spill, noise removal,
     archival or provider editing)."""
@@ -317,6 +418,7 @@ async def run_trial(
     store = SessionStore(ws)
     session = store.new(f"{strategy}-{trial}")
     ext = CompressionPlugin(bench_config(strategy), summarizer=summarizer)
+    log = RequestLog()
     agent = Agent(
         agent_model,
         tools=[make_search(corpus)],
@@ -324,7 +426,7 @@ async def run_trial(
         status=NoStatus(),
         max_iterations=6,
         max_tokens=MAX_TOKENS,
-        plugins=[ext],
+        plugins=[ext, log],
     )
     prompt_tokens = requests = 0
     answer, stop, searches = "", "", []
@@ -343,11 +445,13 @@ async def run_trial(
                     answer, stop = "", "overflow" if "prompt tokens" in event.message else f"error: {event.message}"
             if stop not in ("answer", "length"):
                 break  # overflow or a harness stop: later turns would only fail the same way
+        found = facts_in(session.message_list(), corpus)
     finally:
         await session.aclose()
         store.close()
     st = state_of(session)
     ratio = st.ratio
+    kept = facts_in(log.requests[-1].messages if log.requests else (), corpus)
     return {
         "strategy": strategy,
         "trial": trial,
@@ -357,6 +461,9 @@ async def run_trial(
         "summarizer_prompt_tokens": st.summarizer_prompt_tokens,
         "compression_ratio": None if ratio is None else round(ratio, 4),
         "success": stop == "answer" and check(answer, corpus),
+        "facts_kept": share(kept),
+        "facts_found": share(found),
+        "facts_dropped": [gold(f) for f in corpus.founders if not kept[f.name]],
         "stop": stop,
         "searches": searches,
         "answer": answer[:300],
@@ -368,6 +475,10 @@ async def run_trial(
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def total(strategy: str, key: str) -> int:
         return sum(int(r[key]) for r in rows if r["strategy"] == strategy)
+
+    def mean(strategy: str, key: str) -> float | None:
+        mine = [float(r[key]) for r in rows if r["strategy"] == strategy]
+        return round(sum(mine) / len(mine), 3) if mine else None
 
     def rate(strategy: str) -> float | None:
         mine = [r for r in rows if r["strategy"] == strategy]
@@ -385,6 +496,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if any(r["strategy"] == s for r in rows):
             summary[f"success_{s}"] = rate(s)
             summary[f"prompt_tokens_{s}"] = total(s, "total_prompt_tokens")
+            summary[f"facts_kept_{s}"] = mean(s, "facts_kept")
+            summary[f"facts_found_{s}"] = mean(s, "facts_found")
     return summary
 
 
@@ -411,6 +524,7 @@ def run(
                 console.print(
                     f"compression  {strategy:21s} trial {trial}: {row['iterations']} requests, "
                     f"{row['total_prompt_tokens']} prompt tok, ratio {row['compression_ratio']}, "
+                    f"facts kept {row['facts_kept']} (found {row['facts_found']}), "
                     f"{'OK' if row['success'] else 'FAIL'} ({row['stop']}) {row['wall_s']} s"
                 )
     return {
@@ -426,6 +540,9 @@ def run(
             "in which year (exact check of the last answer)",
             "layers": "layer 5 only (spill, noise, archive and provider editing off) to compare the strategies",
             "summarizer": "a second instance of the same model (own KV cache)",
+            "facts_kept": "share of the gold facts (per co-founder: name + still there / year left) that one tool "
+            "result of the last request states, in the passage about that co-founder (after the compression view); "
+            "facts_found: the same over the raw results; see the module's rule",
         },
         "rows": rows,
         "summary": summarise(rows),
