@@ -46,7 +46,7 @@ from rich.console import Console
 from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, RequestStats, RunError, ToolCallFinished
 from kairos.context.builder import NoStatus
-from kairos.context.compression import STRATEGIES, CompressionConfig, Strategy, state_of
+from kairos.context.compression import COMPRESSED, STRATEGIES, CompressionConfig, Strategy, state_of
 from kairos.context.compression.config import NoiseConfig, SpillConfig
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
@@ -451,7 +451,8 @@ async def run_trial(
         store.close()
     st = state_of(session)
     ratio = st.ratio
-    kept = facts_in(log.requests[-1].messages if log.requests else (), corpus)
+    last = log.requests[-1].messages if log.requests else ()
+    kept = facts_in(last, corpus)
     return {
         "strategy": strategy,
         "trial": trial,
@@ -464,6 +465,7 @@ async def run_trial(
         "facts_kept": share(kept),
         "facts_found": share(found),
         "facts_dropped": [gold(f) for f in corpus.founders if not kept[f.name]],
+        "last_compressed": [m.content[:600] for m in last if m.role == "tool" and m.content.startswith(COMPRESSED)],
         "stop": stop,
         "searches": searches,
         "answer": answer[:300],

@@ -112,6 +112,7 @@ async def test_facts_kept_reads_the_last_request(tmp_path: Path) -> None:
     ]
     assert [(r["facts_kept"], r["facts_found"], r["facts_dropped"]) for r in rows] == [(1.0, 1.0, [])] * 2
     assert rows[1]["compression_ratio"] < 0.1
+    assert rows[0]["last_compressed"] == [] and len(rows[1]["last_compressed"]) == 5
     summary = summarise(rows)
     assert summary["facts_kept_none"] == summary["facts_kept_task_aware"] == 1.0
 
