@@ -272,8 +272,14 @@ def _words(text: str) -> set[str]:
 
 
 def make_search(corpus: Corpus) -> Tool:
-    """``search(query)``: the best page by title (x3) and body word overlap."""
-    indexed = [(_words(title), _words(page), page) for title, page in corpus.docs]
+    """``search(query)``: the best page by title (x3) and body word overlap, where a page whose
+    title names a person the query names (full name) comes first, as a phrase match would in a
+    real engine: otherwise "<name> co-founders <company>" matched the founding page's title
+    ("co-founders", company) as well as the profile's and won on its body, which lists every
+    name, so whether the agent ever saw a profile hung on "co-founder" versus "co-founders"."""
+    indexed = [
+        ({p for p in corpus.people if p in title}, _words(title), _words(page), page) for title, page in corpus.docs
+    ]
 
     @tool(name="search", external=True, max_output_chars=20_000)
     def search(query: str) -> str:
@@ -283,9 +289,10 @@ def make_search(corpus: Corpus) -> Tool:
             query: a few keywords, e.g. a company name with "co-founders", or a person's full name.
         """
         q = _words(query)
-        scores = [(3 * len(q & t) + len(q & b), -i) for i, (t, b, _) in enumerate(indexed)]
-        best, neg_i = max(scores)
-        return indexed[-neg_i][2] if best else f"No results for {query!r}."
+        named = {p for p in corpus.people if p.lower() in " ".join(query.lower().split())}
+        scores = [(len(named & n), 3 * len(q & t) + len(q & b), -i) for i, (n, t, b, _) in enumerate(indexed)]
+        _, best, neg_i = max(scores)
+        return indexed[-neg_i][3] if best else f"No results for {query!r}."
 
     return search
 

@@ -51,6 +51,9 @@ def test_search_finds_the_founding_page_and_each_profile() -> None:
     for f in corpus.founders:
         page = search.fn(query=f.name)
         assert f"In {f.role_year}, {f.name} became" in page
+        # a query naming the person finds their profile, whatever words come with the name
+        for query in (f"{f.name} co-founders {corpus.company}", f"{f.name.lower()} co-founder", f"{f.name} left"):
+            assert search.fn(query=query) == page, query
         assert (f"left {corpus.company} in" in page) == (f.left is not None)
     assert search.fn(query="zzz qqq").startswith("No results")
 
