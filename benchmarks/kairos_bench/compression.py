@@ -328,11 +328,13 @@ def check(answer: str, corpus: Corpus) -> bool:
 # passages of one message about that co-founder state it:
 # - a leaver: the year they left, as a whole number, and a word of leaving (left, leave(s),
 #   leaving, departed, quit, stepped down, no longer) that is not negated;
-# - a stayer: a word of staying (still, currently, remain(s), continue(s), to this day) and no
-#   word of leaving that is not negated ("has not left" is fine).
-# So a fact split across messages, a wrong year, a role-change year alone, or a stranger's year
-# in a related-article teaser does not count. The same rule over the raw results (the stored
-# messages, before any compression) gives ``facts_found``: what the searches brought in.
+# - a stayer: a word of staying (still, currently, remain(s), continue(s), to this day);
+# and the passages do not also say the opposite: no word of staying for a leaver, no word of
+# leaving that is not negated for a stayer ("has not left" is fine). So a fact split across
+# messages, a wrong year, a role-change year alone, a stranger's year in a related-article
+# teaser, or a summary that says both "still works there" and "left in 2020" does not count.
+# The same rule over the raw results (the stored messages, before any compression) gives
+# ``facts_found``: what the searches brought in.
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 _STAY = re.compile(r"\b(still|currently|remains?|continues?|to this day)\b", re.IGNORECASE)
@@ -372,10 +374,11 @@ def _leaves(text: str) -> bool:
 
 
 def states(founder: Founder, text: str) -> bool:
-    """Does this passage state the founder's gold fact?"""
+    """Does this passage state the founder's gold fact (and not its opposite)?"""
+    stays, leaves = _STAY.search(text) is not None, _leaves(text)
     if founder.left is None:
-        return bool(_STAY.search(text)) and not _leaves(text)
-    return _leaves(text) and re.search(rf"\b{founder.left}\b", text) is not None
+        return stays and not leaves
+    return leaves and not stays and re.search(rf"\b{founder.left}\b", text) is not None
 
 
 def gold(founder: Founder) -> str:
@@ -472,7 +475,7 @@ async def run_trial(
         "facts_kept": share(kept),
         "facts_found": share(found),
         "facts_dropped": [gold(f) for f in corpus.founders if not kept[f.name]],
-        "last_compressed": [m.content[:600] for m in last if m.role == "tool" and m.content.startswith(COMPRESSED)],
+        "last_compressed": [m.content[:1000] for m in last if m.role == "tool" and m.content.startswith(COMPRESSED)],
         "stop": stop,
         "searches": searches,
         "answer": answer[:300],

@@ -175,6 +175,8 @@ def test_a_wrong_year_or_status_is_not_kept() -> None:
     assert not kept("Leona Okonkwo still works at Veltrix Labs.")["Leona Okonkwo"]
     assert not kept("Ilse Ashworth left Veltrix Labs in 2019 and still advises it.")["Ilse Ashworth"]
     assert not kept("Ilse Ashworth no longer works at Veltrix Labs.")["Ilse Ashworth"]
+    # a fact stated beside its opposite (a summariser mixing two pages) is not kept
+    assert not kept("Leona Okonkwo still works there. In 2020, she left Veltrix Labs.")["Leona Okonkwo"]
 
 
 def test_a_fact_split_across_messages_is_not_kept() -> None:
