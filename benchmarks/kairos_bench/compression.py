@@ -19,12 +19,19 @@ Every strategy runs on the same trials with the bundled model in a deliberately 
 (no spill, noise removal, archival or provider editing). The summariser is a second instance
 of the same model (its own KV cache, shared weights), so summarising does not evict the agent's
 cached prefix. Rows: strategy, trial, iterations (agent requests), total agent prompt tokens,
-summariser calls and prompt tokens, compression ratio (compressed / original chars), success.
+summariser calls and prompt tokens, compression ratio (compressed / original chars), success,
+and the model-independent score ``facts_kept``: the share of the trial's gold facts (per
+co-founder, still there or the year they left) that the tool results of the last request
+still state (the rule is at :func:`facts_in`; ``facts_found`` applies it to the raw results,
+so a search that never brought a page in is told apart from a fact compression dropped).
+Summary: ``facts_kept_<strategy>`` (target for task-aware ≥ 0.95), ``success_<strategy>``,
+token totals and the task-aware / windowed token ratio.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import random
 import re
 import tempfile
@@ -39,15 +46,16 @@ from rich.console import Console
 from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer, RequestStats, RunError, ToolCallFinished
 from kairos.context.builder import NoStatus
-from kairos.context.compression import STRATEGIES, CompressionConfig, Strategy, state_of
+from kairos.context.compression import COMPRESSED, STRATEGIES, CompressionConfig, Strategy, state_of
 from kairos.context.compression.config import NoiseConfig, SpillConfig
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
-from kairos.models.types import SystemPrompt
+from kairos.models.types import Message, SystemPrompt
 from kairos.plugins.compression import CompressionPlugin
 from kairos.tools.base import Tool
 from kairos.tools.function import tool
 from kairos_bench._local import bench_model
+from kairos_bench._observe import RequestLog
 
 N_CTX = 10_240
 FOUNDERS = 5
@@ -129,6 +137,13 @@ class Corpus:
     founders: list[Founder]
     docs: list[tuple[str, str]] = field(default_factory=list)
     """(title, full page text) pairs."""
+    strangers: list[str] = field(default_factory=list)
+    """People of the distractor pages (they left *other* companies)."""
+
+    @property
+    def people(self) -> list[str]:
+        """Everyone the pages name: the co-founders, then the strangers."""
+        return [f.name for f in self.founders] + self.strangers
 
     @property
     def turns(self) -> list[str]:
@@ -217,7 +232,7 @@ def make_corpus(seed: int) -> Corpus:
         left = rng.randint(role_year + 1, 2024) if i in leavers else None
         founders.append(Founder(name, left, rng.choice(ROLES), role_year))
     strangers = names[FOUNDERS:]
-    corpus = Corpus(company, founded, founders)
+    corpus = Corpus(company, founded, founders, strangers=strangers)
     listed = ", ".join(f.name for f in founders[:-1]) + f" and {founders[-1].name}"
     founding = [
         f"{company} was founded in {founded} by {FOUNDERS} co-founders: {listed}. They met while working on "
@@ -258,8 +273,14 @@ def _words(text: str) -> set[str]:
 
 
 def make_search(corpus: Corpus) -> Tool:
-    """``search(query)``: the best page by title (x3) and body word overlap."""
-    indexed = [(_words(title), _words(page), page) for title, page in corpus.docs]
+    """``search(query)``: the best page by title (x3) and body word overlap, where a page whose
+    title names a person the query names (full name) comes first, as a phrase match would in a
+    real engine: otherwise "<name> co-founders <company>" matched the founding page's title
+    ("co-founders", company) as well as the profile's and won on its body, which lists every
+    name, so whether the agent ever saw a profile hung on "co-founder" versus "co-founders"."""
+    indexed = [
+        ({p for p in corpus.people if p in title}, _words(title), _words(page), page) for title, page in corpus.docs
+    ]
 
     @tool(name="search", external=True, max_output_chars=20_000)
     def search(query: str) -> str:
@@ -269,9 +290,10 @@ def make_search(corpus: Corpus) -> Tool:
             query: a few keywords, e.g. a company name with "co-founders", or a person's full name.
         """
         q = _words(query)
-        scores = [(3 * len(q & t) + len(q & b), -i) for i, (t, b, _) in enumerate(indexed)]
-        best, neg_i = max(scores)
-        return indexed[-neg_i][2] if best else f"No results for {query!r}."
+        named = {p for p in corpus.people if p.lower() in " ".join(query.lower().split())}
+        scores = [(len(named & n), 3 * len(q & t) + len(q & b), -i) for i, (n, t, b, _) in enumerate(indexed)]
+        _, best, neg_i = max(scores)
+        return indexed[-neg_i][3] if best else f"No results for {query!r}."
 
     return search
 
@@ -292,6 +314,95 @@ def check(answer: str, corpus: Corpus) -> bool:
             if year is None or int(year.group()) != f.left:
                 return False
     return True
+
+
+# -- the model-independent score: gold facts still in the context the model saw last ------------
+#
+# A trial's gold facts are one per co-founder: the name and either "still works there" or the
+# year they left. The score reads the tool results of the last request the agent sent, as the
+# model saw them (after the compression view). Each such message is cut into passages, one per
+# person it names: a person is named by the full, first or last name (case-sensitive, whole
+# words; first and last names are unique in a corpus), and a passage runs from the start of the
+# sentence (or line) that names the person to the start of the sentence that names another
+# person of the corpus, co-founder or stranger (to that name itself when one sentence names
+# both). Text before the first name in a message belongs to nobody. A fact is kept when the
+# passages of one message about that co-founder state it:
+# - a leaver: the year they left, as a whole number, and a word of leaving (left, leave(s),
+#   leaving, departed, quit, stepped down, no longer) that is not negated;
+# - a stayer: a word of staying (still, currently, remain(s), continue(s), to this day);
+# and the passages do not also say the opposite: no word of staying for a leaver, no word of
+# leaving that is not negated for a stayer ("has not left" is fine). So a fact split across
+# messages, a wrong year, a role-change year alone, a stranger's year in a related-article
+# teaser, or a summary that says both "still works there" and "left in 2020" does not count.
+# The same rule over the raw results (the stored messages, before any compression) gives
+# ``facts_found``: what the searches brought in.
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+_STAY = re.compile(r"\b(still|currently|remains?|continues?|to this day)\b", re.IGNORECASE)
+_LEAVE = re.compile(r"\b(left|leaves?|leaving|departed|quit|stepped down|steps down|no longer)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"(\bnot|\bnever|n't)\s+(\w+\s+)?$", re.IGNORECASE)
+
+
+def passages(text: str, people: Sequence[str]) -> dict[str, str]:
+    """The text of one message about each person it names (see the rule above), passages joined."""
+    who: dict[str, str] = {}
+    for person in people:
+        first, *_, last = person.split()
+        for form in (person, first, last):
+            who.setdefault(form, person)
+    pattern = re.compile(r"\b(?:" + "|".join(re.escape(w) for w in sorted(who, key=len, reverse=True)) + r")\b")
+    starts = [0] + [m.end() for m in _SENTENCE_END.finditer(text)]
+    out: dict[str, list[str]] = {}
+    current: str | None = None
+    since = prev_end = 0
+    for m in pattern.finditer(text):
+        person = who[m.group()]
+        if person != current:
+            sentence = starts[bisect.bisect_right(starts, m.start()) - 1]
+            cut = sentence if sentence >= prev_end else m.start()
+            if current is not None:
+                out.setdefault(current, []).append(text[since:cut])
+            current, since = person, cut
+        prev_end = m.end()
+    if current is not None:
+        out.setdefault(current, []).append(text[since:])
+    return {person: "\n".join(parts) for person, parts in out.items()}
+
+
+def _leaves(text: str) -> bool:
+    """A word of leaving that is not negated."""
+    return any(not _NEGATED.search(text[: m.start()]) for m in _LEAVE.finditer(text))
+
+
+def states(founder: Founder, text: str) -> bool:
+    """Does this passage state the founder's gold fact (and not its opposite)?"""
+    stays, leaves = _STAY.search(text) is not None, _leaves(text)
+    if founder.left is None:
+        return stays and not leaves
+    return leaves and not stays and re.search(rf"\b{founder.left}\b", text) is not None
+
+
+def gold(founder: Founder) -> str:
+    """The gold fact, for reports."""
+    return f"{founder.name} ({'still there' if founder.left is None else f'left {founder.left}'})"
+
+
+def facts_in(messages: Sequence[Message], corpus: Corpus) -> dict[str, bool]:
+    """For each co-founder, whether one tool result among ``messages`` states their gold fact."""
+    kept = {f.name: False for f in corpus.founders}
+    for m in messages:
+        if m.role != "tool":
+            continue
+        about = passages(m.content, corpus.people)
+        for f in corpus.founders:
+            if not kept[f.name] and f.name in about and states(f, about[f.name]):
+                kept[f.name] = True
+    return kept
+
+
+def share(kept: dict[str, bool]) -> float:
+    """The share of facts kept."""
+    return round(sum(kept.values()) / len(kept), 3) if kept else 0.0
 
 
 def bench_config(strategy: Strategy) -> CompressionConfig:
@@ -318,6 +429,7 @@ async def run_trial(
     store = SessionStore(ws)
     session = store.new(f"{strategy}-{trial}")
     ext = CompressionPlugin(bench_config(strategy), summarizer=summarizer)
+    log = RequestLog()
     agent = Agent(
         agent_model,
         tools=[make_search(corpus)],
@@ -325,7 +437,7 @@ async def run_trial(
         status=NoStatus(),
         max_iterations=6,
         max_tokens=MAX_TOKENS,
-        plugins=[ext],
+        plugins=[ext, log],
     )
     prompt_tokens = requests = 0
     answer, stop, searches = "", "", []
@@ -344,11 +456,14 @@ async def run_trial(
                     answer, stop = "", "overflow" if "prompt tokens" in event.message else f"error: {event.message}"
             if stop not in ("answer", "length"):
                 break  # overflow or a harness stop: later turns would only fail the same way
+        found = facts_in(session.message_list(), corpus)
     finally:
         await session.aclose()
         store.close()
     st = state_of(session)
     ratio = st.ratio
+    last = log.requests[-1].messages if log.requests else ()
+    kept = facts_in(last, corpus)
     return {
         "strategy": strategy,
         "trial": trial,
@@ -358,6 +473,10 @@ async def run_trial(
         "summarizer_prompt_tokens": st.summarizer_prompt_tokens,
         "compression_ratio": None if ratio is None else round(ratio, 4),
         "success": stop == "answer" and check(answer, corpus),
+        "facts_kept": share(kept),
+        "facts_found": share(found),
+        "facts_dropped": [gold(f) for f in corpus.founders if not kept[f.name]],
+        "last_compressed": [m.content[:1000] for m in last if m.role == "tool" and m.content.startswith(COMPRESSED)],
         "stop": stop,
         "searches": searches,
         "answer": answer[:300],
@@ -369,6 +488,10 @@ async def run_trial(
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def total(strategy: str, key: str) -> int:
         return sum(int(r[key]) for r in rows if r["strategy"] == strategy)
+
+    def mean(strategy: str, key: str) -> float | None:
+        mine = [float(r[key]) for r in rows if r["strategy"] == strategy]
+        return round(sum(mine) / len(mine), 3) if mine else None
 
     def rate(strategy: str) -> float | None:
         mine = [r for r in rows if r["strategy"] == strategy]
@@ -386,6 +509,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if any(r["strategy"] == s for r in rows):
             summary[f"success_{s}"] = rate(s)
             summary[f"prompt_tokens_{s}"] = total(s, "total_prompt_tokens")
+            summary[f"facts_kept_{s}"] = mean(s, "facts_kept")
+            summary[f"facts_found_{s}"] = mean(s, "facts_found")
     return summary
 
 
@@ -412,6 +537,7 @@ def run(
                 console.print(
                     f"compression  {strategy:21s} trial {trial}: {row['iterations']} requests, "
                     f"{row['total_prompt_tokens']} prompt tok, ratio {row['compression_ratio']}, "
+                    f"facts kept {row['facts_kept']} (found {row['facts_found']}), "
                     f"{'OK' if row['success'] else 'FAIL'} ({row['stop']}) {row['wall_s']} s"
                 )
     return {
@@ -427,6 +553,9 @@ def run(
             "in which year (exact check of the last answer)",
             "layers": "layer 5 only (spill, noise, archive and provider editing off) to compare the strategies",
             "summarizer": "a second instance of the same model (own KV cache)",
+            "facts_kept": "share of the gold facts (per co-founder: name + still there / year left) that one tool "
+            "result of the last request states, in the passage about that co-founder (after the compression view); "
+            "facts_found: the same over the raw results; see the module's rule",
         },
         "rows": rows,
         "summary": summarise(rows),
