@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from kairos.context.compression.llm import CITATION_RULE, TASK_SYSTEM, Summarizer, SummaryError
+from kairos.context.compression.llm import (
+    CITATION_RULE,
+    NOTHING_RELEVANT,
+    TASK_SYSTEM,
+    Summarizer,
+    SummaryError,
+    verbatim,
+)
 from kairos.errors import ModelUnavailableError
-from kairos.models.types import ModelRequest
+from kairos.models.types import ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, reply
 from tests.context.compression.helpers import page
 
@@ -18,8 +25,16 @@ def text_part(request: ModelRequest) -> str:
 
 
 def echo_model(window: int, n: int = 50) -> ScriptedModel:
-    """Answers every request with a short summary naming the request's size."""
-    return ScriptedModel([lambda r: reply(f"summary of {len(r.messages[0].content)} chars")] * n, context_window=window)
+    """Answers a task-aware request with the first line of its text (a copy, as asked), any other
+    with a short summary naming the request's size."""
+
+    def answer(r: ModelRequest) -> ModelResponse:
+        prompt = r.messages[0].content
+        if "Text to compress:\n" in prompt:
+            return reply(text_part(r).splitlines()[0])
+        return reply(f"summary of {len(prompt)} chars")
+
+    return ScriptedModel([answer] * n, context_window=window)
 
 
 async def test_long_input_is_chunked_so_every_call_fits_the_window() -> None:
@@ -31,7 +46,7 @@ async def test_long_input_is_chunked_so_every_call_fits_the_window() -> None:
     assert all(model.count_tokens(r) <= 800 - 100 for r in model.requests)
     sent = "".join(text_part(r) for r in model.requests[:-1])
     assert sent == text  # every chunk went in, none lost, none overlapping
-    assert out.startswith("summary of")
+    assert out.startswith("long line")
 
 
 async def test_generic_summary_of_a_long_text_is_chunked_too() -> None:
@@ -104,3 +119,23 @@ def test_requests_have_no_tools_and_reserve_the_reply_budget() -> None:
     s = Summarizer(ScriptedModel(context_window=1000), max_tokens=300)
     req: ModelRequest = s.request("sys", "user")
     assert req.tools == () and req.max_tokens == 300 and s.budget == 700
+
+
+def test_a_task_aware_summary_keeps_only_sentences_copied_from_its_source() -> None:
+    source = (
+        "Menu | Login. Dario Vance co-founded Helix in 2014. In 2020, he left Helix to start a bakery. "
+        "Cookies help us improve. Sunniva Berg is still the CTO of Helix."
+    )
+    summary = (
+        "- Dario Vance co-founded Helix in 2014.\n"
+        "In 2020 he left Helix to start a bakery. [source: fetch: helix.test]\n"
+        "Dario Vance still works at Helix.\n"  # the summariser's own conclusion: not in the page
+        "Tobin Rae left Helix in 2019.\n"  # copied from the context it was shown: not in this page
+        "Yes relevant information."
+    )
+    kept = verbatim(summary, source)
+    assert kept == (
+        "Dario Vance co-founded Helix in 2014. In 2020 he left Helix to start a bakery. [source: fetch: helix.test]"
+    )
+    assert verbatim("Dario Vance still works at Helix.", source) == NOTHING_RELEVANT
+    assert verbatim(NOTHING_RELEVANT, source) == NOTHING_RELEVANT

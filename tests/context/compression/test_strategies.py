@@ -15,7 +15,7 @@ from kairos.context.compression import (
 )
 from kairos.context.session import Session, SessionStore
 from kairos.errors import ModelUnavailableError
-from kairos.models.types import Message, ModelResponse, SystemPrompt, ToolCall
+from kairos.models.types import Message, ModelRequest, ModelResponse, SystemPrompt, ToolCall
 from kairos.plugins.compression import CompressionPlugin
 from kairos.plugins.status_bar import StatusBar, StatusBarConfig
 from kairos.testing import ScriptedModel, call, reply
@@ -198,12 +198,16 @@ async def test_immediate_strategies_never_show_the_raw_result(session: Session) 
 
 async def test_task_aware_context_holds_what_was_compressed_before(session: Session) -> None:
     model = ScriptedModel([*fetches("a", "b"), reply("done")])
-    summ = ScriptedModel([lambda r: reply(f"fact {len(r.messages[0].content)}")] * 4)
+
+    def first_line(r: ModelRequest) -> ModelResponse:  # a summariser that copies, as it is asked to
+        return reply(r.messages[0].content.split("Text to compress:\n", 1)[1].splitlines()[0])
+
+    summ = ScriptedModel([first_line] * 4)
     agent, _ = make_agent(model, config(strategy="task_aware"), summarizer=summ)
     await collect(agent, session, "q")
     first, second = sent_texts(summ)
     assert "Current context: (nothing yet)" in first
-    assert "Current context: fact " in second
+    assert "Current context: a line 0: fact 0 about a." in second
 
 
 async def test_merged_strategy_makes_one_summary_and_pointers(session: Session) -> None:

@@ -13,6 +13,7 @@ and facts the agent already has are not repeated. Citation mode adds a source to
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from kairos.errors import KairosError
@@ -40,6 +41,13 @@ CITATION_RULE = (
     "gives, else the source label."
 )
 NOTHING_YET = "(nothing yet)"
+NOTHING_RELEVANT = "No relevant information."
+VERBATIM_SHARE = 0.85
+"""A task-aware sentence is kept when this share of its word 4-grams occurs in its source."""
+_SENTENCES = re.compile(r"(?<=[.!?])\s+(?!\[source)|\n+", re.IGNORECASE)  # a citation stays with its sentence
+_CITATION = re.compile(r"\s*\[source:[^\]]*\]\s*$", re.IGNORECASE)
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_WORDS = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 MIN_CHUNK_CHARS = 200
 _MAX_SPLIT_DEPTH = 12
 
@@ -62,6 +70,33 @@ def task_prompt(query: str, context: str, source: str, text: str) -> str:
         f"Source: {source}\n\nText to compress:\n{text}\n\n"
         "Sentences of this text that help with the query, copied word for word:"
     )
+
+
+def _grams(words: list[str], n: int = 4) -> set[tuple[str, ...]]:
+    return {tuple(words[i : i + n]) for i in range(max(len(words) - n + 1, 1))}
+
+
+def verbatim(summary: str, source: str) -> str:
+    """The sentences of a task-aware ``summary`` that are copied from ``source``, in order.
+
+    The summariser is asked to copy sentences word for word; a small model sometimes copies one
+    from the context it was shown, joins two people's facts, or writes a conclusion of its own
+    ("still works there" beside "left in 2020"). Those are not in the source, so they are dropped
+    here, in code. A sentence is kept when :data:`VERBATIM_SHARE` of its word 4-grams occur in the
+    source (small edits pass); a citation after it is kept with it. Nothing kept:
+    :data:`NOTHING_RELEVANT`.
+    """
+    source_grams = _grams(_WORDS.findall(source.lower()))
+    kept = []
+    for raw in _SENTENCES.split(summary):
+        sentence = _BULLET.sub("", raw).strip()
+        words = _WORDS.findall(_CITATION.sub("", sentence).lower())
+        if len(words) < 3:
+            continue  # "Yes.", a lone citation, a heading: not a fact
+        grams = _grams(words)
+        if sum(g in source_grams for g in grams) >= VERBATIM_SHARE * len(grams):
+            kept.append(sentence)
+    return " ".join(kept) if kept else NOTHING_RELEVANT
 
 
 def generic_prompt(source: str, text: str) -> str:
@@ -185,16 +220,26 @@ class Summarizer:
             query = query[: len(query) // 2] + "…"
         return query, context
 
-    async def _map(self, system: str, build: Callable[[str], str], text: str) -> str:
-        """Summarise ``text`` in as many fitting chunks as needed; merge the parts if they fit."""
+    async def _map(
+        self, system: str, build: Callable[[str], str], text: str, check: Callable[[str, str], str] | None = None
+    ) -> str:
+        """Summarise ``text`` in as many fitting chunks as needed; merge the parts if they fit.
+
+        ``check(summary, source)`` filters each summary against the text it summarised.
+        """
+
+        def checked(summary: str, source: str) -> str:
+            return check(summary, source) if check is not None else summary
+
         chunks = self._chunks(lambda t: self.request(system, build(t)), text)
-        parts = [await self.call(self.request(system, build(c))) for c in chunks]
+        parts = [checked(await self.call(self.request(system, build(c))), c) for c in chunks]
         if len(parts) == 1:
             return parts[0]
+        parts = [p for p in parts if p != NOTHING_RELEVANT] or [NOTHING_RELEVANT]
         joined = "\n".join(parts)
         merged = self.request(system, build(joined))
         if self.fits(merged) and len(joined) > self.max_tokens * 2:
-            return await self.call(merged)
+            return checked(await self.call(merged), text)
         return joined
 
     async def summarize(
@@ -215,7 +260,7 @@ class Summarizer:
             return await self._map(GENERIC_SYSTEM, lambda t: generic_prompt(source, t), text)
         system = TASK_SYSTEM + (CITATION_RULE if citations else "")
         query, context = self._fit_context(query, context, source)
-        return await self._map(system, lambda t: task_prompt(query, context, source, t), text)
+        return await self._map(system, lambda t: task_prompt(query, context, source, t), text, verbatim)
 
     async def merge(self, items: list[tuple[str, str]]) -> str:
         """One generic summary of several results, cut to fit one call (the tail may be lost).
