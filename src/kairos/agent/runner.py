@@ -432,8 +432,9 @@ class Runner:
                 yield item  # type: ignore[misc]  # the queue holds stream events besides the markers
         finally:
             unwatch()
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+            if not reader.done():  # normally it is: it ended with the stream (skipping saves a loop step)
+                reader.cancel()
+                await asyncio.gather(reader, return_exceptions=True)
 
     async def _execute(self, st: RunState, call: ToolCall) -> Executed:
         pipeline = self.agent.pipeline

@@ -90,7 +90,8 @@ async def _run(
         if verdict is not None:
             return verdict
     try:
-        result = await asyncio.wait_for(t.call(args, ctx), timeout=t.timeout_s)
+        async with asyncio.timeout(t.timeout_s):  # no extra task, unlike wait_for: one loop step less
+            result = await t.call(args, ctx)
     except TimeoutError:
         return ToolResult(
             f"Tool '{t.name}' timed out after {t.timeout_s:g} s and was stopped. "
