@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kairos.context.lease import SessionLease
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, SessionStore, early_result_key, open_calls
 from kairos.errors import SessionBusyError, SessionNotFoundError
 from kairos.models.types import Message, ToolCall
@@ -66,6 +68,31 @@ async def test_one_writer_per_session_in_one_process(store: SessionStore) -> Non
     second = other.resume(first.id)  # given back: now it opens
     await second.aclose()
     other.close()
+
+
+def test_a_released_session_leaves_no_lock_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    holder = SessionLease(tmp_path / "locks", "s1")
+    holder.acquire()
+    assert holder.path is not None and holder.path.exists()
+    holder.release()
+    assert not holder.path.exists()  # lock files do not pile up, one per session ever
+
+    # a taker that opened the file just before the holder deleted it must not keep the deleted inode
+    holder.acquire()
+    real_flock = fcntl.flock
+
+    def holder_lets_go_first(fd: int, op: int) -> None:
+        monkeypatch.setattr(fcntl, "flock", real_flock)
+        holder.release()
+        real_flock(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", holder_lets_go_first)
+    taker = SessionLease(tmp_path / "locks", "s1")
+    taker.acquire()
+    assert os.fstat(taker._fd).st_ino == os.stat(holder.path).st_ino  # type: ignore[arg-type]
+    with pytest.raises(SessionBusyError):  # and so it excludes the next taker
+        SessionLease(tmp_path / "locks", "s1").acquire()
+    taker.release()
 
 
 def test_one_writer_per_session_across_processes(store: SessionStore, workspace: Path) -> None:

@@ -2,7 +2,9 @@
 
 A second writer, in this process or another, is refused at once with who holds the session.
 The kernel drops the lock when its holder dies (``kill -9`` included), so a crash never leaves a
-session locked. Lock files stay in place: deleting one could let two holders lock two inodes.
+session locked. The holder deletes its lock file when it releases the session (so lock files do
+not pile up); a taker checks, once it holds the lock, that the file it locked is still the one at
+the path, so a file deleted under it never lets two holders lock two inodes.
 """
 
 from __future__ import annotations
@@ -63,21 +65,33 @@ class SessionLease:
             self._memory = True
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _describe(os.pread(fd, 4096, 0))
-            os.close(fd)
-            raise SessionBusyError(self.session_id, holder) from None
-        except BaseException:
-            os.close(fd)
-            raise
+        fd = self._lock(self.path)
         command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:3])) or "python"
         info = json.dumps({"pid": os.getpid(), "command": command[:120], "since": time.time()}).encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, info, 0)
         self._fd = fd
+
+    def _lock(self, path: Path) -> int:
+        """A descriptor of the lock file at ``path``, exclusively locked."""
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                try:
+                    current = os.stat(path).st_ino
+                except FileNotFoundError:
+                    current = None
+                if current == os.fstat(fd).st_ino:
+                    return fd
+            except BlockingIOError:
+                holder = _describe(os.pread(fd, 4096, 0))
+                os.close(fd)
+                raise SessionBusyError(self.session_id, holder) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # the previous holder deleted this file while we waited: lock the new one
 
     def release(self) -> None:
         """Give the session back (idempotent)."""
@@ -86,9 +100,11 @@ class SessionLease:
                 _MEMORY_HOLDERS.discard((self._owner, self.session_id))
             self._memory = False
         fd, self._fd = self._fd, None
-        if fd is not None:
+        if fd is not None and self.path is not None:
             try:
-                os.ftruncate(fd, 0)
+                self.path.unlink(missing_ok=True)  # still locked: a taker that opened it re-checks the path
+            except OSError:
+                os.ftruncate(fd, 0)  # cannot delete (read-only dir): at least no stale holder info
             finally:
                 os.close(fd)  # closing the descriptor drops the flock
 
