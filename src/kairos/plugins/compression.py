@@ -103,7 +103,10 @@ class CompressionPlugin(Plugin):
         if comp is None:
             cfg = self.config
             summarizer = Summarizer(
-                self.summarizer_model or model, max_tokens=cfg.summary_max_tokens, context_chars=cfg.context_chars
+                self.summarizer_model or model,
+                max_tokens=cfg.summary_max_tokens,
+                context_chars=cfg.context_chars,
+                focus_chars=cfg.focus_chars,
             )
             comp = self._compressors[id(model)] = Compressor(cfg, summarizer, self.spiller, self.listeners)
         return comp

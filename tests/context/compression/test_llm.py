@@ -10,6 +10,7 @@ from kairos.context.compression.llm import (
     TASK_SYSTEM,
     Summarizer,
     SummaryError,
+    focus,
     verbatim,
 )
 from kairos.errors import ModelUnavailableError
@@ -139,3 +140,43 @@ def test_a_task_aware_summary_keeps_only_sentences_copied_from_its_source() -> N
     )
     assert verbatim("Dario Vance still works at Helix.", source) == NOTHING_RELEVANT
     assert verbatim(NOTHING_RELEVANT, source) == NOTHING_RELEVANT
+
+
+NOISY_PAGE = "\n\n".join(
+    [
+        "Home | News | Companies | People | Log in",
+        "We use cookies to improve your experience. Accept all | Reject",
+        "Analysts expect the market for edge analytics to grow next year, driven by mid-sized firms. " * 3,
+        "Mara Quist co-founded Helix Labs in 2012. In 2016, Mara Quist became chief scientist of Helix Labs.",
+        "Sponsored: CloudNest hosting gives growing teams 50% off their first year.",
+        "Mara Quist left Helix Labs in 2021 to start Fjordline.",
+        "Related articles:\n- Oskar Brandvold steps down at Norrow Systems (2019)",
+        "Conference organisers reported record attendance this year, with 40 sessions. " * 4,
+        "Comments (2)\nanon_vc: Great read!\npm_rik: The culture was always impressive.",
+    ]
+)
+
+
+def test_focus_keeps_the_paragraphs_about_the_task_in_their_order() -> None:
+    query = "Does Mara Quist, a co-founder of Helix Labs, still work there? If not, which year did they leave?"
+    kept = focus(NOISY_PAGE, query, budget=400)
+    assert kept.split("\n\n") == [
+        "Mara Quist co-founded Helix Labs in 2012. In 2016, Mara Quist became chief scientist of Helix Labs.",
+        "Mara Quist left Helix Labs in 2021 to start Fjordline.",
+    ]  # navigation, ads, filler sharing only "year", another person's teaser: gone
+    assert focus(NOISY_PAGE, query, budget=0) == NOISY_PAGE  # off
+    assert focus(NOISY_PAGE, query, budget=len(NOISY_PAGE)) == NOISY_PAGE  # short enough already
+    assert focus(NOISY_PAGE, "quarterly tax forms", budget=400) == NOISY_PAGE  # nothing shared: no guessing
+    assert focus("one paragraph " * 100, "paragraph", budget=100) == "one paragraph " * 100
+
+
+async def test_a_task_aware_call_reads_only_the_focused_paragraphs() -> None:
+    model = echo_model(4096)
+    summarizer = Summarizer(model, focus_chars=400)
+    summary = await summarizer.summarize(NOISY_PAGE, source="search", query="Where is Mara Quist of Helix Labs now?")
+    assert text_part(model.requests[0]).startswith("Mara Quist co-founded Helix Labs in 2012.")
+    assert "cookies" not in text_part(model.requests[0]) and "Oskar" not in text_part(model.requests[0])
+    assert summary.startswith("Mara Quist co-founded Helix Labs")  # still checked against what it read
+    generic = Summarizer(echo_model(4096), focus_chars=400)
+    await generic.summarize(NOISY_PAGE, source="search")  # a generic summary reads the whole text
+    assert "cookies" in generic.model.requests[0].messages[0].content  # type: ignore[attr-defined]

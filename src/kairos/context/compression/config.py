@@ -73,6 +73,12 @@ class CompressionConfig(BaseModel):
     summarizer: str | None = Field(None, description="model spec for summaries; default: the agent's own model")
     summary_max_tokens: int = Field(300, ge=16, description="reply budget of one summariser call")
     context_chars: int = Field(1500, ge=0, description="how much already-compressed context the summariser sees")
+    focus_chars: int = Field(
+        2000,
+        ge=0,
+        description="task-aware summaries read only the paragraphs of a result most about the task, up to this "
+        "many chars (ranked by the task's rare words; 0 reads everything)",
+    )
     max_failures: int = Field(3, ge=1, description="circuit breaker: consecutive failed attempts before giving up")
     keep_originals: bool = Field(
         True, description="save each compressed original to the spill folder and point to it (lossless index)"

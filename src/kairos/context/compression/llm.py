@@ -13,6 +13,7 @@ and facts the agent already has are not repeated. Citation mode adds a source to
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 
@@ -99,6 +100,112 @@ def verbatim(summary: str, source: str) -> str:
     return " ".join(kept) if kept else NOTHING_RELEVANT
 
 
+FOCUS_FLOOR = 0.25
+"""A paragraph whose score is at most this share of the best one's is not kept (a shared common word)."""
+_PARAGRAPHS = re.compile(r"\n\s*\n")
+_TERMS = re.compile(r"[^\W_]{3,}")
+_STOPWORDS = frozenset(
+    {
+        "the",
+        "and",
+        "for",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "had",
+        "does",
+        "did",
+        "not",
+        "but",
+        "with",
+        "from",
+        "this",
+        "that",
+        "these",
+        "those",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "when",
+        "where",
+        "why",
+        "how",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "about",
+        "into",
+        "than",
+        "then",
+        "them",
+        "they",
+        "their",
+        "there",
+        "here",
+        "its",
+        "his",
+        "her",
+        "our",
+        "your",
+        "you",
+        "all",
+        "any",
+        "each",
+        "some",
+        "such",
+        "only",
+        "also",
+        "just",
+        "very",
+        "more",
+        "most",
+        "other",
+        "first",
+    }
+)
+
+
+def focus(text: str, query: str, budget: int) -> str:
+    """The paragraphs of ``text`` most about ``query``, in their order, within ``budget`` chars.
+
+    A coarse, query-aware first stage (as in LongLLMLingua): a noisy page of navigation, ads and
+    teasers is cut to its few paragraphs that share the query's rare words (BM25's IDF over the
+    page's paragraphs, so a name counts, "company" does not; a paragraph that shares only a common
+    word is not kept) before the small model reads it.
+    A shorter text, one without paragraphs, or one sharing no word with the query is returned whole.
+    """
+    if budget <= 0 or len(text) <= budget:
+        return text
+    paragraphs = [p for p in _PARAGRAPHS.split(text) if p.strip()]
+    terms = {t for t in _TERMS.findall(query.lower()) if t not in _STOPWORDS}
+    if len(paragraphs) < 2 or not terms:
+        return text
+    words = [set(_TERMS.findall(p.lower())) for p in paragraphs]
+    n = len(paragraphs)
+    idf = {t: math.log(1 + (n - df + 0.5) / (df + 0.5)) for t in terms if (df := sum(t in w for w in words))}
+    scores = [sum(idf.get(t, 0.0) for t in terms & w) for w in words]
+    floor = max(scores) * FOCUS_FLOOR
+    kept: list[int] = []
+    used = 0
+    for i in sorted(range(n), key=lambda i: (-scores[i], i)):
+        if scores[i] <= floor or (kept and used + len(paragraphs[i]) > budget):
+            break
+        kept.append(i)
+        used += len(paragraphs[i]) + 2
+    if not kept:
+        return text
+    return "\n\n".join(paragraphs[i] for i in sorted(kept))
+
+
 def generic_prompt(source: str, text: str) -> str:
     """The task-independent user prompt: summarise ``text`` from ``source``."""
     return f"Source: {source}\n\nText to summarise:\n{text}"
@@ -125,12 +232,15 @@ class Summarizer:
         max_tokens: the reply budget of each call (kept free in the window).
         context_chars: how much of the already-compressed context the task-aware prompt shows
             (its tail); 0 shows none.
+        focus_chars: task-aware calls read only the paragraphs of a result most about the task,
+            up to this many chars (:func:`focus`); 0 reads everything.
     """
 
-    def __init__(self, model: Model, *, max_tokens: int = 300, context_chars: int = 1500) -> None:
+    def __init__(self, model: Model, *, max_tokens: int = 300, context_chars: int = 1500, focus_chars: int = 0) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.context_chars = context_chars
+        self.focus_chars = focus_chars
         self.calls = 0
         self.prompt_tokens = 0
 
@@ -259,6 +369,7 @@ class Summarizer:
         if query is None:
             return await self._map(GENERIC_SYSTEM, lambda t: generic_prompt(source, t), text)
         system = TASK_SYSTEM + (CITATION_RULE if citations else "")
+        text = focus(text, query, self.focus_chars)
         query, context = self._fit_context(query, context, source)
         return await self._map(system, lambda t: task_prompt(query, context, source, t), text, verbatim)
 
