@@ -33,7 +33,7 @@ from typing import Any
 from kairos.agent.plugin import Plugin, RunContext, SafePoint
 from kairos.context.builder import TrajectoryView
 from kairos.context.compression import noise
-from kairos.context.compression.archive import record_completed
+from kairos.context.compression.archive import record_completed, round_log
 from kairos.context.compression.config import CompressionConfig
 from kairos.context.compression.ledger import (
     CompressionEvent,
@@ -139,14 +139,11 @@ class CompressionPlugin(Plugin):
         start = st.seen
         self._freeze_errors(session, st)
         self._first_sight(session, st, start)
-        if self.config.archive:
-            for n in record_completed(session, st, lambda seq: self._saved(session, st, seq)):
-                event = CompressionEvent("archived", f"round {n + 1} logged", session.request_count)
-                emit(session, st, self.listeners, event)
         comp = self.compressor(ctx.model)
         if comp.spec.immediate:
             new = comp.targets(session, st, range(start, len(messages)))
             if new:
+                self._archive(session, st)
                 await comp.attempt(session, st, new, "new tool results")
         st.seen = len(messages)
         await self._thresholds(ctx, st)
@@ -159,6 +156,7 @@ class CompressionPlugin(Plugin):
         st = state_of(session)
         comp = self.compressor(ctx.model)
         changed = self._past_noise(session, st, f"over the window ({tokens}/{limit} tokens)")
+        self._archive(session, st)
         changed += await comp.attempt(
             session, st, comp.targets(session, st), f"over the window ({tokens}/{limit} tokens)"
         )
@@ -174,6 +172,23 @@ class CompressionPlugin(Plugin):
                 emit(session, st, self.listeners, CompressionEvent("provider_edit", msg, session.request_count))
                 return edited
         return request if changed else None
+
+    def _archive(self, session: SessionView, st: SessionCompression) -> None:
+        """Layer 4: freeze the log entry of every completed round, just before layer 5 may use them.
+
+        Entries are written when first needed rather than as each round ends: same text (code,
+        not a model, from the frozen trajectory), one database write fewer per turn.
+        """
+        if not self.config.archive:
+            return
+        for n in record_completed(session, st, lambda seq: self._saved(session, st, seq)):
+            event = CompressionEvent("archived", f"round {n + 1} logged", session.request_count)
+            emit(session, st, self.listeners, event)
+
+    def round_log(self, session: SessionView) -> list[str]:
+        """The log entry of every completed round of ``session``, oldest first (frozen now if not yet)."""
+        self._archive(session, state_of(session))
+        return round_log(session)
 
     def _saved(self, session: SessionView, st: SessionCompression, seq: int) -> str | None:
         """The spill path of the result at ``seq`` if one was written, for round entries."""
@@ -281,6 +296,7 @@ class CompressionPlugin(Plugin):
             tokens = ctx.model.count_tokens(ctx.build())
         comp = self.compressor(ctx.model)
         if comp.spec.llm and tokens > self.config.trigger_ratio * usable:
+            self._archive(session, st)
             await comp.attempt(session, st, comp.targets(session, st), f"prompt at {tokens}/{usable} tokens")
 
     # -- inspection -------------------------------------------------------------------------

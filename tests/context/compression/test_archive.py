@@ -35,17 +35,17 @@ async def test_each_completed_round_gets_one_frozen_entry(session: Session) -> N
             reply("bye"),
         ]
     )
-    agent, _ = make_agent(model, config(strategy="none"))
+    agent, ext = make_agent(model, config(strategy="none"))
     await collect(agent, session, "Write a note")
-    assert round_log(session) == []  # a round is logged once it is over, by code, not a model
     await collect(agent, session, "Fetch b")
+    assert round_log(session) == []  # no layer 5 yet: nothing was written on the way
     await collect(agent, session, "Thanks")
-    log = round_log(session)
-    assert len(log) == 2
+    log = ext.round_log(session)  # every round that is over (answered), logged by code, not a model
+    assert len(log) == 3 and log[2].endswith('answered: "bye"')
     assert log[0].startswith("round 1 · messages 0–3") and 'asked: "Write a note"' in log[0]
     assert 'note({"text": "alpha"}) → 5 chars' in log[0] and 'answered: "The note said alpha."' in log[0]
     assert 'fetch({"tag": "b", "chars": 800}) → 800 chars' in log[1]
-    assert round_log(session) == log  # frozen: asking again changes nothing
+    assert round_log(session) == log == ext.round_log(session)  # frozen: asking again changes nothing
 
 
 async def test_old_rounds_are_archived_without_a_summariser_call(session: Session) -> None:

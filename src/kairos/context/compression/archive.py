@@ -1,15 +1,16 @@
 """Layer 4: one archival entry per completed round, like ``git log`` and not ``git squash``.
 
-A round is a real user message and everything up to the next one. When it completes, code
+A round is a real user message and everything up to the next one. Once it is complete, code
 (not a model) writes a short structured entry: what was asked, which tools ran with which
 arguments and how much they returned, where full outputs were saved, and how it was answered.
-The entry is frozen, so it never drifts and costs no model call.
+The entry is frozen, so it never drifts and costs no model call. Entries are frozen when layer 5
+first needs them (or when asked for), not as each round ends: a turn costs no extra write.
 
 How the entries are used: when layer 5 fires, tool results of *completed* rounds are not sent
 to the summariser. The round already ended in an answer that distilled them, so the first
 result of each old round becomes its log entry and the others point to it. The logical thread
 (user questions and answers) stays verbatim; only the bulky evidence goes. ``round_log``
-exposes the entries to code (e.g. a ``kairos sessions log`` command).
+and ``CompressionPlugin.round_log`` expose the entries to code (e.g. a ``kairos sessions log`` command).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def record_completed(session: SessionView, st: SessionCompression, saved: Saved 
 
 
 def round_log(session: SessionView) -> list[str]:
-    """Every frozen round entry of the session, oldest first."""
+    """Every round entry of the session frozen so far, oldest first (see ``CompressionPlugin.round_log``)."""
     st = state_of(session)
     out = []
     for r in rounds(session.message_list()):
