@@ -7,6 +7,7 @@ system prompt or the tool list: time and cwd ride in the status message at the e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -124,6 +125,7 @@ class ContextBuilder:
         )
 
 
+@functools.lru_cache(maxsize=256)  # the status bar asks on every request, almost always the same path
 def display_path(path: Path, workspace: Path) -> str:
     """``path`` as ``./sub/dir`` inside the workspace, absolute outside it."""
     try:
