@@ -95,6 +95,8 @@ SPECIAL = {
         d,
         "strategy",
         {
+            "facts_kept": "facts kept",
+            "facts_found": "facts found",
             "success": "success",
             "iterations": "iterations",
             "total_prompt_tokens": "prompt tokens",

@@ -180,3 +180,16 @@ async def test_a_task_aware_call_reads_only_the_focused_paragraphs() -> None:
     generic = Summarizer(echo_model(4096), focus_chars=400)
     await generic.summarize(NOISY_PAGE, source="search")  # a generic summary reads the whole text
     assert "cookies" in generic.model.requests[0].messages[0].content  # type: ignore[attr-defined]
+
+
+async def test_a_summary_that_copied_nothing_falls_back_to_the_focused_excerpt() -> None:
+    query = "Where is Mara Quist of Helix Labs now?"
+    invents = ScriptedModel([lambda r: reply("Yes, Mara Quist still works at Helix Labs.")], context_window=4096)
+    summary = await Summarizer(invents, focus_chars=400).summarize(NOISY_PAGE, source="search", query=query)
+    assert summary == focus(NOISY_PAGE, query, 400)  # the page's own words, never the invented claim
+    honest = ScriptedModel([lambda r: reply(NOTHING_RELEVANT)], context_window=4096)
+    summary = await Summarizer(honest, focus_chars=400).summarize(NOISY_PAGE, source="search", query=query)
+    assert summary == NOTHING_RELEVANT  # a model that says the page does not help is believed
+    unfocused = ScriptedModel([lambda r: reply("Yes, Mara Quist still works at Helix Labs.")], context_window=4096)
+    summary = await Summarizer(unfocused).summarize(NOISY_PAGE, source="search", query=query)
+    assert summary == NOTHING_RELEVANT  # no excerpt to fall back on: the whole page is not a summary

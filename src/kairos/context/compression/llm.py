@@ -363,15 +363,27 @@ class Summarizer:
     ) -> str:
         """One result's summary: task-aware when ``query`` is given, generic otherwise.
 
+        Task-aware: the model reads the result's :func:`focus` excerpt, and keeps the sentences it
+        copied (:func:`verbatim`); when it copied none yet did not say the text is irrelevant, the
+        excerpt itself is the summary, so a fact is never lost to a paraphrase.
+
         Raises:
             SummaryError: see :meth:`call`.
         """
         if query is None:
             return await self._map(GENERIC_SYSTEM, lambda t: generic_prompt(source, t), text)
         system = TASK_SYSTEM + (CITATION_RULE if citations else "")
-        text = focus(text, query, self.focus_chars)
+        excerpt = focus(text, query, self.focus_chars)
+
+        def copied(summary: str, read: str) -> str:
+            kept = verbatim(summary, read)
+            if kept == NOTHING_RELEVANT and summary.strip() != NOTHING_RELEVANT and read == excerpt != text:
+                # it claimed something it did not copy: the excerpt itself is the safe summary
+                return excerpt
+            return kept
+
         query, context = self._fit_context(query, context, source)
-        return await self._map(system, lambda t: task_prompt(query, context, source, t), text, verbatim)
+        return await self._map(system, lambda t: task_prompt(query, context, source, t), excerpt, copied)
 
     async def merge(self, items: list[tuple[str, str]]) -> str:
         """One generic summary of several results, cut to fit one call (the tail may be lost).
