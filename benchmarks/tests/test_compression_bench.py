@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kairos.context.compression.llm import NOTHING_RELEVANT
 from kairos.models.types import Message, ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, call, reply
 from kairos_bench.compression import (
@@ -77,14 +78,15 @@ def scripted_agent(corpus: Corpus) -> ScriptedModel:
 
 async def test_a_trial_runs_and_reports_every_row_field(tmp_path: Path) -> None:
     corpus = make_corpus(1000)
-    summ = ScriptedModel([lambda r: reply("Relevant: the facts of this page.")] * 10, context_window=N_CTX)
+    summ = ScriptedModel([lambda r: reply(NOTHING_RELEVANT)] * 10, context_window=N_CTX)
     rows = []
     for strategy in ("task_aware", "windowed"):
         row = await run_trial(strategy, 0, corpus, scripted_agent(corpus), summ, tmp_path)
         rows.append(row)
         assert row["success"] and row["stop"] == "answer"
         assert row["iterations"] == 11 and row["total_prompt_tokens"] > 0
-        # every page came in; the summaries dropped every fact, the exact answer came from the script
+        # every page came in; the summariser called each irrelevant (so every fact was dropped), the
+        # exact answer came from the script
         assert row["facts_found"] == 1.0 and row["facts_kept"] == 0.0 and len(row["facts_dropped"]) == 5
         json.dumps(row)
     task_aware, windowed = rows
@@ -105,6 +107,14 @@ def copying_summarizer() -> ScriptedModel:
         return reply("\n".join(p for p in text.split("\n\n") if " still works at " in p or " to start " in p))
 
     return ScriptedModel([extract] * 10, context_window=N_CTX)
+
+
+async def test_a_summariser_that_invents_leaves_the_focused_excerpt(tmp_path: Path) -> None:
+    corpus = make_corpus(1002)
+    invents = ScriptedModel([lambda r: reply("Relevant: the facts of this page.")] * 10, context_window=N_CTX)
+    row = await run_trial("task_aware", 0, corpus, scripted_agent(corpus), invents, tmp_path)
+    assert row["facts_kept"] == 1.0 and row["compression_ratio"] < 0.35  # the page's own paragraphs, cut
+    assert all("Relevant: the facts" not in text for text in row["last_compressed"])
 
 
 async def test_facts_kept_reads_the_last_request(tmp_path: Path) -> None:
