@@ -33,7 +33,7 @@ from typing import Any
 from kairos.agent.plugin import Plugin, RunContext, SafePoint
 from kairos.context.builder import TrajectoryView
 from kairos.context.compression import noise
-from kairos.context.compression.archive import record_completed, round_log
+from kairos.context.compression.archive import archive_rounds, round_log
 from kairos.context.compression.config import CompressionConfig
 from kairos.context.compression.ledger import (
     CompressionEvent,
@@ -44,7 +44,7 @@ from kairos.context.compression.ledger import (
 )
 from kairos.context.compression.llm import Summarizer
 from kairos.context.compression.provider import ContextEditor, ProviderContextEditing
-from kairos.context.compression.spill import Spiller, display
+from kairos.context.compression.spill import Spiller
 from kairos.context.compression.strategies import Compressor
 from kairos.context.compression.view import CompressionView
 from kairos.context.session import SessionView
@@ -143,7 +143,6 @@ class CompressionPlugin(Plugin):
         if comp.spec.immediate:
             new = comp.targets(session, st, range(start, len(messages)))
             if new:
-                self._archive(session, st)
                 await comp.attempt(session, st, new, "new tool results")
         st.seen = len(messages)
         await self._thresholds(ctx, st)
@@ -156,7 +155,6 @@ class CompressionPlugin(Plugin):
         st = state_of(session)
         comp = self.compressor(ctx.model)
         changed = self._past_noise(session, st, f"over the window ({tokens}/{limit} tokens)")
-        self._archive(session, st)
         changed += await comp.attempt(
             session, st, comp.targets(session, st), f"over the window ({tokens}/{limit} tokens)"
         )
@@ -173,30 +171,11 @@ class CompressionPlugin(Plugin):
                 return edited
         return request if changed else None
 
-    def _archive(self, session: SessionView, st: SessionCompression) -> None:
-        """Layer 4: freeze the log entry of every completed round, just before layer 5 may use them.
-
-        Entries are written when first needed rather than as each round ends: same text (code,
-        not a model, from the frozen trajectory), one database write fewer per turn.
-        """
-        if not self.config.archive:
-            return
-        for n in record_completed(session, st, lambda seq: self._saved(session, st, seq)):
-            event = CompressionEvent("archived", f"round {n + 1} logged", session.request_count)
-            emit(session, st, self.listeners, event)
-
     def round_log(self, session: SessionView) -> list[str]:
         """The log entry of every completed round of ``session``, oldest first (frozen now if not yet)."""
-        self._archive(session, state_of(session))
+        if self.config.archive:
+            archive_rounds(session, state_of(session), self.spiller, self.listeners)
         return round_log(session)
-
-    def _saved(self, session: SessionView, st: SessionCompression, seq: int) -> str | None:
-        """The spill path of the result at ``seq`` if one was written, for round entries."""
-        texts = [t for t in (st.ledger.get("spill", seq), st.ledger.get("compressed", seq)) if t is not None]
-        if not texts:  # most results were never spilled: no path to work out
-            return None
-        where = display(session, self.spiller.path(session, seq, session.message_list()[seq]))
-        return where if any(where in t for t in texts) else None
 
     # -- layers -----------------------------------------------------------------------------
 
@@ -296,7 +275,6 @@ class CompressionPlugin(Plugin):
             tokens = ctx.model.count_tokens(ctx.build())
         comp = self.compressor(ctx.model)
         if comp.spec.llm and tokens > self.config.trigger_ratio * usable:
-            self._archive(session, st)
             await comp.attempt(session, st, comp.targets(session, st), f"prompt at {tokens}/{usable} tokens")
 
     # -- inspection -------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kairos.context.compression.ledger import COMPRESSED, SessionCompression, state_of
+from kairos.context.compression.ledger import COMPRESSED, CompressionEvent, Listener, SessionCompression, emit, state_of
 from kairos.context.compression.noise import calls_by_id, describe_call
+from kairos.context.compression.spill import Spiller, display
 from kairos.context.session import SessionView
 from kairos.models.types import Message
 
@@ -102,6 +103,25 @@ def record_completed(session: SessionView, st: SessionCompression, saved: Saved 
             new.append(n)
         st.rounds_logged += 1
     return new
+
+
+def archive_rounds(session: SessionView, st: SessionCompression, spiller: Spiller, listeners: list[Listener]) -> None:
+    """Freeze the entry of every completed round that has none (an ``archived`` event for each).
+
+    Called when layer 5 is about to use the entries (and by ``CompressionPlugin.round_log``), not
+    as each round ends: the same text, one database write fewer per turn. An entry names the file a
+    result was saved to when a frozen spill or compression of it points there.
+    """
+
+    def saved(seq: int) -> str | None:
+        texts = [t for t in (st.ledger.get("spill", seq), st.ledger.get("compressed", seq)) if t is not None]
+        if not texts:  # most results were never spilled: no path to work out
+            return None
+        where = display(session, spiller.path(session, seq, session.message_list()[seq]))
+        return where if any(where in t for t in texts) else None
+
+    for n in record_completed(session, st, saved):
+        emit(session, st, listeners, CompressionEvent("archived", f"round {n + 1} logged", session.request_count))
 
 
 def round_log(session: SessionView) -> list[str]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kairos.context.compression.archive import archive_pointers, entry, rounds
+from kairos.context.compression.archive import archive_pointers, archive_rounds, rounds
 from kairos.context.compression.config import CompressionConfig, Strategy
 from kairos.context.compression.ledger import (
     COMPRESSED,
@@ -141,11 +141,12 @@ class Compressor:
         errors: list[str] = []
         rest = list(targets)
         if self.cfg.archive:
+            archive_rounds(session, st, self.spiller, self.listeners)
             for r in rounds(messages):
                 mine = [s for s in rest if r.start <= s < r.end]
-                if not r.complete or not mine:
+                log_entry = st.ledger.round_entry(r.n)
+                if not r.complete or not mine or log_entry is None:
                     continue
-                log_entry = st.ledger.round_entry(r.n) or st.ledger.freeze_round(r.n, entry(r, messages))
                 replaced.update(archive_pointers(r, messages, mine, log_entry))
                 rest = [s for s in rest if s not in mine]
         calls_before, tokens_before = self.summarizer.calls, self.summarizer.prompt_tokens
