@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kairos.context.compression import COMPRESSED, CompressionEvent, round_log, state_of
 from kairos.context.compression.archive import rounds
+from kairos.context.compression.config import SpillConfig
 from kairos.context.session import Session
 from kairos.models.types import HARNESS, Message, ToolCall
 from kairos.testing import ScriptedModel, call, reply
@@ -71,3 +72,18 @@ async def test_old_rounds_are_archived_without_a_summariser_call(session: Sessio
     assert texts[1].startswith(f"{COMPRESSED} result of fetch") and "round log in the result of call" in texts[1]
     compressed = [r.messages[0].content.split("Text to compress:\n")[1] for r in summ.requests]
     assert compressed and all(t.startswith("c line 0") for t in compressed)  # round 1 went to no model
+
+
+async def test_a_round_entry_names_the_file_a_spilled_result_was_saved_to(session: Session) -> None:
+    model = ScriptedModel(
+        [
+            reply("", call("fetch", {"tag": "big", "chars": 3000})),
+            reply("", call("note", {"text": "small"})),
+            reply("Done."),
+        ]
+    )
+    agent, ext = make_agent(model, config(strategy="none", spill=SpillConfig(max_chars=1000)))
+    await collect(agent, session, "Fetch big and note small")
+    (log,) = ext.round_log(session)
+    assert 'fetch({"tag": "big", "chars": 3000}) → 3,000 chars [saved: ' in log
+    assert log.count("[saved: ") == 1  # only the spilled result has a file
