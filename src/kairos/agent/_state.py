@@ -5,13 +5,14 @@ Also what inbox events become, and the session's recorded tool order.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kairos.agent.events import AgentEvent
 from kairos.context.audit import PrefixAuditor
-from kairos.context.inbox import ExternalContent, InboxEvent, TaskCompleted, TimerFired, UserInput
+from kairos.context.inbox import ExternalContent, InboxEvent, ParallelExchange, TaskCompleted, TimerFired, UserInput
 from kairos.context.session import Session, SessionView
 from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest, Origin, SystemPrompt
@@ -110,7 +111,50 @@ def event_message(event: InboxEvent) -> Message | None:
     if isinstance(event, TimerFired):
         text = f'<timer name="{source_attr(event.name)}">\n{event.text}\n</timer>'
         return Message.user(text, Origin("event", f"timer: {event.name}"))
+    if isinstance(event, ParallelExchange):
+        text = (
+            "[Executed in parallel with the main task] The user asked a side question, already answered "
+            f"(no need to answer it again):\nQuestion: {event.question}\nAnswer given: {event.answer}"
+        )
+        return Message.user(text, Origin("event", "parallel"))
     return None
+
+
+_BATCH_NAMES = {
+    "user_input": ("user message", "user messages"),
+    "external": ("external message", "external messages"),
+    "task_completed": ("task result", "task results"),
+    "timer": ("timer", "timers"),
+    "parallel": ("parallel exchange", "parallel exchanges"),
+}
+
+
+def mark_batch(messages: list[Message], kinds: list[str]) -> list[Message]:
+    """Number events taken up together and sum them up by type (book ch6 §3.3, §6.2).
+
+    With several events in one batch a model tends to answer only the last one; the
+    ``[Unprocessed Event i/N]`` markers and the closing count keep all of them in view.
+    """
+    n = len(messages)
+    if n < 2:
+        return messages
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    parts = []
+    for kind, count in counts.items():
+        one, many = _BATCH_NAMES.get(kind, ("event", "events"))
+        parts.append(f"{count} {one if count == 1 else many}")
+    listing = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    summary = (
+        f"\n\nAbove are {n} unprocessed events, including {listing}. "
+        "Please make sure your response covers all the information."
+    )
+    out = []
+    for i, m in enumerate(messages, 1):
+        content = f"[Unprocessed Event {i}/{n}] {m.content}" + (summary if i == n else "")
+        out.append(dataclasses.replace(m, content=content))
+    return out
 
 
 def restore_order(session: Session, tools: list[Tool]) -> tuple[ToolSet, int]:

@@ -7,9 +7,11 @@ no tool calls and the inbox is empty.
 
 Safe points and preemption: the inbox is drained before every request and before a final
 answer is returned (a message that arrived meanwhile is taken up instead of ending the run).
-While the model streams or tools run, the loop races them against a preempting event: the
-partial text is kept, unfinished tools get the placeholder result, and then either the run ends
-(an immediate interrupt) or the loop goes on with the new event. Task cancellation and closing
+While the model streams or tools run, the loop races them against a preempting event.
+Unfinished tools get the placeholder result (rule 3 of ch6 §3.3). Then either the run ends (an
+immediate interrupt; the partial text the user saw is kept) or the loop goes on with the new event
+(the cut reply is dropped, rule 4). Several events taken up at one safe point are numbered
+``[Unprocessed Event i/N]`` with a count by type (rule 5). Task cancellation and closing
 the event iterator leave the same valid trajectory. Tool-call ids are made unique per session,
 so each call gets exactly one result.
 """
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kairos.agent._reply import fed, guarded_reply, unique_ids
-from kairos.agent._state import TOOLS_KEY, RunState, event_message, restore_order
+from kairos.agent._state import TOOLS_KEY, RunState, event_message, mark_batch, restore_order
 from kairos.agent.events import (
     AgentEvent,
     FinalAnswer,
@@ -204,13 +206,17 @@ class Runner:
             message = event_message(direct.event)
             assert message is not None
             messages.append(self.agent.pipeline.on_input(st, message, st.report))
+        batch: list[Message] = []
+        kinds: list[str] = []
         for p in rest if not held else ():
             message = event_message(p.event)
             if message is None:
                 control.append(p.seq)
                 continue
-            messages.append(self.agent.pipeline.on_input(st, message, st.report))
+            batch.append(self.agent.pipeline.on_input(st, message, st.report))
+            kinds.append(p.event.kind)
             consumed.append(p.seq)
+        messages.extend(mark_batch(batch, kinds))
         try:
             session.append(*messages, consume=consumed)
         except BaseException:
@@ -300,11 +306,11 @@ class Runner:
                                 partial.append(text)
                             yield ModelDeltaEvent(delta)
             except _Preempted:
-                _keep_partial(session, partial)
-                if self._ends_run(session):
+                if self._ends_run(session):  # the turn ends here: keep the text the user saw
+                    _keep_partial(session, partial)
                     yield FinalAnswer("".join(partial), stop_reason="interrupted")
                     return
-                continue
+                continue  # rule 4 (ch6 §3.3): the cut reply is dropped; the model starts afresh with the event
             except (asyncio.CancelledError, GeneratorExit):
                 _keep_partial(session, partial)
                 raise

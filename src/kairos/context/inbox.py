@@ -104,9 +104,24 @@ class Interrupt:
         return self.mode == "immediate"
 
 
-InboxEvent: TypeAlias = UserInput | ExternalContent | TaskCompleted | TimerFired | Interrupt
+@dataclass(frozen=True, slots=True)
+class ParallelExchange:
+    """A question answered in a side session while this one worked (book ch6 §3.2, parallel strategy)."""
+
+    question: str
+    answer: str
+    side_session: str = ""
+    kind: ClassVar[str] = "parallel"
+
+    @property
+    def preempts(self) -> bool:
+        """Logged at the next safe point, never cutting the main task short."""
+        return False
+
+
+InboxEvent: TypeAlias = UserInput | ExternalContent | TaskCompleted | TimerFired | Interrupt | ParallelExchange
 EVENT_TYPES: dict[str, type[InboxEvent]] = {
-    cls.kind: cls for cls in (UserInput, ExternalContent, TaskCompleted, TimerFired, Interrupt)
+    cls.kind: cls for cls in (UserInput, ExternalContent, TaskCompleted, TimerFired, Interrupt, ParallelExchange)
 }
 
 
@@ -169,7 +184,12 @@ class Inbox:
     def post(self, event: InboxEvent) -> int:
         """Persist ``event``, queue it and wake the loop; returns its sequence number."""
         seq, at = self._store.post_event(self._session_id, event.kind, event_record(event))
-        posted = Posted(seq, event, at)
+        self.add(Posted(seq, event, at))
+        return seq
+
+    def add(self, posted: Posted) -> None:
+        """Queue an event already persisted (by :meth:`InboxStore.post_event` or a keyed post) and wake the loop."""
+        event = posted.event
         with self._lock:
             self._pending.append(posted)
             watchers = list(self._preempt_watchers) if event.preempts else []
@@ -178,7 +198,6 @@ class Inbox:
             self._call_in_loop(watcher)
         for listener in list(self.listeners):
             listener(posted)
-        return seq
 
     def bind(self) -> None:
         """Attach to the running event loop (the loop that drains this inbox)."""

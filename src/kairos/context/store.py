@@ -119,6 +119,9 @@ class TrajectoryStore:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
             if "request" not in columns:  # a database from before the trace moved next to its reply
                 self._db.execute("ALTER TABLE messages ADD COLUMN request TEXT")
+            if "key" not in {row[1] for row in self._db.execute("PRAGMA table_info(inbox)")}:
+                self._db.execute("ALTER TABLE inbox ADD COLUMN key TEXT")  # idempotency keys came later
+            self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS inbox_key ON inbox (key) WHERE key IS NOT NULL")
             self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()
         except sqlite3.DatabaseError as e:
             self._db.close()
@@ -301,6 +304,21 @@ class TrajectoryStore:
         rows = self._read(sql, args)
         return int(rows[0][0]), now
 
+    def post_event_once(self, session_id: str, kind: str, record: dict[str, Any], key: str) -> tuple[int, float] | None:
+        """Like :meth:`post_event`, but store an event whose ``key`` was posted before only once.
+
+        Returns None for such a duplicate (a webhook retried after a lost reply), in any session.
+        """
+        now = time.time()
+        sql = (
+            "INSERT INTO inbox (session_id, seq, posted_at, kind, record, key) "
+            "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM inbox WHERE session_id = ? "
+            "ON CONFLICT DO NOTHING RETURNING seq"
+        )
+        args = (session_id, now, kind, json.dumps(record, ensure_ascii=False), key, session_id)
+        rows = self._read(sql, args)
+        return (int(rows[0][0]), now) if rows else None
+
     def pending_events(self, session_id: str) -> list[StoredEvent]:
         """Inbox events not consumed yet, oldest first (unreadable rows are skipped, not fatal)."""
         rows = self._read(
@@ -316,6 +334,10 @@ class TrajectoryStore:
             if isinstance(data, dict):
                 out.append(StoredEvent(int(seq), str(kind), data, float(posted_at)))
         return out
+
+    def sessions_with_pending(self) -> list[str]:
+        """Ids of sessions that have inbox events not consumed yet."""
+        return [str(r[0]) for r in self._read("SELECT DISTINCT session_id FROM inbox WHERE consumed_at IS NULL", ())]
 
     def consume(self, session_id: str, seqs: Sequence[int]) -> None:
         """Mark inbox events consumed without appending anything (interrupts, bad records)."""

@@ -1,0 +1,506 @@
+"""The runtime: a worker per active session, sources in a task group, a bus for front ends (book ch6 §3.2).
+
+Everything that happens becomes an :class:`~kairos.runtime.events.Event` handed to
+:meth:`Runtime.submit`. The runtime routes it to a session, lets the router pick a strategy, and
+then:
+
+- **queue / interrupt**: posts the matching inbox event (persisted before ``submit`` returns) and
+  wakes the session's worker. The worker is the session's single writer: it runs the agent while
+  anything is pending, and the runner takes events up at its safe points; an ``interrupt`` event
+  preempts the running model stream or tool (placeholder results, cut reply dropped).
+- **parallel**: answers the question in a side session at once, publishes the answer, and logs the
+  exchange in the main session as "executed in parallel" at its next safe point.
+- **drop**: acknowledged, recorded on the bus, not queued (a filter rule).
+
+Workers start on the first event for a session and close after ``idle_close_s`` without work, so
+thousands of known sessions cost nothing while idle. Sources (timers, mail, webhooks, file
+watches, async tasks) are components run in the runtime's task group; a failing source is logged
+and restarted with backoff, never taking the runtime down.
+
+Crash safety: events are in the session database before they are acknowledged; at start the
+runtime resumes every session that has pending events or was working when the process died (its
+cut turn is closed with placeholder results by :meth:`SessionStore.resume`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from kairos.agent import Agent
+from kairos.agent.events import FinalAnswer, RunError
+from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
+from kairos.context.session import Session, SessionStore
+from kairos.errors import KairosError, SessionNotFoundError
+from kairos.runtime.bus import EventBus, SqliteBus
+from kairos.runtime.db import RuntimeDB
+from kairos.runtime.events import Event, Strategy, inbox_event
+from kairos.runtime.records import agent_record
+from kairos.runtime.urgency import Router, RuleRouter
+
+log = logging.getLogger("kairos.runtime")
+T = TypeVar("T")
+RUNTIME_RESOURCE = "kairos.runtime"
+"""Key of the :class:`RuntimeHandle` in a session's ``ToolContext.resources`` (what runtime tools use)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS active (session TEXT PRIMARY KEY, since REAL NOT NULL);
+"""
+
+
+@runtime_checkable
+class Component(Protocol):
+    """A part of the runtime with its own life: an event source or a service tools use.
+
+    ``run`` restores what it persisted, then works until cancelled (submitting events through the
+    runtime). A component is also a service: :meth:`Runtime.service` finds it by type.
+    """
+
+    name: str
+
+    async def run(self, runtime: Runtime) -> None:
+        """Work until cancelled."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What :meth:`Runtime.submit` did with an event."""
+
+    session: str
+    strategy: Strategy
+    reason: str
+    seq: int | None = None
+    """Its place in the session's inbox (None: not queued, e.g. parallel, dropped or a duplicate)."""
+    duplicate: bool = False
+    """An event with this id was accepted before; nothing was queued again."""
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON form (the HTTP API's reply)."""
+        return {
+            "session": self.session,
+            "strategy": self.strategy,
+            "reason": self.reason,
+            "seq": self.seq,
+            "duplicate": self.duplicate,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeHandle:
+    """What a session's tools see of the runtime (no ``aclose``: closing a session leaves the runtime alone)."""
+
+    runtime: Runtime
+    session_id: str
+
+    def service(self, kind: type[T]) -> T | None:
+        """A runtime component of that type, if one runs."""
+        return self.runtime.service(kind)
+
+
+class _Worker:
+    """Runs the agent on one session whenever something is pending; the session's only writer."""
+
+    def __init__(self, runtime: Runtime, session_id: str) -> None:
+        self.runtime = runtime
+        self.session_id = session_id
+        self.session: Session | None = None
+        self.running = False
+        self.closing = False
+        self.idle = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def work(self) -> None:
+        rt = self.runtime
+        try:
+            self.session = session = rt.store.resume(self.session_id)
+        except Exception as e:  # busy elsewhere, unreadable: report, keep its events for later
+            rt._publish(self.session_id, "session.error", {"message": f"cannot open the session: {e}"})
+            rt._workers.pop(self.session_id, None)
+            return
+        session.tool_context.resources[RUNTIME_RESOURCE] = RuntimeHandle(rt, self.session_id)
+        rt.db.write("INSERT OR REPLACE INTO active (session, since) VALUES (?, ?)", (self.session_id, time.time()))
+        backoff = 0.0
+        try:
+            while True:
+                self.idle.set()
+                if not await self._wait(session, backoff):
+                    break
+                self.idle.clear()
+                failed = await self._run(session)
+                backoff = min(60.0, max(1.0, backoff * 2)) if failed and len(session.inbox) else 0.0
+        finally:
+            self.closing = True
+            self.running = False
+            try:
+                await session.aclose()
+            finally:
+                rt.db.write("DELETE FROM active WHERE session = ?", (self.session_id,))
+                rt._workers.pop(self.session_id, None)
+                self.idle.set()
+                if rt.accepting and rt.store.trajectories.pending_events(self.session_id):
+                    rt._ensure_worker(self.session_id)  # posted while it closed: start again
+
+    async def _wait(self, session: Session, backoff: float) -> bool:
+        """Until something is pending (after ``backoff`` seconds when the last run failed); False: close."""
+        if backoff:
+            await asyncio.sleep(backoff)
+        try:
+            async with asyncio.timeout(self.runtime.idle_close_s):
+                await session.inbox.wait()
+        except TimeoutError:
+            return len(session.inbox) > 0
+        return True
+
+    async def _run(self, session: Session) -> bool:
+        """One run of the agent; True when it ended in an error (the events stay pending)."""
+        rt = self.runtime
+        self.running = True
+        failed = False
+        rt._publish(self.session_id, "run.started", {"pending": len(session.inbox)})
+        try:
+            async for event in rt.agent.run(session):
+                if isinstance(event, RunError):
+                    failed = True
+                record = agent_record(event)
+                if record is not None:
+                    rt._publish(self.session_id, *record)
+                if isinstance(event, FinalAnswer):
+                    rt._on_answer(self.session_id, event)
+        except Exception as e:  # a bug must not kill the worker: the session stays valid
+            log.exception("run of session %s failed", self.session_id)
+            rt._publish(self.session_id, "agent.error", {"message": f"internal error: {e}"})
+            failed = True
+        finally:
+            self.running = False
+            rt._publish(self.session_id, "run.ended", {"pending": len(session.inbox)})
+        return failed
+
+
+class Runtime:
+    """Runs an agent on many sessions, driven by events; see the module docstring.
+
+    Use as ``async with Runtime(agent, store) as rt:``; ``await rt.submit(event)`` from anywhere in
+    the loop (:meth:`submit_threadsafe` from other threads).
+
+    Args:
+        agent: the agent every session runs (give it :func:`~kairos.runtime.tools.runtime_tools`).
+        store: the sessions.
+        router: decides strategies (default: the book's rules).
+        bus: where front ends subscribe (default: :class:`SqliteBus` in ``runtime.db``).
+        components: event sources and services, started with the runtime.
+        idle_close_s: a worker closes its session after this long without work.
+        default_session: where events without a session go (default: one kept in ``runtime.db``).
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: SessionStore,
+        *,
+        router: Router | None = None,
+        bus: EventBus | None = None,
+        db: RuntimeDB | None = None,
+        components: list[Component] | None = None,
+        idle_close_s: float = 300.0,
+        default_session: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.store = store
+        self.db = db or RuntimeDB(store.state_dir / "runtime.db")
+        self.db.ensure(_SCHEMA)
+        self.bus: EventBus = bus or SqliteBus(self.db)
+        self.router: Router = router or RuleRouter()
+        self.idle_close_s = idle_close_s
+        self.components: list[Component] = list(components or [])
+        self.accepting = False
+        self.answer_listeners: list[Callable[[str, FinalAnswer], None]] = []
+        """Called with (session, final answer) whenever a run ends (the outbox, tests)."""
+        self._default_session = default_session
+        self._workers: dict[str, _Worker] = {}
+        self._group: asyncio.TaskGroup | None = None
+        self._side: set[asyncio.Task[None]] = set()
+        self._component_tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Runtime:
+        self._loop = asyncio.get_running_loop()
+        self._group = asyncio.TaskGroup()
+        await self._group.__aenter__()
+        self.accepting = True
+        for component in self.components:
+            self._start(component)
+        self.recover()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def add(self, component: Component) -> None:
+        """Add a component (started now when the runtime runs)."""
+        self.components.append(component)
+        if self._group is not None and self.accepting:
+            self._start(component)
+
+    def _start(self, component: Component) -> None:
+        assert self._group is not None
+        task = self._group.create_task(self._keep_running(component), name=f"component:{component.name}")
+        self._component_tasks.append(task)
+
+    def service(self, kind: type[T]) -> T | None:
+        """The component of type ``kind``, if one was added."""
+        for c in self.components:
+            if isinstance(c, kind):
+                return c
+        return None
+
+    async def _keep_running(self, component: Component) -> None:
+        backoff = 1.0
+        while self.accepting:
+            started = time.monotonic()
+            try:
+                await component.run(self)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.exception("runtime component %s failed", component.name)
+                self._publish("", "component.error", {"component": component.name, "message": str(e)})
+            backoff = 1.0 if time.monotonic() - started > 60 else min(backoff * 2, 60.0)
+            await asyncio.sleep(backoff)
+
+    def recover(self) -> list[str]:
+        """Resume sessions with pending events or a turn cut by a crash; returns their ids."""
+        rows = self.db.read("SELECT session FROM active")
+        ids = {str(r[0]) for r in rows}
+        ids.update(self.store.trajectories.sessions_with_pending())
+        for sid in sorted(ids):
+            if not self.store.trajectories.has_session(sid):
+                self.db.write("DELETE FROM active WHERE session = ?", (sid,))
+                continue
+            self._publish(sid, "session.recovered", {})
+            self._ensure_worker(sid)
+        return sorted(ids)
+
+    async def aclose(self, grace_s: float = 10.0) -> None:
+        """Stop: no new events; running turns get ``grace_s`` to finish, then are interrupted.
+
+        Everything pending stays in the database for the next start.
+        """
+        if self._group is None:
+            return
+        self.accepting = False
+        workers = list(self._workers.values())
+        for w in workers:
+            if w.running and w.session is not None:
+                w.session.interrupt("after_turn", reason="the runtime is stopping")
+        waits = [w.idle.wait() for w in workers]
+        if waits:
+            try:
+                async with asyncio.timeout(grace_s):
+                    await asyncio.gather(*waits)
+            except TimeoutError:
+                for w in workers:
+                    if w.running and w.session is not None:
+                        w.session.interrupt(reason="the runtime is stopping")
+        tasks = [w.task for w in self._workers.values() if w.task is not None]
+        for task in [*self._side, *tasks, *self._component_tasks]:
+            task.cancel()
+        group, self._group = self._group, None
+        with contextlib.suppress(BaseException):
+            await group.__aexit__(None, None, None)
+        self.bus.close()
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def default_session(self) -> str:
+        """The session events without one go to (created once, then remembered)."""
+        if self._default_session:
+            return self._default_session
+        rows = self.db.read("SELECT value FROM kv WHERE key = 'default_session'")
+        sid = str(rows[0][0]) if rows else ""
+        if not sid or not self.store.trajectories.has_session(sid):
+            sid = self.create_session("main")
+            self.db.write("INSERT OR REPLACE INTO kv (key, value) VALUES ('default_session', ?)", (sid,))
+        self._default_session = sid
+        return sid
+
+    def create_session(self, title: str = "", meta: dict[str, Any] | None = None) -> str:
+        """A new, empty session (no worker until its first event)."""
+        sid = self.store.trajectories.create_session(title, meta)
+        self._publish(sid, "session.created", {"title": title})
+        return sid
+
+    def busy(self, session_id: str) -> bool:
+        """Whether the session is working on a turn."""
+        w = self._workers.get(session_id)
+        return w is not None and w.running
+
+    def active_sessions(self) -> list[str]:
+        """Sessions with a worker now."""
+        return list(self._workers)
+
+    async def wait_idle(self, session_id: str, timeout_s: float = 60.0) -> None:
+        """Until the session has nothing pending and nothing running (tests, ``kairos chat``).
+
+        Raises:
+            TimeoutError: still working after ``timeout_s``.
+        """
+        async with asyncio.timeout(timeout_s):
+            while True:
+                w = self._workers.get(session_id)
+                if w is None:
+                    return
+                if not w.idle.is_set():
+                    await w.idle.wait()
+                    continue
+                if not w.running and (w.session is None or not len(w.session.inbox)):
+                    await asyncio.sleep(0)  # let a run that was just woken start
+                    if w.idle.is_set() and not w.running:
+                        return
+                else:  # woken, not started yet: let the worker take the events
+                    await asyncio.sleep(0.005)
+
+    def _ensure_worker(self, session_id: str) -> _Worker:
+        w = self._workers.get(session_id)
+        if w is not None and not w.closing:
+            return w
+        w = _Worker(self, session_id)
+        self._workers[session_id] = w
+        if self._group is None:
+            raise KairosError("the runtime is not running (use `async with Runtime(...)`)")
+        w.task = self._group.create_task(w.work(), name=f"worker:{session_id}")
+        return w
+
+    # -- events ---------------------------------------------------------------------------------
+
+    async def submit(self, event: Event) -> Receipt:
+        """Route, decide and queue ``event``; durable when this returns (see the module docstring).
+
+        Raises:
+            SessionNotFoundError: the event names an unknown session.
+            KairosError: the runtime is stopping.
+        """
+        if not self.accepting:
+            raise KairosError("the runtime is stopping; the event was not accepted, send it again later")
+        sid = event.session or self.default_session()
+        if not self.store.trajectories.has_session(sid):
+            raise SessionNotFoundError(f"no session {sid!r}; create it first")
+        busy = self.busy(sid)
+        decision = await self.router.decide(event, busy=busy)
+        strategy = decision.strategy
+        base = {**event.to_record(), "session": sid, "strategy": strategy, "reason": decision.reason}
+        if strategy == "drop" or (not busy and event.type == "user.interrupt" and not event.content.strip()):
+            reason = decision.reason if strategy == "drop" else "nothing is running"
+            self._publish(sid, "event.dropped", {**base, "reason": reason})
+            return Receipt(sid, "drop", reason)
+        if strategy == "parallel":
+            side = asyncio.get_running_loop().create_task(self._parallel(sid, event), name=f"parallel:{sid}")
+            self._side.add(side)
+            side.add_done_callback(self._side.discard)
+            self._publish(sid, "event.accepted", base)
+            return Receipt(sid, strategy, decision.reason)
+        seq = self.post(sid, inbox_event(event, strategy), key=event.id or None)
+        if seq is None:
+            return Receipt(sid, strategy, "duplicate: an event with this id was accepted before", duplicate=True)
+        self._publish(sid, "event.accepted", {**base, "seq": seq})
+        return Receipt(sid, strategy, decision.reason, seq)
+
+    def submit_threadsafe(self, event: Event, timeout_s: float = 30.0) -> Receipt:
+        """:meth:`submit` from another thread (a mail client, a file watcher); waits for the receipt."""
+        if self._loop is None:
+            raise KairosError("the runtime is not running")
+        return asyncio.run_coroutine_threadsafe(self.submit(event), self._loop).result(timeout_s)
+
+    def post(self, session_id: str, event: InboxEvent, key: str | None = None) -> int | None:
+        """Persist an inbox event for a session and wake its worker; None for a duplicate ``key``."""
+        store = self.store.trajectories
+        w = self._workers.get(session_id)
+        live = w is not None and w.session is not None and not w.closing
+        if key is None and live:
+            assert w is not None and w.session is not None
+            return w.session.post(event)
+        if key is None:
+            seq, at = store.post_event(session_id, event.kind, event_record(event))
+        else:
+            done = store.post_event_once(session_id, event.kind, event_record(event), key)
+            if done is None:
+                return None
+            seq, at = done
+        if live:
+            assert w is not None and w.session is not None
+            w.session.inbox.add(Posted(seq, event, at))
+        elif self.accepting:
+            self._ensure_worker(session_id)
+        return seq
+
+    def interrupt(self, session_id: str, reason: str = "") -> bool:
+        """Stop the session's running turn at once (a stop button); False when nothing runs."""
+        w = self._workers.get(session_id)
+        if w is None or not w.running or w.session is None:
+            return False
+        w.session.post(Interrupt("immediate", reason))
+        return True
+
+    async def _parallel(self, session_id: str, event: Event) -> None:
+        """Answer ``event`` in a side session now; log the exchange in the main one (ch6 §3.2)."""
+        side = self.store.new(f"parallel: {event.content[:60]}", {"parallel_of": session_id})
+        side.tool_context.resources[RUNTIME_RESOURCE] = RuntimeHandle(self, side.id)
+        self._publish(session_id, "parallel.started", {"question": event.content, "side_session": side.id})
+        answer = ""
+        try:
+            async for ev in self.agent.run(side, event.content):
+                record = agent_record(ev)
+                if record is not None:
+                    self._publish(side.id, *record)
+                if isinstance(ev, FinalAnswer):
+                    answer = ev.text
+                elif isinstance(ev, RunError):
+                    answer = f"(the side session failed: {ev.message})"
+        except Exception as e:
+            log.exception("parallel answer failed")
+            answer = f"(the side session failed: {e})"
+        finally:
+            await side.aclose()
+        self._publish(
+            session_id, "parallel.answer", {"question": event.content, "answer": answer, "side_session": side.id}
+        )
+        self.post(session_id, ParallelExchange(event.content, answer, side.id))
+
+    def _on_answer(self, session_id: str, event: FinalAnswer) -> None:
+        for listener in list(self.answer_listeners):
+            try:
+                listener(session_id, event)
+            except Exception:
+                log.exception("answer listener failed")
+
+    def _publish(self, session: str, type: str, data: dict[str, Any]) -> None:
+        try:
+            self.bus.publish(session, type, data)
+        except Exception:  # the stream is best effort; the trajectory is the record
+            log.exception("publishing %s failed", type)
+
+
+async def gather_answers(
+    runtime: Runtime, session_id: str, until: Callable[[list[str]], bool], timeout_s: float = 60.0
+) -> list[str]:
+    """Final answers published for a session until ``until(answers)`` holds (tests and benches)."""
+    answers: list[str] = []
+    async with asyncio.timeout(timeout_s):
+        async for ev in runtime.bus.subscribe(session_id, after=runtime.bus.last_cursor()):
+            if ev.type == "agent.final":
+                answers.append(str(ev.data.get("text", "")))
+                if until(answers):
+                    return answers
+    return answers
+
+
+__all__ = ["RUNTIME_RESOURCE", "Component", "Receipt", "Runtime", "RuntimeHandle", "gather_answers"]
