@@ -35,3 +35,4 @@ STATUS_TECHNIQUES = Bench("status_techniques", "Exp 2-9: file tasks with each st
 COMPRESSION = Bench("compression", "Exp 2-10: six compression strategies under a small window", True)
 INJECTION = Bench("injection", "Exp 2-5: attack success rate, 3 attacks x 4 defence configurations", True)
 SKILLS = Bench("skills", "Exp 2-6 in small: a task only a skill's script can do; progressive loading", True)
+RUNTIME = Bench("runtime_perf", "event runtime: interrupt-to-stop p99, dispatch events/s, RSS of 10k sessions", True)

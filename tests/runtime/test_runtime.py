@@ -84,9 +84,8 @@ async def test_sessions_run_concurrently_each_in_order(tmp_path: Path) -> None:
     model = ScriptedModel([answer] * 6, delay_s=0.05)
     async with Runtime(Agent(model), SessionStore(tmp_path)) as rt:
         a, b = rt.create_session("a"), rt.create_session("b")
-        for text in ("a1", "a2"):
-            await rt.submit(user(text, a))
-        await rt.submit(user("b1", b))
+        # submitted in the same tick: one group commit, both pending before the worker's first step
+        await asyncio.gather(rt.submit(user("a1", a)), rt.submit(user("a2", a)), rt.submit(user("b1", b)))
         assert set(rt.active_sessions()) == {a, b}
         await rt.wait_idle(a)
         await rt.wait_idle(b)

@@ -304,20 +304,45 @@ class TrajectoryStore:
         rows = self._read(sql, args)
         return int(rows[0][0]), now
 
-    def post_event_once(self, session_id: str, kind: str, record: dict[str, Any], key: str) -> tuple[int, float] | None:
-        """Like :meth:`post_event`, but store an event whose ``key`` was posted before only once.
+    def post_events(
+        self, items: Sequence[tuple[str, str, dict[str, Any], str | None]]
+    ) -> list[tuple[int, float] | None]:
+        """Store several ``(session_id, kind, record, key)`` inbox events in one transaction (group commit).
 
-        Returns None for such a duplicate (a webhook retried after a lost reply), in any session.
+        Durable together when this returns; one result per item: its ``(seq, time)``,
+        or None when its ``key`` was posted before (to any session: a webhook retried after a lost reply). Many concurrent senders share one commit this way.
         """
         now = time.time()
-        sql = (
-            "INSERT INTO inbox (session_id, seq, posted_at, kind, record, key) "
-            "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM inbox WHERE session_id = ? "
-            "ON CONFLICT DO NOTHING RETURNING seq"
-        )
-        args = (session_id, now, kind, json.dumps(record, ensure_ascii=False), key, session_id)
-        rows = self._read(sql, args)
-        return (int(rows[0][0]), now) if rows else None
+        insert = "INSERT INTO inbox (session_id, seq, posted_at, kind, record, key) VALUES (?, ?, ?, ?, ?, ?)"
+        out: list[tuple[int, float] | None] = []
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")  # the write lock: the seqs taken below stay ours
+            except sqlite3.DatabaseError as e:
+                raise _unusable(self.path, e) from e
+            try:
+                last: dict[str, int] = {}
+                for sid in dict.fromkeys(item[0] for item in items):
+                    row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE session_id = ?", (sid,))
+                    last[sid] = int(row.fetchone()[0])
+                rows = []
+                for sid, kind, record, key in items:
+                    seq = last[sid] + 1
+                    args = (sid, seq, now, kind, json.dumps(record, ensure_ascii=False), key)
+                    if key is not None:
+                        if not self._db.execute(insert + " ON CONFLICT DO NOTHING", args).rowcount:
+                            out.append(None)
+                            continue
+                    else:
+                        rows.append(args)
+                    last[sid] = seq
+                    out.append((seq, now))
+                self._db.executemany(insert, rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return out
 
     def pending_events(self, session_id: str) -> list[StoredEvent]:
         """Inbox events not consumed yet, oldest first (unreadable rows are skipped, not fatal)."""

@@ -228,6 +228,10 @@ class Runtime:
         self._side: set[asyncio.Task[None]] = set()
         self._component_tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._known: set[str] = set()
+        """Sessions seen to exist (sessions are never deleted, so a hit needs no query)."""
+        self._posts: list[tuple[str, InboxEvent, str | None, dict[str, Any], asyncio.Future[int | None]]] = []
+        """Events submitted in this loop tick, written in one transaction (group commit)."""
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -392,7 +396,7 @@ class Runtime:
         if not self.accepting:
             raise KairosError("the runtime is stopping; the event was not accepted, send it again later")
         sid = event.session or self.default_session()
-        if not self.store.trajectories.has_session(sid):
+        if not self.has_session(sid):
             raise SessionNotFoundError(f"no session {sid!r}; create it first")
         busy = self.busy(sid)
         decision = await self.router.decide(event, busy=busy)
@@ -408,10 +412,9 @@ class Runtime:
             side.add_done_callback(self._side.discard)
             self._publish(sid, "event.accepted", base)
             return Receipt(sid, strategy, decision.reason)
-        seq = self.post(sid, inbox_event(event, strategy), key=event.id or None)
+        seq = await self._post_durably(sid, inbox_event(event, strategy), event.id or None, base)
         if seq is None:
             return Receipt(sid, strategy, "duplicate: an event with this id was accepted before", duplicate=True)
-        self._publish(sid, "event.accepted", {**base, "seq": seq})
         return Receipt(sid, strategy, decision.reason, seq)
 
     def submit_threadsafe(self, event: Event, timeout_s: float = 30.0) -> Receipt:
@@ -420,27 +423,65 @@ class Runtime:
             raise KairosError("the runtime is not running")
         return asyncio.run_coroutine_threadsafe(self.submit(event), self._loop).result(timeout_s)
 
+    def has_session(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        if session_id in self._known:
+            return True
+        if self.store.trajectories.has_session(session_id):
+            self._known.add(session_id)
+            return True
+        return False
+
     def post(self, session_id: str, event: InboxEvent, key: str | None = None) -> int | None:
-        """Persist an inbox event for a session and wake its worker; None for a duplicate ``key``."""
-        store = self.store.trajectories
+        """Persist an inbox event for a session and wake its worker; None for a duplicate ``key``.
+
+        Synchronous (its own transaction): for components outside a hot path. :meth:`submit` shares
+        one commit among everything submitted in the same loop tick.
+        """
         w = self._workers.get(session_id)
-        live = w is not None and w.session is not None and not w.closing
-        if key is None and live:
-            assert w is not None and w.session is not None
+        if key is None and w is not None and w.session is not None and not w.closing:
             return w.session.post(event)
-        if key is None:
-            seq, at = store.post_event(session_id, event.kind, event_record(event))
-        else:
-            done = store.post_event_once(session_id, event.kind, event_record(event), key)
-            if done is None:
-                return None
-            seq, at = done
-        if live:
-            assert w is not None and w.session is not None
-            w.session.inbox.add(Posted(seq, event, at))
+        done = self.store.trajectories.post_events([(session_id, event.kind, event_record(event), key)])[0]
+        if done is None:
+            return None
+        self._deliver(session_id, Posted(done[0], event, done[1]))
+        return done[0]
+
+    async def _post_durably(
+        self, session_id: str, event: InboxEvent, key: str | None, accepted: dict[str, Any]
+    ) -> int | None:
+        """Queue for the tick's group commit; ``event.accepted`` is published with ``accepted`` once stored."""
+        fut: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self._posts.append((session_id, event, key, accepted, fut))
+        if len(self._posts) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_posts)
+        return await fut
+
+    def _flush_posts(self) -> None:
+        batch, self._posts = self._posts, []
+        if not batch:
+            return
+        try:
+            results = self.store.trajectories.post_events([(s, e.kind, event_record(e), k) for s, e, k, *_ in batch])
+        except Exception as e:  # nothing of the batch was stored: every sender gets the error
+            for *_, fut in batch:
+                if not fut.done():
+                    fut.set_exception(e)
+            return
+        for (sid, event, _, accepted, fut), done in zip(batch, results, strict=True):
+            if done is not None:
+                self._publish(sid, "event.accepted", {**accepted, "seq": done[0]})
+                self._deliver(sid, Posted(done[0], event, done[1]))
+            if not fut.done():
+                fut.set_result(None if done is None else done[0])
+
+    def _deliver(self, session_id: str, posted: Posted) -> None:
+        """Hand a stored event to the session's live worker, or start one."""
+        w = self._workers.get(session_id)
+        if w is not None and w.session is not None and not w.closing:
+            w.session.inbox.add(posted)
         elif self.accepting:
             self._ensure_worker(session_id)
-        return seq
 
     def interrupt(self, session_id: str, reason: str = "") -> bool:
         """Stop the session's running turn at once (a stop button); False when nothing runs."""
