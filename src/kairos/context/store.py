@@ -310,7 +310,8 @@ class TrajectoryStore:
         """Store several ``(session_id, kind, record, key)`` inbox events in one transaction (group commit).
 
         Durable together when this returns; one result per item: its ``(seq, time)``,
-        or None when its ``key`` was posted before (to any session: a webhook retried after a lost reply). Many concurrent senders share one commit this way.
+        or None when its ``key`` was posted before (to any session: a webhook retried after a lost
+        reply). Many concurrent senders share one commit this way.
         """
         now = time.time()
         insert = "INSERT INTO inbox (session_id, seq, posted_at, kind, record, key) VALUES (?, ?, ?, ?, ?, ?)"
