@@ -212,3 +212,19 @@ def _user(text: str, sid: str) -> Event:
 
 def _accepted(rt: Runtime, sid: str, type: str, channel: str | None = None) -> list[dict[str, Any]]:
     return [e for e in _bus(rt, "event.accepted", sid) if e["type"] == type and channel in (None, e["channel"])]
+
+
+async def test_an_interrupted_question_is_closed_as_cancelled(tmp_path: Path) -> None:
+    outbox = Outbox()
+    asks = reply("", call("ask_user", {"question": "Delete the backups?", "timeout_s": 0}))
+    async with _runtime(tmp_path, outbox, [asks]) as rt:
+        await outbox.wait_ready()
+        sid = rt.create_session()
+        await rt.submit(_user("clean up", sid))
+        await _until(outbox.questions)
+        assert rt.interrupt(sid, "never mind")
+        await rt.wait_idle(sid)
+        (q,) = outbox.questions(pending_only=False)
+        assert q["status"] == "cancelled"
+        with pytest.raises(ValueError, match="already cancelled"):
+            outbox.answer(q["id"], "yes")
