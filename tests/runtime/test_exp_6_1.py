@@ -114,7 +114,9 @@ async def test_the_email_agent_handles_an_invite_a_complaint_and_an_advert(
             return flagged and archived and bool(mailserver.folder("Drafts")) and bool(NOTIFIED)
 
         async with asyncio.timeout(60):
-            while not await asyncio.to_thread(settled):
+            while True:
+                if await asyncio.to_thread(settled):
+                    break
                 await asyncio.sleep(0.1)
         await rt.wait_idle(rt.default_session())
         messages = rt.store.trajectories.load_messages(rt.default_session())

@@ -52,7 +52,9 @@ def _mail_accepted(message_id: str) -> Callable[[BusEvent], bool]:
 
 async def _until(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
     async with asyncio.timeout(timeout_s):
-        while not check():
+        while True:
+            if check():
+                return
             await asyncio.sleep(0.02)
 
 
@@ -139,7 +141,7 @@ async def test_a_malformed_message_becomes_an_event_with_what_could_be_read(
     broken = (
         b"From: =?bogus-charset?Q?M=FCller?= <mueller@example.org>\r\n"
         b"Subject: =?utf-8?B?not base64!!?=\r\n"
-        b"Content-Type: multipart/mixed; boundary=\"never-closed\"\r\n\r\n"
+        b'Content-Type: multipart/mixed; boundary="never-closed"\r\n\r\n'
         b"--never-closed\r\nContent-Type: text/plain; charset=x-unknown\r\n\r\n"
         b"Invoice total \xff\xfe 420 EUR\r\n"
     )
@@ -171,9 +173,10 @@ async def _uid_of(mail: MailServer, message_id: str) -> int:
         return None
 
     async with asyncio.timeout(30):
-        while (uid := await find()) is None:
+        while True:
+            if (uid := await find()) is not None:
+                return uid
             await asyncio.sleep(0.05)
-    return uid
 
 
 async def test_the_tools_send_draft_move_flag_and_read(mailserver: MailServer, tmp_path: Path) -> None:
@@ -258,7 +261,7 @@ def test_html_only_mail_becomes_text_and_attachments_are_listed_not_inlined() ->
         b"--b\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"
         b"<html><head><style>p{color:red}</style></head><body><p>Hello &amp; welcome</p>"
         b"<script>alert(1)</script><div>Second line</div></body></html>\r\n"
-        b"--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename=\"terms.pdf\"\r\n"
+        b'--b\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename="terms.pdf"\r\n'
         b"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQKJcfsj6IKNSAwIG9iago=\r\n--b--\r\n"
     )
     mail = parse_message(raw)

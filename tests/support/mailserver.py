@@ -125,9 +125,7 @@ class Dovecot:
             me = pwd.getpwuid(uid).pw_name
             users = f"default_internal_user = {me}\ndefault_login_user = {me}\nfirst_valid_uid = {uid}"
         (root / "users").write_text(f"{USER}:{{PLAIN}}{password}\n")
-        conf = _CONFIG.format(
-            root=root, port=port, uid=uid, gid=gid, users=users, extra="" if idle else NO_IDLE
-        )
+        conf = _CONFIG.format(root=root, port=port, uid=uid, gid=gid, users=users, extra="" if idle else NO_IDLE)
         (root / "dovecot.conf").write_text(conf)
         self = cls(root, port, password)
         self.process = subprocess.Popen(

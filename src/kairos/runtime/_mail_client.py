@@ -138,7 +138,7 @@ def ensure_folder(client: IMAPClient, name: str) -> None:
 
 
 def flag_of(name: str) -> str:
-    """An IMAP flag from a name the model gives (``high priority`` → ``\\Flagged``)."""
+    r"""An IMAP flag from a name the model gives (``high priority`` → ``\\Flagged``)."""
     text = name.strip()
     key = text.lower().lstrip("\\")
     if key in FLAG_NAMES:
@@ -210,8 +210,7 @@ def append_uid(response: Any) -> int | None:
 
 
 def _text(e: BaseException) -> str:
-    text = str(e)
-    return text.decode(errors="replace") if isinstance(text, bytes) else text
+    return str(e.args[0].decode(errors="replace") if e.args and isinstance(e.args[0], bytes) else e)
 
 
 __all__ = [

@@ -54,7 +54,9 @@ def parse_time(text: str) -> str:
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise CalendarError(f"{text!r} is not an ISO 8601 time such as 2026-12-01T14:00 or 2026-12-01T14:00+01:00")
+        raise CalendarError(
+            f"{text!r} is not an ISO 8601 time such as 2026-12-01T14:00 or 2026-12-01T14:00+01:00"
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.astimezone(UTC).isoformat()
@@ -107,7 +109,7 @@ def _calendar(ctx: ToolContext) -> Calendar | ToolResult:
 
 
 @tool(read_only=True)
-def check_calendar(ctx: ToolContext, start: str, end: str) -> ToolResult:
+def check_calendar(start: str, end: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
     """List calendar entries between two times, to find conflicts before accepting a meeting.
 
     Args:
@@ -127,7 +129,7 @@ def check_calendar(ctx: ToolContext, start: str, end: str) -> ToolResult:
 
 
 @tool(side_effects=True)
-def add_calendar_event(ctx: ToolContext, title: str, start: str, end: str) -> ToolResult:
+def add_calendar_event(title: str, start: str, end: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
     """Add an entry to the calendar.
 
     Args:

@@ -284,7 +284,7 @@ class MailSource:
         return str(await self._imap(work))
 
     async def flag(self, uid: int, flag: str) -> str:
-        """Set a flag on message ``uid`` (``high priority`` → ``\\Flagged``)."""
+        r"""Set a flag on message ``uid`` (``high priority`` → ``\\Flagged``)."""
         value = mc.flag_of(flag)
 
         def work(c: IMAPClient) -> str:
@@ -365,7 +365,7 @@ def _key(ctx: ToolContext) -> str | None:
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def send_email(ctx: ToolContext, to: str, subject: str, body: str, in_reply_to: str = "") -> ToolResult:
+async def send_email(to: str, subject: str, body: str, in_reply_to: str = "", *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
     """Send an email now (plain text).
 
     Args:
@@ -378,7 +378,7 @@ async def send_email(ctx: ToolContext, to: str, subject: str, body: str, in_repl
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def draft_reply(ctx: ToolContext, uid: int, body: str) -> ToolResult:
+async def draft_reply(uid: int, body: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
     """Save a reply to an email as a draft (not sent), for the user to review.
 
     Args:
@@ -389,7 +389,7 @@ async def draft_reply(ctx: ToolContext, uid: int, body: str) -> ToolResult:
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def move_email(ctx: ToolContext, uid: int, folder: str) -> ToolResult:
+async def move_email(uid: int, folder: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
     """Move an email to another folder, e.g. Archive (the folder is created if missing).
 
     Args:
@@ -400,7 +400,7 @@ async def move_email(ctx: ToolContext, uid: int, folder: str) -> ToolResult:
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def flag_email(ctx: ToolContext, uid: int, flag: str) -> ToolResult:
+async def flag_email(uid: int, flag: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
     """Flag an email: 'flagged' (high priority), 'seen', 'answered' or a one-word keyword.
 
     Args:
@@ -411,7 +411,7 @@ async def flag_email(ctx: ToolContext, uid: int, flag: str) -> ToolResult:
 
 
 @tool(read_only=True, external=True, timeout_s=120)
-async def read_email(ctx: ToolContext, uid: int) -> ToolResult:
+async def read_email(uid: int, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
     """Read an email in full: headers, text, attachment names.
 
     Args:
