@@ -135,6 +135,20 @@ async def test_bad_credentials_are_reported_and_retried_without_a_crash(
     assert "refused the login" in message and PASSWORD_ENV in message and "wrong-password" not in message
 
 
+async def test_a_lost_connection_is_reconnected(mailserver: MailServer, tmp_path: Path) -> None:
+    source = MailSource(mailserver.config(poll_s=3600))
+    async with _runtime(tmp_path, source) as rt:
+        await asyncio.wait_for(source.connected.wait(), 30)
+        await _until(lambda: source.mode == "idle")
+        await asyncio.to_thread(mailserver.dovecot.halt)  # the server goes down while the source waits in IDLE
+        ev = await _wait_bus(rt, lambda e: e.type == "component.error" and e.data.get("component") == "mail")
+        await asyncio.to_thread(mailserver.dovecot.run)
+        await asyncio.wait_for(source.connected.wait(), 60)
+        mid = await asyncio.to_thread(mailserver.send, "back", "the server is back")
+        await _wait_bus(rt, _mail_accepted(mid), 60)
+    assert "IMAP" in ev.data["message"]
+
+
 async def test_a_malformed_message_becomes_an_event_with_what_could_be_read(
     mailserver: MailServer, tmp_path: Path
 ) -> None:

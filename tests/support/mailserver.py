@@ -106,6 +106,7 @@ class Dovecot:
     root: Path
     port: int
     password: str
+    binary: str
     process: subprocess.Popen[bytes] | None = None
 
     @classmethod
@@ -127,14 +128,20 @@ class Dovecot:
         (root / "users").write_text(f"{USER}:{{PLAIN}}{password}\n")
         conf = _CONFIG.format(root=root, port=port, uid=uid, gid=gid, users=users, extra="" if idle else NO_IDLE)
         (root / "dovecot.conf").write_text(conf)
-        self = cls(root, port, password)
+        self = cls(root, port, password, binary)
+        self.run()
+        return self
+
+    def run(self) -> None:
+        """Start the server process (again, after :meth:`halt`) and wait until it accepts connections."""
+        root, port = self.root, self.port
         self.process = subprocess.Popen(
-            [binary, "-F", "-c", str(root / "dovecot.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+            [self.binary, "-F", "-c", str(root / "dovecot.conf")], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + 30
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                return self
+                return
             if self.process.poll() is not None or time.monotonic() > deadline:
                 log = self.log()
                 self.stop()
@@ -146,6 +153,11 @@ class Dovecot:
         return path.read_text(errors="replace")[-4000:] if path.exists() else "(no log)"
 
     def stop(self) -> None:
+        self.halt()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def halt(self) -> None:
+        """Stop the server process, keeping its mail (a server going down)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -153,7 +165,6 @@ class Dovecot:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
-        shutil.rmtree(self.root, ignore_errors=True)
 
     def imap(self) -> IMAPClient:
         client = IMAPClient("127.0.0.1", self.port, ssl=False, timeout=20)

@@ -23,6 +23,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from imapclient.exceptions import IMAPClientError  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kairos.runtime import _mail_client as mc
@@ -142,6 +143,9 @@ class MailSource:
         client = await asyncio.to_thread(mc.connect, self.config, password)
         try:
             await self._serve(runtime, client)
+        except (OSError, IMAPClientError) as e:  # a dropped connection: the runtime reconnects with backoff
+            where = f"{self.config.imap_host}:{self.config.imap_port}"
+            raise MailError(f"the IMAP connection to {where} failed: {type(e).__name__}: {e}") from None
         finally:
             self.connected.clear()
             self.mode = ""
