@@ -147,18 +147,26 @@ class Guard:
             return
         started = False
         seen = 0
+        too_large = f"the body is larger than {self.max_body} bytes"
+        overflow = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, overflow
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body:
-                    raise _BodyTooLarge(f"the body is larger than {self.max_body} bytes")
+                    overflow = True
+                    raise _BodyTooLarge(too_large)
             return message
 
         async def tracked(message: Message) -> None:
             nonlocal started
+            if overflow:  # whatever the route made of the cut body (FastAPI: a 400), the answer is 413
+                if message["type"] == "http.response.start":
+                    started = True
+                    await _send_json(send, 413, error_body(413, too_large))
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
@@ -168,11 +176,14 @@ class Guard:
         except Exception as e:
             log.exception("%s %s failed", scope.get("method"), scope.get("path"))
             if not started:
-                body = json.dumps(error_body(500, f"internal error: {type(e).__name__}")).encode()
-                await send(
-                    {"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"application/json")]}
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _send_json(send, 500, error_body(500, f"internal error: {type(e).__name__}"))
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    payload = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
 __all__ = ["OPEN_PATHS", "ApiError", "Guard", "error_body", "error_response", "install_handlers"]
