@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -49,3 +49,12 @@ async def live(app: FastAPI) -> AsyncIterator[tuple[KairosServer, str]]:
     finally:
         server.stop()
         await asyncio.wait_for(task, 60)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    """Wait until ``condition()`` holds (polled; a generous bound that a working system never reaches)."""
+    async with asyncio.timeout(timeout_s):
+        while True:
+            if condition():
+                return
+            await asyncio.sleep(0.01)

@@ -41,7 +41,9 @@ async def test_a_message_is_queued_answered_and_deduplicated_by_idempotency_key(
         await asyncio.sleep(0)
         sent = await client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}, headers={"Idempotency-Key": "k1"})
         assert sent.status_code == 202 and sent.json()["strategy"] == "queue" and sent.json()["seq"] is not None
-        again = await client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}, headers={"Idempotency-Key": "k1"})
+        again = await client.post(
+            f"/v1/sessions/{sid}/messages", json={"text": "hi"}, headers={"Idempotency-Key": "k1"}
+        )
         assert again.status_code == 202 and again.json()["duplicate"] is True
         assert await answers == ["hello from kairos"]
         await rt.wait_idle(sid)

@@ -16,7 +16,7 @@ from kairos.context.session import SessionStore
 from kairos.runtime import Runtime
 from kairos.server import create_app
 from kairos.testing import ScriptedModel, reply
-from tests.server.conftest import TOKEN, live
+from tests.server.conftest import TOKEN, live, until
 
 WAIT = 30
 
@@ -104,9 +104,7 @@ async def test_stopping_the_server_ends_open_streams_and_drains(tmp_path: Path) 
 
         listener = asyncio.create_task(listen())
         await client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"})
-        async with asyncio.timeout(WAIT):
-            while not any("agent.final" in f.get("data", "") for f in frames):
-                await asyncio.sleep(0.01)
+        await until(lambda: any("agent.final" in f.get("data", "") for f in frames))
         server.stop()
         await asyncio.wait_for(listener, WAIT)  # the stream ended by itself
     assert frames[-1].get("event") == "error" and "stopping" in frames[-1]["data"]
