@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import websockets
 
+import kairos.runtime.bus
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.runtime import Runtime
@@ -37,7 +39,11 @@ async def _sse(resp: httpx.Response) -> AsyncIterator[dict[str, Any]]:
 
 
 async def _records_until(
-    client: httpx.AsyncClient, url: str, stop: str, headers: dict[str, str] | None = None
+    client: httpx.AsyncClient,
+    url: str,
+    stop: str,
+    headers: dict[str, str] | None = None,
+    last: Callable[[dict[str, Any]], bool] = lambda record: True,
 ) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     async with asyncio.timeout(WAIT), client.stream("GET", url, headers=headers) as resp:
@@ -47,7 +53,7 @@ async def _records_until(
                 record = json.loads(frame["data"])
                 assert int(frame["id"]) == record["cursor"]
                 seen.append(record)
-                if record["type"] == stop:
+                if record["type"] == stop and last(record):
                     return seen
     raise AssertionError(f"the stream ended before {stop}: {seen}")
 
@@ -150,3 +156,35 @@ async def test_websocket_streams_takes_messages_and_resumes(tmp_path: Path) -> N
                     raise AssertionError("connected without a token")
             except websockets.InvalidStatus as e:
                 assert e.response.status_code == 403
+
+
+async def test_a_client_that_falls_behind_is_cut_off_and_resumes_without_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kairos.runtime.bus, "_QUEUE_LIMIT", 5)
+    async with (
+        Runtime(Agent(ScriptedModel()), SessionStore(tmp_path)) as rt,
+        live(create_app(rt, heartbeat_s=5)) as (_, url),
+        httpx.AsyncClient(base_url=url) as client,
+    ):
+        sid = rt.create_session()
+        frames: list[dict[str, Any]] = []
+        async with asyncio.timeout(WAIT), client.stream("GET", f"/v1/sessions/{sid}/events") as resp:
+            async for frame in _sse(resp):
+                frames.append(frame)
+                if len(frames) == 2:  # retry hint, then session.created: the subscription is live
+                    for i in range(100):  # all in one tick: the stream cannot keep up
+                        rt.bus.publish(sid, "test.burst", {"i": i})
+        assert frames[0] == {"retry": "3000"}
+        assert frames[-1]["event"] == "error" and json.loads(frames[-1]["data"])["error"]["type"] == "too_slow"
+        last = max(int(f["id"]) for f in frames if "id" in f)
+        got = [f for f in frames if "id" in f]
+        rest = await _records_until(
+            client,
+            f"/v1/sessions/{sid}/events",
+            "test.burst",
+            {"Last-Event-ID": str(last)},
+            lambda record: record["data"]["i"] == 99,
+        )
+    burst = [json.loads(f["data"])["data"]["i"] for f in got[1:]] + [r["data"]["i"] for r in rest]
+    assert burst == list(range(100))
