@@ -106,7 +106,7 @@ async def test_a_bug_in_a_route_is_a_500_json_and_the_server_keeps_serving(tmp_p
         def messages(self, *, unread_only: bool = False, limit: int = 100) -> list[dict[str, Any]]:
             raise ZeroDivisionError("boom")
 
-    async with api(tmp_path, ScriptedModel(), outbox=BrokenOutbox()) as (rt, client):  # type: ignore[arg-type]
+    async with api(tmp_path, ScriptedModel(), outbox=BrokenOutbox()) as (rt, client):
         resp = await client.get("/v1/outbox")
         _is_error(resp, 500)
         assert "boom" not in resp.text  # internals are logged, not sent

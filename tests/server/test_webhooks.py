@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from kairos.context.inbox import ExternalContent
+from kairos.context.store import StoredEvent
+from kairos.runtime import Runtime
 from kairos.server import sign
 from kairos.testing import ScriptedModel, reply
 from tests.server.conftest import SECRET, TOKEN, api
@@ -19,7 +21,7 @@ def _body(**fields: Any) -> bytes:
     return json.dumps({"type": "ci.build", "content": "build 42 failed", "source": {"sender": "ci"}, **fields}).encode()
 
 
-def _pending(rt: Any, sid: str) -> list[Any]:
+def _pending(rt: Runtime, sid: str) -> list[StoredEvent]:
     return rt.store.trajectories.pending_events(sid)
 
 
@@ -36,7 +38,7 @@ async def test_a_signed_event_is_queued_as_external_content(tmp_path: Path) -> N
         messages = rt.store.trajectories.load_messages(sid)
     assert len(messages) == 2  # one event, taken up once
     assert messages[0].content.startswith("<external_content") and "build 42 failed" in messages[0].content
-    assert messages[0].origin is not None and messages[0].origin != "user"
+    assert messages[0].origin is not None and messages[0].origin.kind == "external"
 
 
 async def test_an_urgent_event_is_routed_as_an_interrupt(tmp_path: Path) -> None:
