@@ -8,7 +8,7 @@ STAMP := $(VENV)/.kairos-installed
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 DEMO := What time is it in Tokyo right now, and which files are in the scripts folder?
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-deps lint bench clean
 
 $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@echo "==> creating $(VENV)"
@@ -33,7 +33,21 @@ lint: $(STAMP)
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports --no-cache
 
-test: lint
+# The mail tests run a private dovecot (IMAP) on loopback: install Debian's dovecot-imapd when missing.
+# Only the package is installed; no system service is started or configured (the tests generate their own).
+test-deps:
+	@if command -v dovecot >/dev/null 2>&1 || test -x /usr/sbin/dovecot; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing dovecot-imapd (the IMAP server the mail tests start on loopback)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends dovecot-imapd >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends dovecot-imapd >/dev/null; } \
+			|| { echo "could not install dovecot-imapd: the mail tests will be skipped"; }; \
+	else \
+		echo "==> dovecot is not installed: the mail tests will be skipped (sudo apt-get install dovecot-imapd)"; \
+	fi
+
+test: lint test-deps
 	@$(PY) -m pytest
 
 bench: $(STAMP)

@@ -46,7 +46,7 @@ from kairos.context.inbox import (
     Posted,
     UserInput,
 )
-from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, early_result_key
+from kairos.context.session import Session, early_result_key
 from kairos.errors import ContextOverflowError, KairosError
 from kairos.models.types import (
     Message,
@@ -458,6 +458,7 @@ class Runner:
             before=before if pipeline.hooked["before_tool"] else None,
             after=after if pipeline.hooked["after_tool"] else None,
             format_error=pipeline.format_error,
+            effects=st.live,
         )
 
     async def _run_tools(
@@ -523,7 +524,8 @@ class Runner:
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
             for c in calls[appended:]:  # every call gets exactly one result, whatever ended the phase
-                ready.setdefault(c.id, INTERRUPTED_TOOL_RESULT)
+                if c.id not in ready:  # the placeholder, or what a side-effecting call recorded
+                    ready[c.id] = session.cut_result(c.id)
             flush_ready()
 
 

@@ -442,6 +442,11 @@ def bench(
     console.print_json(json.dumps(result["summary"]))
 
 
+from kairos.cli.serve import serve  # noqa: E402  (after the helpers it uses)
+
+app.command()(serve)
+
+
 def main() -> None:  # pragma: no cover - console entry point
     """The ``kairos`` command: any KairosError becomes a one-line error and exit code 1."""
     try:

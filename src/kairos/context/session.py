@@ -7,6 +7,8 @@ only one loop at a time: opening a session for writing takes its lease (see
 
 from __future__ import annotations
 
+import json
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -17,7 +19,7 @@ from kairos.context.lease import SessionLease
 from kairos.context.store import SessionInfo, TrajectoryStore
 from kairos.models.types import Message
 from kairos.paths import default_state_dir, user_config_dir
-from kairos.tools.base import ToolContext
+from kairos.tools.base import ToolContext, ToolResult
 
 INTERRUPTED_TOOL_RESULT = "[interrupted: this tool call was stopped before it finished; its result is unknown]"
 
@@ -28,6 +30,21 @@ Spawner = Callable[[str, dict[str, Any]], "Session"]
 def early_result_key(call_id: str) -> str:
     """Frozen key of a tool result that finished before an earlier call of the same reply."""
     return f"kairos.result.{call_id}"
+
+
+EFFECT_STARTED = "kairos.effect.started."
+"""Frozen-key prefix: a side-effecting call was about to run (its key, tool and arguments)."""
+EFFECT_FINISHED = "kairos.effect.finished."
+"""Frozen-key prefix: what that call returned."""
+
+
+def interrupted_effect_result(key: str) -> str:
+    """The placeholder of a side-effecting call cut after it started: its effect may have happened."""
+    return (
+        "[interrupted: this call has side effects and was stopped after it started, before it reported back "
+        f"(idempotency key {key}); its effect may or may not have happened. Check the current state "
+        "(read the file, list what was sent) before calling it again, so it is not done twice]"
+    )
 
 
 class SessionView(Protocol):
@@ -157,6 +174,44 @@ class Session:
         """Every value frozen under a key that starts with ``prefix`` (one query)."""
         return self.store.frozen_items(self.id, prefix)
 
+    # -- side effects (the executor's EffectLog: calls not repeated after a crash) -----------
+
+    def effect_started(self, call_id: str, tool: str, arguments: dict[str, Any]) -> str:
+        """Record a side-effecting call about to run (kept in the session database); its idempotency key."""
+        key = f"{self.id}:{call_id}"
+        record = {"key": key, "tool": tool, "arguments": arguments, "at": time.time()}
+        self.freeze(EFFECT_STARTED + call_id, json.dumps(record, ensure_ascii=False, default=str))
+        return key
+
+    def effect_finished(self, call_id: str, result: ToolResult) -> None:
+        """Record what that call returned (a resume after a crash gives it back instead of a placeholder)."""
+        self.freeze(EFFECT_FINISHED + call_id, json.dumps({"content": result.content, "is_error": result.is_error}))
+
+    def cut_result(self, call_id: str) -> str:
+        """The result a call cut before its result was appended gets (a crash, an interrupt).
+
+        A result that finished is given back (saved early, or recorded by the effect log); a
+        side-effecting call that started gets :func:`interrupted_effect_result`; anything else the
+        plain placeholder.
+        """
+        early = self.frozen(early_result_key(call_id))
+        if early is not None:
+            return early
+        finished = self.frozen(EFFECT_FINISHED + call_id)
+        if finished is not None:
+            try:
+                return str(json.loads(finished)["content"])
+            except (ValueError, KeyError, TypeError):
+                pass
+        started = self.frozen(EFFECT_STARTED + call_id)
+        if started is not None:
+            try:
+                key = str(json.loads(started)["key"])
+            except (ValueError, KeyError, TypeError):
+                key = f"{self.id}:{call_id}"
+            return interrupted_effect_result(key)
+        return INTERRUPTED_TOOL_RESULT
+
     def spawn(self, title: str, meta: dict[str, Any]) -> Session:
         """A new session in the same store and workspace (held for writing when the store leases)."""
         if self._spawner is not None:
@@ -250,7 +305,7 @@ class SessionStore:
         """A stored session, held for writing; a turn cut by a crash is closed first.
 
         Every tool call without a result gets the result saved on the side when it had finished,
-        else the interrupted placeholder (appended, so the log stays append-only).
+        else a placeholder (appended, so the log stays append-only): see :meth:`Session.cut_result`.
 
         Raises:
             SessionNotFoundError: unknown id.
@@ -262,13 +317,8 @@ class SessionStore:
         try:
             session = self._session(session_id, messages, lease)
             missing = open_calls(messages)
-            if missing:  # finished results saved on the side come back; the rest get the placeholder
-                session.append(
-                    *(
-                        Message.tool(cid, session.frozen(early_result_key(cid)) or INTERRUPTED_TOOL_RESULT, name)
-                        for cid, name in missing
-                    )
-                )
+            if missing:  # finished results saved on the side come back; the rest get a placeholder
+                session.append(*(Message.tool(cid, session.cut_result(cid), name) for cid, name in missing))
         except BaseException:
             lease.release()
             raise

@@ -7,15 +7,22 @@ exception): malformed JSON, unknown tool, schema mismatch, tool exception, timeo
 Order: ``before`` sees only valid calls of known tools and may answer instead of the tool (a
 denial, a refused limit); the output is capped; ``after`` sees every result, errors included,
 with the uncapped text in ``metadata["full_content"]`` when it was cut (so a spill can keep it).
+
+Idempotency (ch6 requirement: side-effecting calls are not repeated after a crash): a call of a
+tool with ``side_effects=True`` is recorded as started in the caller's :class:`EffectLog` just
+before it runs and as finished with its result when it returns; while it runs,
+:func:`idempotency_key` gives the tool a key that is stable for that call (so a tool that talks to
+a service can dedupe on it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from kairos.models.types import ArgumentsError, ToolCall
 from kairos.tools.base import InvalidArguments, Tool, ToolContext, ToolResult, ToolSet
@@ -29,6 +36,29 @@ ErrorFormatter = Callable[[ToolCall, Tool, dict[str, Any], BaseException], str]
 
 FULL_CONTENT = "full_content"
 """``ToolResult.metadata`` key: the output before the cap cut it (only present when it did)."""
+
+_IDEMPOTENCY_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("kairos_idempotency_key", default=None)
+
+
+def idempotency_key() -> str | None:
+    """The key of the side-effecting call running now (None outside one, or without an effect log).
+
+    Stable for one tool call across a crash and a resume: a tool may pass it to a service that
+    deduplicates (``Idempotency-Key`` headers, a mail ``Message-ID``) or check it before acting again.
+    """
+    return _IDEMPOTENCY_KEY.get()
+
+
+class EffectLog(Protocol):
+    """Where side-effecting calls are recorded (a session: its database survives the process)."""
+
+    def effect_started(self, call_id: str, tool: str, arguments: dict[str, Any]) -> str:
+        """Record that the call is about to run; returns its idempotency key."""
+        ...
+
+    def effect_finished(self, call_id: str, result: ToolResult) -> None:
+        """Record what the call returned (what a resume gives the model instead of a placeholder)."""
+        ...
 
 
 def basic_error(call: ToolCall, t: Tool, args: dict[str, Any], exc: BaseException) -> str:
@@ -54,10 +84,14 @@ async def execute(
     before: BeforeTool | None = None,
     after: AfterTool | None = None,
     format_error: ErrorFormatter = basic_error,
+    effects: EffectLog | None = None,
 ) -> Executed:
-    """Run ``call`` against ``tools``; never raises for anything the model did."""
+    """Run ``call`` against ``tools``; never raises for anything the model did.
+
+    ``effects``: records calls of side-effecting tools (see the module docstring).
+    """
     t = tools.get(call.name)
-    raw = await _run(call, t, tools, ctx, before, format_error)
+    raw = await _run(call, t, tools, ctx, before, format_error, effects)
     result = await after(call, t, raw) if after is not None else raw
     return Executed(result, raw)
 
@@ -69,6 +103,7 @@ async def _run(
     ctx: ToolContext,
     before: BeforeTool | None,
     format_error: ErrorFormatter,
+    effects: EffectLog | None = None,
 ) -> ToolResult:
     if t is None:
         names = ", ".join(tools.names()) or "(none)"
@@ -89,6 +124,20 @@ async def _run(
         verdict = await before(call, t)
         if verdict is not None:
             return verdict
+    if effects is None or not t.side_effects:
+        return await _call(call, t, args, ctx, format_error)
+    token = _IDEMPOTENCY_KEY.set(effects.effect_started(call.id, t.name, args))
+    try:
+        result = await _call(call, t, args, ctx, format_error)
+    finally:
+        _IDEMPOTENCY_KEY.reset(token)
+    effects.effect_finished(call.id, result)  # not on cancel: it stays "started", its effect unknown
+    return result
+
+
+async def _call(
+    call: ToolCall, t: Tool, args: dict[str, Any], ctx: ToolContext, format_error: ErrorFormatter
+) -> ToolResult:
     try:
         async with asyncio.timeout(t.timeout_s):  # no extra task, unlike wait_for: one loop step less
             result = await t.call(args, ctx)

@@ -1,0 +1,92 @@
+"""``kairos serve``: the runtime behind the HTTP API (issue 9 §5)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kairos.config import KairosConfig
+from kairos.runtime import Component
+from kairos.server.auth import TOKEN_ENV, WEBHOOK_SECRET_ENV
+
+
+def components(workspace: Path, config: KairosConfig, model_name: str) -> list[Component]:
+    """The runtime components ``kairos serve`` starts (event sources and services).
+
+    Timers, mail, async tasks and the outbox are added here as they land.
+    """
+    from kairos.server.telemetry import telemetry_from_env
+
+    found: list[Component] = []
+    telemetry = telemetry_from_env(model_name)
+    if telemetry is not None:
+        found.append(telemetry)
+    return found
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="address to bind; non-loopback needs a token")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="port (0: any free one)")] = 8765,
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="directory the tools work in; state lives in its .kairos/")
+    ] = Path("."),
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint")] = None,
+    token_env: Annotated[str, typer.Option("--token-env", help="env var holding the bearer token")] = TOKEN_ENV,
+    webhook_secret_env: Annotated[
+        str, typer.Option("--webhook-secret-env", help="env var holding the webhook HMAC secret")
+    ] = WEBHOOK_SECRET_ENV,
+    grace: Annotated[float, typer.Option("--grace", min=0, help="seconds running turns get to finish on stop")] = 10.0,
+) -> None:
+    """Serve the agent over HTTP: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
+
+    Secrets come only from the environment (never the workspace's kairos.toml). SIGTERM or
+    Ctrl-C drains: no new requests, running turns get --grace seconds, everything accepted is kept.
+    """
+    from kairos.app import build_agent
+    from kairos.cli import _fail, _notices, _text, console, err_console
+    from kairos.config import load_config
+    from kairos.context.session import SessionStore
+    from kairos.errors import KairosError
+    from kairos.models import load_model
+    from kairos.runtime import Runtime
+    from kairos.server import check_bind, create_app
+    from kairos.server.serving import serve as run_server
+
+    token = os.environ.get(token_env) or None
+    secret = os.environ.get(webhook_secret_env) or None
+    workspace = workspace.resolve()
+    try:
+        check_bind(host, token)
+        if not workspace.is_dir():
+            raise _fail(f"workspace {workspace} is not a directory")
+        config = load_config(workspace, {"model": model, "base_url": base_url})
+        _notices(config)
+        llm = load_model(config.model, config.model_settings())
+        store = SessionStore(workspace)
+        agent = build_agent(llm, workspace, config)
+        model_name = str(getattr(llm, "name", config.model))
+        runtime = Runtime(agent, store, components=components(workspace, config, model_name))
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    app = create_app(runtime, token=token, webhook_secret=secret, model_name="kairos", grace_s=grace)
+    if not secret:
+        err_console.print(f"[yellow]notice:[/] webhooks are off (set {webhook_secret_env} to enable POST /v1/events)")
+
+    def started(url: str) -> None:
+        auth = "bearer token required" if token else "no auth (loopback only)"
+        console.print(f"kairos serving {_text(str(workspace))} on {url} ({auth}); API docs at {url}/docs")
+
+    try:
+        asyncio.run(run_server(app, host, port, on_started=started, log_level="warning"))
+    except OSError as e:
+        raise _fail(str(e)) from e
+    finally:
+        store.close()
+    console.print("kairos stopped; everything accepted is saved")

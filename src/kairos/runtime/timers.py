@@ -1,0 +1,543 @@
+"""Timers: one-shot, interval and cron wake-ups the agent sets for itself, and a heartbeat (book ch6 §1.3, ch4 §3.2x).
+
+A timer belongs to the session that set it and wakes that session with a ``timer.trigger`` event
+(a :class:`~kairos.context.inbox.TimerFired` in its inbox). Timers live in the ``timers_timers``
+table of the runtime's database, so they survive restarts: a one-shot whose time passed while
+kairos was down fires once at start, marked late; an interval or cron timer that missed runs
+fires once, not once per missed run.
+
+One scheduler task sleeps until the earliest due time (a heap) and is woken when timers change,
+so 10,000 timers cost a heap entry and a row each, not a task each. Each fire's event id is
+``timer:<id>:<due time>``: the runtime queues an id once, so a fire repeated after a crash (the
+event was accepted, the next due time not yet saved) is not delivered twice.
+
+The clock is injectable (``now`` and ``sleep``); :class:`ManualClock` is the test double.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import heapq
+import itertools
+import logging
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+
+from kairos.errors import KairosError, SessionNotFoundError
+from kairos.runtime.events import Event
+from kairos.runtime.runtime import RUNTIME_RESOURCE, Runtime, RuntimeHandle
+from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.function import tool
+
+log = logging.getLogger("kairos.runtime.timers")
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS timers_timers (
+    id TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    message TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    every_s REAL NOT NULL DEFAULT 0,
+    cron TEXT NOT NULL DEFAULT '',
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    next_due REAL NOT NULL,
+    created REAL NOT NULL,
+    fired INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS timers_by_session ON timers_timers (session);
+"""
+TimerKind = Literal["once", "interval", "cron"]
+MAX_DELAY_S = 10 * 366 * 86400.0
+"""The farthest a timer may be set (ten years)."""
+_MAX_SLEEP_S = 60.0
+"""The scheduler looks at the clock at least this often (a wall-clock jump is noticed within it)."""
+_RETRY_S = 5.0
+HEARTBEAT_ID = "heartbeat"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ManualClock:
+    """A clock tests move by hand: ``now`` stands still until :meth:`advance`; ``sleep`` waits for it."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
+
+    def now(self) -> datetime:
+        """The current (manual) time."""
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        """Until the clock is advanced ``seconds`` past the time of the call."""
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        entry = (self._now + timedelta(seconds=seconds), asyncio.get_running_loop().create_future())
+        self._sleepers.append(entry)
+        try:
+            await entry[1]
+        finally:
+            with contextlib.suppress(ValueError):
+                self._sleepers.remove(entry)
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward and wake the sleepers whose time has come."""
+        self._now += timedelta(seconds=seconds)
+        for when, fut in list(self._sleepers):
+            if when <= self._now and not fut.done():
+                fut.set_result(None)
+
+
+@dataclass(slots=True)
+class Timer:
+    """One timer as stored (times are epoch seconds)."""
+
+    id: str
+    session: str | None
+    """The owner; None only for the heartbeat (the runtime's default session)."""
+    message: str
+    kind: TimerKind
+    next_due: float
+    every_s: float = 0.0
+    cron: str = ""
+    timezone: str = "UTC"
+    created: float = 0.0
+    fired: int = 0
+    late: bool = False
+    """Its due time passed while the runtime was down (set at restore, cleared by the fire)."""
+    wake_at: float = 0.0
+    """When the scheduler looks at it next (the due time, or a retry after a failed submit)."""
+
+    def schedule(self) -> str:
+        """``once``, ``every 60 s`` or ``cron '0 9 * * 5' (Europe/Paris)``: what the model reads."""
+        if self.kind == "interval":
+            return f"every {self.every_s:g} s"
+        if self.kind == "cron":
+            return f"cron {self.cron!r} ({self.timezone})"
+        return "once"
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON form (``list_timers``, the HTTP API)."""
+        return {
+            "timer_id": self.id,
+            "session": self.session,
+            "message": self.message,
+            "kind": self.kind,
+            "schedule": self.schedule(),
+            "next_due": _iso(self.next_due),
+            "fired": self.fired,
+        }
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise ValueError(f"timezone {name!r} is not a known IANA time zone (e.g. 'UTC', 'Europe/Paris')") from e
+
+
+def _cron_next(expr: str, tz: str, after: float) -> float:
+    """The first run of ``expr`` (in ``tz``) strictly after ``after``."""
+    base = datetime.fromtimestamp(after, _zone(tz))
+    return float(croniter(expr, base).get_next(datetime).timestamp())
+
+
+class Timers:
+    """The timers component (``name = "timers"``); also the service the timer tools use.
+
+    Args:
+        now: the clock (aware datetimes); default real UTC time.
+        sleep: an async sleep matching ``now`` (:class:`ManualClock` in tests).
+        heartbeat_s: when set, a ``heartbeat`` event goes to the runtime's default session this often
+            (its strategy is the router's: queue by default). Off by default.
+        heartbeat_message: the heartbeat's text.
+        min_interval_s: the shortest interval (and cron period) allowed.
+        max_per_session: a session may hold at most this many timers.
+    """
+
+    name = "timers"
+
+    def __init__(
+        self,
+        *,
+        now: Callable[[], datetime] | None = None,
+        sleep: Callable[[float], Awaitable[None]] | None = None,
+        heartbeat_s: float | None = None,
+        heartbeat_message: str = "Heartbeat: check whether anything needs attention; do nothing if not.",
+        min_interval_s: float = 1.0,
+        max_per_session: int = 1000,
+    ) -> None:
+        if heartbeat_s is not None and not heartbeat_s >= min_interval_s:
+            raise ValueError(f"heartbeat_s must be at least {min_interval_s:g} s")
+        self._now = now or _utc_now
+        self._sleep = sleep or asyncio.sleep
+        self.heartbeat_s = heartbeat_s
+        self.heartbeat_message = heartbeat_message
+        self.min_interval_s = min_interval_s
+        self.max_per_session = max_per_session
+        self._runtime: Runtime | None = None
+        self._timers: dict[str, Timer] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._counter = itertools.count()
+        self._wake = asyncio.Event()
+        self._ready = asyncio.Event()
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    async def run(self, runtime: Runtime) -> None:
+        """Restore the stored timers, then fire them as they come due (until cancelled)."""
+        runtime.db.ensure(SCHEMA)
+        self._restore(runtime)
+        self._runtime = runtime
+        self._ready.set()
+        try:
+            while True:
+                self._wake.clear()
+                await self._fire_due(runtime)
+                await self._wait()
+        finally:
+            self._ready.clear()
+            self._runtime = None
+
+    async def wait_ready(self, timeout_s: float = 10.0) -> None:
+        """Until :meth:`run` has restored the timers (tests; tools run later anyway)."""
+        async with asyncio.timeout(timeout_s):
+            await self._ready.wait()
+
+    def _restore(self, runtime: Runtime) -> None:
+        self._timers.clear()
+        self._heap.clear()
+        now = self._now().timestamp()
+        rows = runtime.db.read(
+            "SELECT id, session, message, kind, every_s, cron, timezone, next_due, created, fired FROM timers_timers"
+        )
+        for r in rows:
+            t = Timer(str(r[0]), str(r[1]), str(r[2]), r[3], float(r[7]), float(r[4]), str(r[5]), str(r[6]))
+            t.created, t.fired = float(r[8]), int(r[9])
+            t.late = t.next_due < now - 1.0
+            self._push(t, t.next_due)
+        if self.heartbeat_s:
+            self._push(Timer(HEARTBEAT_ID, None, self.heartbeat_message, "interval", now + self.heartbeat_s,
+                             self.heartbeat_s), now + self.heartbeat_s)  # fmt: skip
+
+    def _push(self, t: Timer, when: float) -> None:
+        t.wake_at = when
+        self._timers[t.id] = t
+        first = not self._heap or when < self._heap[0][0]
+        heapq.heappush(self._heap, (when, next(self._counter), t.id))
+        if first:
+            self._wake.set()
+
+    def _stale(self, entry: tuple[float, int, str]) -> bool:
+        t = self._timers.get(entry[2])
+        return t is None or t.wake_at != entry[0]
+
+    async def _wait(self) -> None:
+        """Until the earliest timer is due or the timers change."""
+        while self._heap and self._stale(self._heap[0]):
+            heapq.heappop(self._heap)  # cancelled or rescheduled: dropped lazily
+        waits: list[asyncio.Task[Any]] = [asyncio.ensure_future(self._wake.wait())]
+        if self._heap:
+            waits.append(asyncio.ensure_future(self._sleep_until(self._heap[0][0])))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def _sleep_until(self, deadline: float) -> None:
+        # the delay is measured when the task starts, so a clock moved meanwhile is not missed
+        delay = min(deadline - self._now().timestamp(), _MAX_SLEEP_S)
+        if delay > 0:
+            await self._sleep(delay)
+
+    async def _fire_due(self, runtime: Runtime) -> None:
+        now = self._now().timestamp()
+        while self._heap and self._heap[0][0] <= now:
+            when, _, tid = heapq.heappop(self._heap)
+            t = self._timers.get(tid)
+            if t is None or t.wake_at != when:
+                continue
+            outcome = await self._fire(runtime, t)
+            if outcome == "stopping":
+                self._push(t, when)
+                return
+            if outcome == "retry":
+                self._push(t, now + _RETRY_S)
+                continue
+            if outcome == "gone":
+                self._drop(runtime, t)
+                continue
+            t.fired += 1
+            t.late = False
+            if t.kind == "once":
+                self._drop(runtime, t)
+                continue
+            t.next_due = self._following(t, self._now().timestamp())
+            if t.id != HEARTBEAT_ID:
+                runtime.db.write(
+                    "UPDATE timers_timers SET next_due = ?, fired = ? WHERE id = ?", (t.next_due, t.fired, t.id)
+                )
+            self._push(t, t.next_due)
+
+    def _following(self, t: Timer, now: float) -> float:
+        """The next due time after a fire: missed runs are skipped, not fired one by one."""
+        if t.kind == "interval":
+            return t.next_due + t.every_s * (math.floor(max(now - t.next_due, 0.0) / t.every_s) + 1)
+        return _cron_next(t.cron, t.timezone, max(now, t.next_due))
+
+    async def _fire(self, runtime: Runtime, t: Timer) -> Literal["ok", "gone", "retry", "stopping"]:
+        due = _iso(t.next_due)
+        context: dict[str, Any]
+        if t.id == HEARTBEAT_ID:
+            source, context, key = {"type": "heartbeat"}, {"due": due}, f"heartbeat:{due}"
+            event = Event("heartbeat", t.message, source, "timer", context, None, key)
+        else:
+            content = t.message
+            if t.late:
+                missed = "; it fires once for all the runs it missed" if t.kind != "once" else ""
+                content += f"\n\n(late: this timer was due at {due} while the runtime was not running{missed})"
+            context = {"timer": t.id, "schedule": t.schedule(), "due": due, "late": t.late}
+            source, key = {"type": "timer", "timer_id": t.id}, f"timer:{t.id}:{due}"
+            event = Event("timer.trigger", content, source, "timer", context, t.session, key)
+        try:
+            await runtime.submit(event)
+        except SessionNotFoundError:
+            log.warning("timer %s belongs to session %s, which no longer exists: removed", t.id, t.session)
+            return "gone"
+        except KairosError:
+            if not runtime.accepting:
+                return "stopping"
+            log.exception("timer %s could not be delivered; retrying", t.id)
+            return "retry"
+        except Exception:
+            log.exception("timer %s could not be delivered; retrying", t.id)
+            return "retry"
+        return "ok"
+
+    def _drop(self, runtime: Runtime, t: Timer) -> None:
+        self._timers.pop(t.id, None)
+        if t.id != HEARTBEAT_ID:
+            runtime.db.write("DELETE FROM timers_timers WHERE id = ?", (t.id,))
+
+    # -- the service ----------------------------------------------------------------------------
+
+    def _bound(self) -> Runtime:
+        if self._runtime is None:
+            raise KairosError("the timers component is not running (add it to the runtime's components)")
+        return self._runtime
+
+    def add(
+        self,
+        session: str,
+        message: str,
+        *,
+        at: str | datetime = "",
+        after_s: float = 0,
+        every_s: float = 0,
+        cron: str = "",
+        timezone: str = "UTC",
+    ) -> Timer:
+        """Set a timer for ``session``: exactly one of ``at``, ``after_s``, ``every_s`` and ``cron``.
+
+        ``at`` is an ISO 8601 time (without an offset it is read in ``timezone``); ``cron`` is a
+        5-field (or 6-field, seconds last) expression read in ``timezone``.
+
+        Raises:
+            ValueError: what is wrong with the arguments, naming the field.
+            KairosError: the component is not running.
+        """
+        rt = self._bound()
+        if not message.strip():
+            raise ValueError("message must say what to do when the timer fires")
+        chosen = [n for n, v in (("at", at), ("after_s", after_s), ("every_s", every_s), ("cron", cron)) if v]
+        if len(chosen) != 1:
+            got = ", ".join(chosen) or "none"
+            raise ValueError(f"give exactly one of at, after_s, every_s, cron (got: {got})")
+        tz = _zone(timezone)
+        now = self._now().timestamp()
+        kind: TimerKind = "once"
+        if at:
+            due = self._parse_at(at, tz, now)
+        elif after_s:
+            due = now + self._seconds("after_s", after_s, 0.0)
+        elif every_s:
+            kind = "interval"
+            every_s = self._seconds("every_s", every_s, self.min_interval_s)
+            due = now + every_s
+        else:
+            kind = "cron"
+            due = self._check_cron(cron.strip(), timezone, now)
+        count = rt.db.read("SELECT COUNT(*) FROM timers_timers WHERE session = ?", (session,))[0][0]
+        if count >= self.max_per_session:
+            raise ValueError(f"this session already has {count} timers; cancel some first (cancel_timer)")
+        t = Timer(f"tm-{uuid.uuid4().hex[:10]}", session, message, kind, due, float(every_s or 0), cron.strip(),
+                  timezone, time.time())  # fmt: skip
+        rt.db.write(
+            "INSERT INTO timers_timers (id, session, message, kind, every_s, cron, timezone, next_due, created) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (t.id, session, message, kind, t.every_s, t.cron, timezone, due, t.created),
+        )
+        self._push(t, due)
+        return t
+
+    def _seconds(self, field: str, value: float, minimum: float) -> float:
+        if not math.isfinite(value) or value <= 0 or value > MAX_DELAY_S:
+            raise ValueError(f"{field} must be a positive number of seconds up to {MAX_DELAY_S:g} (got {value!r})")
+        if value < minimum:
+            raise ValueError(f"{field} must be at least {minimum:g} s (got {value:g})")
+        return float(value)
+
+    def _parse_at(self, at: str | datetime, tz: ZoneInfo, now: float) -> float:
+        if isinstance(at, str):
+            try:
+                when = datetime.fromisoformat(at.strip())
+            except ValueError as e:
+                raise ValueError(f"at must be an ISO 8601 time such as '2026-05-01T09:00:00+02:00' (got {at!r})") from e
+        else:
+            when = at
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=tz)
+        due = when.timestamp()
+        if due <= now:
+            raise ValueError(f"at {when.isoformat()} is in the past (now is {_iso(now)}); use a future time")
+        if due - now > MAX_DELAY_S:
+            raise ValueError("at is more than ten years ahead")
+        return due
+
+    def _check_cron(self, expr: str, timezone: str, now: float) -> float:
+        if not croniter.is_valid(expr):
+            raise ValueError(
+                f"cron {expr!r} is not a valid cron expression; use 5 fields 'minute hour day month weekday', "
+                "e.g. '0 9 * * 5' for Fridays at 09:00"
+            )
+        try:
+            first = _cron_next(expr, timezone, now)
+            second = _cron_next(expr, timezone, first)
+        except Exception as e:  # croniter gives up on dates that never come (e.g. 30 February)
+            raise ValueError(f"cron {expr!r} never fires: {e}") from e
+        if second - first < self.min_interval_s:
+            raise ValueError(f"cron {expr!r} fires more often than every {self.min_interval_s:g} s")
+        return first
+
+    def cancel(self, timer_id: str, session: str | None = None) -> bool:
+        """Remove a timer (only ``session``'s own when given); False when there is no such timer."""
+        rt = self._bound()
+        t = self._timers.get(timer_id)
+        if t is None or t.id == HEARTBEAT_ID or (session is not None and t.session != session):
+            return False
+        self._drop(rt, t)
+        return True
+
+    def list(self, session: str | None = None) -> builtins.list[Timer]:
+        """The timers of ``session`` (all when None), soonest first; the heartbeat is not listed."""
+        timers = [t for t in self._timers.values() if t.id != HEARTBEAT_ID and session in (None, t.session)]
+        return sorted(timers, key=lambda t: t.next_due)
+
+
+# -- tools ---------------------------------------------------------------------------------------
+
+NO_RUNTIME = "this tool needs the runtime: run under `kairos serve` or `kairos chat`"
+
+
+def runtime_service(ctx: ToolContext, kind: type[T], what: str) -> tuple[T, str] | ToolResult:
+    """The runtime component ``kind`` and the caller's session, or the error result a tool returns."""
+    handle = ctx.resources.get(RUNTIME_RESOURCE)
+    if not isinstance(handle, RuntimeHandle):
+        return ToolResult(NO_RUNTIME, is_error=True)
+    service = handle.service(kind)
+    if service is None:
+        return ToolResult(f"{what} is not enabled in this runtime; ask the user to enable it", is_error=True)
+    return service, handle.session_id
+
+
+@tool(side_effects=True)
+async def set_timer(
+    message: str,
+    ctx: ToolContext,
+    at: str = "",
+    after_s: float = 0,
+    every_s: float = 0,
+    cron: str = "",
+    timezone: str = "UTC",
+) -> dict[str, Any] | ToolResult:
+    """Set a timer that wakes you later with `message` (give exactly one of at, after_s, every_s, cron).
+
+    Use it to follow something up, retry later, poll a service that does not push, or for recurring
+    work. You get the message back as a timer event when it fires.
+
+    Args:
+        message: what to do when it fires (you will read it then).
+        at: one time, ISO 8601, e.g. "2026-05-01T09:00:00" (read in `timezone` without an offset).
+        after_s: once, this many seconds from now.
+        every_s: repeatedly, every this many seconds.
+        cron: repeatedly, a cron expression, e.g. "0 9 * * 5" (Fridays 09:00), read in `timezone`.
+        timezone: IANA time zone for `at` and `cron`, e.g. "Europe/Paris".
+        ctx: injected by the harness (not shown to the model).
+    """
+    found = runtime_service(ctx, Timers, "the timers service")
+    if isinstance(found, ToolResult):
+        return found
+    timers, session = found
+    try:
+        t = timers.add(session, message, at=at, after_s=after_s, every_s=every_s, cron=cron, timezone=timezone)
+    except (ValueError, KairosError) as e:
+        return ToolResult(f"Timer not set: {e}", is_error=True)
+    return {"timer_id": t.id, "schedule": t.schedule(), "next_due": _iso(t.next_due)}
+
+
+@tool(side_effects=True)
+async def cancel_timer(timer_id: str, ctx: ToolContext) -> str | ToolResult:
+    """Cancel one of your timers.
+
+    Args:
+        timer_id: the id set_timer returned (see list_timers).
+        ctx: injected by the harness (not shown to the model).
+    """
+    found = runtime_service(ctx, Timers, "the timers service")
+    if isinstance(found, ToolResult):
+        return found
+    timers, session = found
+    try:
+        if timers.cancel(timer_id, session):
+            return f"Timer {timer_id} cancelled."
+    except KairosError as e:
+        return ToolResult(str(e), is_error=True)
+    return ToolResult(f"No timer {timer_id!r} in this session; list_timers shows yours.", is_error=True)
+
+
+@tool(read_only=True)
+async def list_timers(ctx: ToolContext) -> list[dict[str, Any]] | ToolResult:
+    """List your timers, soonest first."""
+    found = runtime_service(ctx, Timers, "the timers service")
+    if isinstance(found, ToolResult):
+        return found
+    timers, session = found
+    return [t.to_record() for t in timers.list(session)]
+
+
+def tools() -> list[Tool]:
+    """The timer tools: set_timer, cancel_timer, list_timers."""
+    return [set_timer, cancel_timer, list_timers]
+
+
+__all__ = ["SCHEMA", "ManualClock", "Timer", "Timers", "runtime_service", "tools"]

@@ -1,0 +1,295 @@
+"""The HTTP API of ``kairos serve`` (issue 9 §5): sessions, messages, streams, webhooks, questions, outbox.
+
+:func:`create_app` wraps a :class:`~kairos.runtime.Runtime`. The app starts the runtime in its
+lifespan and drains it on shutdown (``runtime.aclose(grace_s)``), unless it was given one already
+running (tests drive such an app through ``httpx.ASGITransport``). Routes are versioned under
+``/v1``; every error is ``{"error": {"type", "message"}}`` with a 4xx or 5xx status.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, FastAPI, Header, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from kairos.context.store import SessionInfo
+from kairos.errors import SessionNotFoundError
+from kairos.runtime import Event, Runtime
+from kairos.runtime.events import Strategy
+from kairos.server import auth
+from kairos.server.middleware import ApiError, Guard, install_handlers
+from kairos.server.outbox import OutboxAPI, settle
+from kairos.server.state import ServerState, state_of, submit_user
+
+log = logging.getLogger("kairos.server")
+MAX_BODY = 1 << 20
+"""Default largest request body (1 MiB)."""
+router = APIRouter()
+
+
+class NewSession(BaseModel):
+    """``POST /v1/sessions``."""
+
+    title: str = Field("", max_length=500)
+
+
+class NewMessage(BaseModel):
+    """``POST /v1/sessions/{id}/messages``."""
+
+    text: str = Field(min_length=1, description="the user's message")
+    strategy: Strategy | None = Field(None, description="force a strategy instead of the router's choice")
+
+
+class InterruptBody(BaseModel):
+    """``POST /v1/sessions/{id}/interrupt``."""
+
+    reason: str = Field("", max_length=500)
+
+
+class Answer(BaseModel):
+    """``POST /v1/questions/{id}/answer``."""
+
+    text: str = Field(min_length=1)
+
+
+class ReadBody(BaseModel):
+    """``POST /v1/outbox/read``."""
+
+    ids: list[str] = Field(min_length=1, max_length=10_000)
+
+
+def _session_record(state: ServerState, info: SessionInfo) -> dict[str, Any]:
+    rt = state.runtime
+    return {
+        "id": info.id,
+        "title": info.title,
+        "created_at": info.created_at,
+        "messages": info.messages,
+        "active": info.id in rt.active_sessions(),
+        "busy": rt.busy(info.id),
+    }
+
+
+def _session_info(runtime: Runtime, session_id: str) -> SessionInfo:
+    """One session's row (the store lists sessions; it has no single-row lookup yet)."""
+    rows = runtime.store.trajectories._read(
+        "SELECT s.id, s.created_at, s.title, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) "
+        "FROM sessions s WHERE s.id = ?",
+        (session_id,),
+    )
+    if not rows:
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    r = rows[0]
+    return SessionInfo(r[0], r[1], r[2], r[3])
+
+
+@router.get("/v1/health", tags=["server"])
+async def health(request: Request) -> dict[str, Any]:
+    """Liveness and whether the runtime accepts events (no auth)."""
+    rt = state_of(request).runtime
+    return {"ok": rt.accepting, "accepting": rt.accepting, "active_sessions": len(rt.active_sessions())}
+
+
+@router.post("/v1/sessions", status_code=201, tags=["sessions"])
+async def create_session(request: Request, body: Annotated[NewSession | None, Body()] = None) -> dict[str, Any]:
+    """Create a session; its first message starts its worker."""
+    state = state_of(request)
+    title = body.title if body else ""
+    sid = state.runtime.create_session(title, {"created_by": "http"})
+    return {"id": sid, "title": title}
+
+
+@router.get("/v1/sessions", tags=["sessions"])
+async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
+    """Sessions, newest first."""
+    state = state_of(request)
+    return {"sessions": [_session_record(state, i) for i in state.runtime.store.list(limit)]}
+
+
+@router.get("/v1/sessions/{session_id}", tags=["sessions"])
+async def get_session(request: Request, session_id: str) -> dict[str, Any]:
+    """One session: title, message count, whether it works now, how many events wait."""
+    state = state_of(request)
+    record = _session_record(state, _session_info(state.runtime, session_id))
+    record["pending"] = len(state.runtime.store.trajectories.pending_events(session_id))
+    return record
+
+
+@router.post("/v1/sessions/{session_id}/messages", status_code=202, tags=["sessions"])
+async def send_message(
+    request: Request,
+    session_id: str,
+    body: NewMessage,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> dict[str, Any]:
+    """Queue the user's message (durable when this returns); a repeated ``Idempotency-Key`` is queued once."""
+    state = state_of(request)
+    receipt = await submit_user(state, session_id, body.text, body.strategy, idempotency_key)
+    return receipt.to_record()
+
+
+@router.post("/v1/sessions/{session_id}/interrupt", tags=["sessions"])
+async def interrupt(
+    request: Request, session_id: str, body: Annotated[InterruptBody | None, Body()] = None
+) -> dict[str, Any]:
+    """Stop the running turn now (a stop button); ``interrupted`` is false when nothing ran."""
+    state = state_of(request)
+    if not state.runtime.store.trajectories.has_session(session_id):
+        raise SessionNotFoundError(f"no session {session_id!r}")
+    stopped = state.runtime.interrupt(session_id, (body.reason if body else "") or "interrupted over http")
+    return {"interrupted": stopped}
+
+
+@router.post("/v1/events", tags=["events"])
+async def post_event(request: Request) -> JSONResponse:
+    """A webhook: a signed external event (see :mod:`kairos.server.auth` for the signature).
+
+    Body: ``{type, content, source?, context?, session?, id?, urgent?, strategy?}``. The content
+    is external data, never the user's words: ``user.*`` types are refused. 202 with the receipt;
+    200 with ``duplicate: true`` for an ``id`` seen before.
+    """
+    state = state_of(request)
+    if not state.webhook_secret:
+        raise ApiError(503, f"webhooks are off: set {auth.WEBHOOK_SECRET_ENV} to a shared secret and restart")
+    raw = await request.body()
+    problem = auth.verify(
+        state.webhook_secret,
+        raw,
+        request.headers.get(auth.SIGNATURE_HEADER),
+        request.headers.get(auth.TIMESTAMP_HEADER),
+    )
+    if problem:
+        raise ApiError(401, f"webhook refused: {problem}")
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise ApiError(400, "the body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "the body must be a JSON object")
+    urgent = data.pop("urgent", False)
+    if not isinstance(urgent, bool):
+        raise ApiError(400, "'urgent' must be true or false")
+    try:
+        event = Event.from_record({**data, "channel": "webhook"})
+    except ValueError as e:
+        raise ApiError(400, str(e)) from None
+    if event.type.startswith("user.") or event.from_user:
+        raise ApiError(400, f"a webhook cannot send {event.type!r}: webhook content is external data, not the user")
+    source = dict(event.source) or {"type": "webhook"}
+    event = Event(
+        event.type,
+        event.content,
+        source,
+        "webhook",
+        event.context,
+        event.session,
+        f"webhook:{event.id}" if event.id else "",
+        "interrupt" if urgent else event.strategy,
+    )
+    receipt = await state.runtime.submit(event)
+    return JSONResponse(receipt.to_record(), status_code=200 if receipt.duplicate else 202)
+
+
+def _outbox(request: Request) -> OutboxAPI:
+    outbox = state_of(request).outbox
+    if outbox is None:
+        raise ApiError(503, "no outbox runs in this server")
+    return outbox
+
+
+@router.get("/v1/questions", tags=["outbox"])
+async def questions(request: Request, all: bool = False) -> dict[str, Any]:
+    """Questions waiting for the user (``ask_user``, approvals); ``?all=1`` includes answered ones."""
+    return {"questions": await settle(_outbox(request).questions(open_only=not all))}
+
+
+@router.post("/v1/questions/{question_id}/answer", tags=["outbox"])
+async def answer(request: Request, question_id: str, body: Answer) -> dict[str, Any]:
+    """Answer a question; 404 when it is unknown, already answered or timed out."""
+    if not await settle(_outbox(request).answer(question_id, body.text)):
+        raise ApiError(404, f"no open question {question_id!r} (unknown, answered or timed out)")
+    return {"answered": True}
+
+
+@router.get("/v1/outbox", tags=["outbox"])
+async def outbox_messages(
+    request: Request, unread: bool = False, limit: int = Query(100, ge=1, le=1000)
+) -> dict[str, Any]:
+    """Messages for the user, oldest first (``?unread=1``: only unread ones)."""
+    return {"messages": await settle(_outbox(request).messages(unread_only=unread, limit=limit))}
+
+
+@router.post("/v1/outbox/read", tags=["outbox"])
+async def outbox_read(request: Request, body: ReadBody) -> dict[str, Any]:
+    """Mark messages read."""
+    return {"marked": await settle(_outbox(request).mark_read(body.ids))}
+
+
+def create_app(
+    runtime: Runtime,
+    *,
+    token: str | None = None,
+    webhook_secret: str | None = None,
+    outbox: OutboxAPI | None = None,
+    model_name: str = "kairos",
+    max_body: int = MAX_BODY,
+    heartbeat_s: float = 15.0,
+    completion_timeout_s: float = 600.0,
+    grace_s: float = 10.0,
+) -> FastAPI:
+    """The API app over ``runtime``.
+
+    Args:
+        runtime: started by the app's lifespan unless it already runs (then the caller closes it).
+        token: bearer token every route but health and webhooks needs; None: no auth (loopback only,
+            see :func:`kairos.server.auth.check_bind`).
+        webhook_secret: HMAC secret of ``POST /v1/events``; None: webhooks are refused (503).
+        outbox: what the questions and outbox routes use; None: they answer 503.
+        model_name: the id ``/v1/models`` lists and chat completions report.
+        max_body: largest request body in bytes (413 above).
+        heartbeat_s: a stream sends a keep-alive after this long without records.
+        completion_timeout_s: how long a chat completion waits for the agent's answer (504 after).
+        grace_s: on shutdown, running turns get this long to finish before they are interrupted.
+    """
+    from kairos.server import openai_compat, streams
+
+    state = ServerState(
+        runtime,
+        token or None,
+        webhook_secret or None,
+        outbox,
+        model_name,
+        heartbeat_s,
+        completion_timeout_s,
+        grace_s,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = not runtime.accepting
+        if owned:
+            await runtime.__aenter__()
+        try:
+            yield
+        finally:
+            state.begin_shutdown()
+            if owned:
+                await runtime.aclose(grace_s)
+
+    app = FastAPI(title="kairos", version="1", summary="The kairos agent runtime's HTTP API", lifespan=lifespan)
+    app.state.kairos = state
+    install_handlers(app)
+    app.include_router(router)
+    app.include_router(streams.router)
+    app.include_router(openai_compat.router)
+    app.add_middleware(Guard, token=state.token, max_body=max_body)
+    return app
+
+
+__all__ = ["MAX_BODY", "create_app"]

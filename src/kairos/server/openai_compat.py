@@ -1,0 +1,245 @@
+"""An OpenAI-compatible ``POST /v1/chat/completions`` in front of the kairos agent (issue 9 §5).
+
+Any OpenAI client can talk to the agent: the request's last user message becomes a ``user.input``
+event in a session, and the agent's answer comes back as a ``chat.completion`` (or streamed as
+``chat.completion.chunk`` events ending with ``data: [DONE]``) built from the bus records
+``agent.text`` and ``agent.final``. The agent uses its own system prompt and tools; the request's
+system messages, tools and sampling settings are ignored.
+
+Which session a request goes to:
+
+1. the ``X-Kairos-Session`` header names one: that session (it keeps the history, so only the last
+   user message is sent in);
+2. else the ``user`` field: a session kept per user name (created on first use, remembered in
+   ``runtime.db``), with the same rule;
+3. else a new session per request, seeded with the request's earlier user and assistant messages
+   (the stateless way OpenAI clients send a whole conversation each time).
+
+Every reply carries the session in its ``X-Kairos-Session`` header, so a client can continue there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from kairos.errors import SessionNotFoundError
+from kairos.models.types import Message
+from kairos.runtime import BusEvent
+from kairos.server.middleware import ApiError, error_body
+from kairos.server.state import ServerState, state_of, submit_user
+from kairos.server.streams import follow
+
+router = APIRouter()
+SESSION_HEADER = "X-Kairos-Session"
+_SCHEMA = "CREATE TABLE IF NOT EXISTS server_openai_users (user TEXT PRIMARY KEY, session TEXT NOT NULL);"
+_FINISH = {"answer": "stop", "length": "length", "max_iterations": "length"}
+
+
+class ChatMessage(BaseModel):
+    """One message of the request (extra fields such as ``name`` are accepted and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        """The text parts joined (images and other parts are not read)."""
+        if isinstance(self.content, str):
+            return self.content
+        parts = self.content or []
+        return "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``."""
+
+    model_config = ConfigDict(extra="allow")
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """The chat-completions body (sampling settings, tools and the like are accepted and ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1)
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: str | None = Field(None, max_length=200)
+
+
+@dataclass
+class _Answer:
+    text: str = ""
+    streamed: str = ""
+    """Text streamed since the last tool call (what the final answer should repeat)."""
+    finish: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    done: bool = False
+
+    def usage(self) -> dict[str, int]:
+        total = self.prompt_tokens + self.completion_tokens
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "total_tokens": total}
+
+
+def _session_for(state: ServerState, body: ChatRequest, header: str | None) -> str:
+    rt = state.runtime
+    if header:
+        if not rt.store.trajectories.has_session(header):
+            raise SessionNotFoundError(f"no session {header!r} (from the {SESSION_HEADER} header)")
+        return header
+    if body.user:
+        rt.db.ensure(_SCHEMA)
+        rows = rt.db.read("SELECT session FROM server_openai_users WHERE user = ?", (body.user,))
+        if rows and rt.store.trajectories.has_session(str(rows[0][0])):
+            return str(rows[0][0])
+        sid = rt.create_session(f"openai user {body.user}"[:200], {"created_by": "openai", "user": body.user})
+        rt.db.write("INSERT OR REPLACE INTO server_openai_users (user, session) VALUES (?, ?)", (body.user, sid))
+        return sid
+    sid = rt.create_session("openai conversation", {"created_by": "openai"})
+    history = [
+        Message.user(m.text()) if m.role == "user" else Message.assistant(m.text())
+        for m in body.messages[:-1]
+        if m.role in ("user", "assistant") and m.text()
+    ]
+    if history:
+        rt.store.trajectories.append_messages(sid, 0, history)
+    return sid
+
+
+def _apply(answer: _Answer, ev: BusEvent, question: str) -> str | None:
+    """Fold one record into the answer; returns a text delta to stream, or None. Sets ``finish`` at the end."""
+    data = ev.data
+    if ev.type == "agent.text":
+        text = str(data.get("text", ""))
+        answer.streamed += text
+        return text
+    if ev.type == "agent.tool_started":
+        answer.streamed = ""
+    elif ev.type == "agent.request":
+        answer.prompt_tokens += int(data.get("prompt_tokens") or 0)
+        answer.completion_tokens += int(data.get("completion_tokens") or 0)
+    elif ev.type == "agent.error":
+        raise ApiError(502, f"the agent failed: {data.get('message', '')}", "agent_error")
+    elif ev.type in ("agent.final", "parallel.answer") and (
+        ev.type == "agent.final" or data.get("question") == question
+    ):
+        final = str(data.get("text", data.get("answer", "")))
+        answer.text = final
+        answer.finish = _FINISH.get(str(data.get("stop_reason", "answer")), "stop")
+        rest = (
+            final[len(answer.streamed) :] if final.startswith(answer.streamed) else ("" if answer.streamed else final)
+        )
+        answer.done = True
+        return rest
+    return None
+
+
+async def _answers(state: ServerState, sid: str, text: str, key: str | None) -> AsyncIterator[tuple[_Answer, str]]:
+    """Submit the message and yield ``(answer so far, delta)`` until the final answer."""
+    rt = state.runtime
+    start = rt.bus.last_cursor()
+    records = follow(rt, sid, start, [state.stopping], state.heartbeat_s)
+    receipt = await submit_user(state, sid, text, None, key, channel="openai")
+    if receipt.strategy == "drop":
+        raise ApiError(422, f"the message was dropped: {receipt.reason}")
+    answer = _Answer()
+    async with asyncio.timeout(state.completion_timeout_s):
+        async for ev in records:
+            if ev is None:
+                continue
+            delta = _apply(answer, ev, text)
+            if delta:
+                yield answer, delta
+            if answer.done:
+                yield answer, ""
+                return
+    raise ApiError(503, "the server is stopping; the message is queued in session " + sid)
+
+
+def _chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None = None) -> str:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    obj = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]}
+    return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
+
+
+@router.post("/v1/chat/completions", tags=["openai"], response_model=None)
+async def chat_completions(
+    request: Request,
+    body: ChatRequest,
+    x_kairos_session: Annotated[str | None, Header(max_length=200)] = None,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> JSONResponse | StreamingResponse:
+    """OpenAI chat completions answered by the kairos agent (see the module docstring)."""
+    state = state_of(request)
+    last = body.messages[-1]
+    if last.role != "user" or not last.text().strip():
+        raise ApiError(400, "the last message must be a user message with text")
+    sid = _session_for(state, body, x_kairos_session)
+    cid, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model
+    headers = {SESSION_HEADER: sid}
+    answers = _answers(state, sid, last.text(), idempotency_key)
+    if not body.stream:
+        answer = _Answer()
+        try:
+            async for got, _ in answers:
+                answer = got
+        except TimeoutError:
+            raise ApiError(
+                504, f"no answer within {state.completion_timeout_s:g} s; it will land in session {sid}"
+            ) from None
+        message = {"role": "assistant", "content": answer.text}
+        choice = {"index": 0, "message": message, "finish_reason": answer.finish}
+        reply = {"id": cid, "object": "chat.completion", "created": created, "model": model, "choices": [choice]}
+        return JSONResponse({**reply, "usage": answer.usage()}, headers=headers)
+    # submit before the response starts, so a refusal is still an HTTP error
+    try:
+        first = await anext(answers)
+    except TimeoutError:
+        raise ApiError(
+            504, f"no answer within {state.completion_timeout_s:g} s; it will land in session {sid}"
+        ) from None
+    include_usage = bool(body.stream_options and body.stream_options.include_usage)
+
+    async def frames() -> AsyncIterator[str]:
+        yield _chunk(cid, model, created, {"role": "assistant", "content": ""})
+        answer, delta = first
+        try:
+            if delta:
+                yield _chunk(cid, model, created, {"content": delta})
+            async for got, delta in answers:
+                answer = got
+                if delta:
+                    yield _chunk(cid, model, created, {"content": delta})
+            yield _chunk(cid, model, created, {}, answer.finish)
+            if include_usage:
+                usage = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
+                yield f"data: {json.dumps({**usage, 'choices': [], 'usage': answer.usage()})}\n\n"
+        except ApiError as e:
+            yield f"data: {json.dumps(error_body(e.status, e.message, e.type))}\n\n"
+        except TimeoutError:
+            yield f"data: {json.dumps(error_body(504, f'no answer in time; it will land in session {sid}'))}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(frames(), media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+
+
+@router.get("/v1/models", tags=["openai"])
+async def models(request: Request) -> dict[str, Any]:
+    """The one model this server offers: the kairos agent."""
+    name = state_of(request).model_name
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "kairos"}]}
+
+
+__all__ = ["SESSION_HEADER", "router"]

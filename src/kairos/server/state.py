@@ -1,0 +1,61 @@
+"""What every route shares: the runtime, the secrets, the outbox and the stop signal."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import cast
+
+from starlette.requests import HTTPConnection
+
+from kairos.runtime import Event, Receipt, Runtime, Strategy
+from kairos.server.outbox import OutboxAPI
+
+
+@dataclass
+class ServerState:
+    """Shared by the routes (``app.state.kairos``)."""
+
+    runtime: Runtime
+    token: str | None
+    webhook_secret: str | None
+    outbox: OutboxAPI | None = None
+    model_name: str = "kairos"
+    heartbeat_s: float = 15.0
+    completion_timeout_s: float = 600.0
+    grace_s: float = 10.0
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the server begins to stop: streams end, so connections close and the drain can start."""
+
+    def begin_shutdown(self) -> None:
+        """End every stream (call from the event loop's thread)."""
+        self.stopping.set()
+
+
+def state_of(conn: HTTPConnection) -> ServerState:
+    """The state of the app serving ``conn``."""
+    return cast(ServerState, conn.app.state.kairos)
+
+
+async def submit_user(
+    state: ServerState, session_id: str, text: str, strategy: str | None, key: str | None, channel: str = "http"
+) -> Receipt:
+    """Submit the user's message to a session (shared by the HTTP, WebSocket and OpenAI routes).
+
+    Raises:
+        SessionNotFoundError: unknown session.
+        KairosError: the runtime is stopping.
+    """
+    event = Event(
+        "user.input",
+        text,
+        source={"type": "user"},
+        channel=channel,
+        session=session_id,
+        id=key or "",
+        strategy=cast(Strategy | None, strategy),
+    )
+    return await state.runtime.submit(event)
+
+
+__all__ = ["ServerState", "state_of", "submit_user"]
