@@ -134,7 +134,8 @@ async def test_after_a_restart_a_live_task_is_reattached_and_a_dead_one_reported
     async with Runtime(Agent(model), SessionStore(tmp_path), components=[second]) as rt:
         await second.ready()
         await _until(lambda: second.get(survivor.id).status != "running", 30)  # type: ignore[union-attr]
-        await _until(lambda: len(rt.store.trajectories.load_messages(sid)) >= 2)
+        # the task's status changes before its result event is posted: wait for the event itself
+        await _until(lambda: any("survived" in m.content for m in rt.store.trajectories.load_messages(sid)), 30)
         await rt.wait_idle(sid)
         messages = rt.store.trajectories.load_messages(sid)
         ended = second.get(survivor.id)
