@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 from kairos.errors import KairosError
-from kairos.runtime.runtime import RUNTIME_RESOURCE, RuntimeHandle
+from kairos.runtime.runtime import runtime_service
 from kairos.runtime.tasks import TaskManager
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.executor import idempotency_key
 from kairos.tools.function import tool
 
-_NO_RUNTIME = "this tool needs the runtime: run under `kairos serve` or `kairos chat`"
 _NO_MANAGER = "async tasks are not enabled in this runtime (its components have no TaskManager)"
 
 
 def _manager(ctx: ToolContext) -> tuple[TaskManager, str] | ToolResult:
-    handle = ctx.resources.get(RUNTIME_RESOURCE)
-    if not isinstance(handle, RuntimeHandle):
-        return ToolResult(_NO_RUNTIME, is_error=True)
-    manager = handle.service(TaskManager)
-    if manager is None:
-        return ToolResult(_NO_MANAGER, is_error=True)
-    return manager, handle.session_id
+    return runtime_service(ctx, TaskManager, _NO_MANAGER)
 
 
 async def _start(ctx: ToolContext, command: str, title: str, pattern: str) -> ToolResult:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from kairos.errors import KairosError
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.mail import IDEMPOTENCY_RESOURCE
-from kairos.runtime.runtime import RUNTIME_RESOURCE, RuntimeHandle
+from kairos.runtime.runtime import runtime_handle
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -102,10 +102,8 @@ class Calendar:
 
 
 def _calendar(ctx: ToolContext) -> Calendar | ToolResult:
-    handle = ctx.resources.get(RUNTIME_RESOURCE)
-    if not isinstance(handle, RuntimeHandle):
-        return ToolResult("this tool needs the runtime: run under `kairos serve` or `kairos chat`", is_error=True)
-    return Calendar(handle.runtime.db)
+    handle = runtime_handle(ctx)
+    return handle if isinstance(handle, ToolResult) else Calendar(handle.runtime.db)
 
 
 @tool(read_only=True)

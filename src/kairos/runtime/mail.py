@@ -30,7 +30,7 @@ from kairos.runtime import _mail_client as mc
 from kairos.runtime._mail_client import MailAuthError, MailError
 from kairos.runtime._mail_parse import ParsedMail
 from kairos.runtime.events import Event
-from kairos.runtime.runtime import RUNTIME_RESOURCE, RuntimeHandle
+from kairos.runtime.runtime import runtime_service
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -344,13 +344,8 @@ class MailSource:
 
 
 def _source(ctx: ToolContext) -> MailSource | ToolResult:
-    handle = ctx.resources.get(RUNTIME_RESOURCE)
-    if not isinstance(handle, RuntimeHandle):
-        return ToolResult("this tool needs the runtime: run under `kairos serve` or `kairos chat`", is_error=True)
-    source = handle.service(MailSource)
-    if source is None:
-        return ToolResult("email is not configured: the runtime has no mail source", is_error=True)
-    return source
+    found = runtime_service(ctx, MailSource, "email is not configured: the runtime has no mail source")
+    return found if isinstance(found, ToolResult) else found[0]
 
 
 async def _do(ctx: ToolContext, op: Any) -> ToolResult:

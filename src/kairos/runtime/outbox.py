@@ -31,8 +31,7 @@ from typing import Any, Literal
 from kairos.agent.events import FinalAnswer
 from kairos.errors import KairosError
 from kairos.runtime.events import Event
-from kairos.runtime.runtime import Runtime
-from kairos.runtime.timers import runtime_service
+from kairos.runtime.runtime import Runtime, runtime_service
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -69,6 +68,8 @@ _COLUMNS = (
     "id, user, session, kind, text, priority, created, read_at, options, default_answer, timeout_s, status, "
     "answer, answered_at, answered_by"
 )
+
+_MISSING = "the outbox is not enabled in this runtime; ask the user to enable it"
 
 
 class QuestionNotFoundError(KairosError, LookupError):
@@ -365,7 +366,7 @@ async def notify_user(message: str, ctx: ToolContext, priority: Priority = "norm
         priority: low, normal, high or urgent.
         ctx: injected by the harness (not shown to the model).
     """
-    found = runtime_service(ctx, Outbox, "the outbox")
+    found = runtime_service(ctx, Outbox, _MISSING)
     if isinstance(found, ToolResult):
         return found
     outbox, session = found
@@ -395,7 +396,7 @@ async def ask_user(
         default: the answer used when nobody answers in time (required when timeout_s > 0).
         ctx: injected by the harness (not shown to the model).
     """
-    found = runtime_service(ctx, Outbox, "the outbox")
+    found = runtime_service(ctx, Outbox, _MISSING)
     if isinstance(found, ToolResult):
         return found
     outbox, session = found

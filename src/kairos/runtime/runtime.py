@@ -42,6 +42,7 @@ from kairos.runtime.db import RuntimeDB
 from kairos.runtime.events import Event, Strategy, inbox_event
 from kairos.runtime.records import agent_record
 from kairos.runtime.urgency import Router, RuleRouter
+from kairos.tools.base import ToolContext, ToolResult
 
 log = logging.getLogger("kairos.runtime")
 T = TypeVar("T")
@@ -102,6 +103,29 @@ class RuntimeHandle:
     def service(self, kind: type[T]) -> T | None:
         """A runtime component of that type, if one runs."""
         return self.runtime.service(kind)
+
+
+NO_RUNTIME = "this tool needs the runtime: run under `kairos serve` or `kairos chat`"
+
+
+def runtime_handle(ctx: ToolContext) -> RuntimeHandle | ToolResult:
+    """The runtime a tool runs under, or the error result it returns outside one."""
+    handle = ctx.resources.get(RUNTIME_RESOURCE)
+    return handle if isinstance(handle, RuntimeHandle) else ToolResult(NO_RUNTIME, is_error=True)
+
+
+def runtime_service(ctx: ToolContext, kind: type[T], missing: str) -> tuple[T, str] | ToolResult:
+    """The runtime component ``kind`` and the caller's session, or the error result a tool returns.
+
+    ``missing`` is that result's text when the runtime runs without such a component.
+    """
+    handle = runtime_handle(ctx)
+    if isinstance(handle, ToolResult):
+        return handle
+    service = handle.service(kind)
+    if service is None:
+        return ToolResult(missing, is_error=True)
+    return service, handle.session_id
 
 
 class _Worker:
@@ -544,4 +568,14 @@ async def gather_answers(
     return answers
 
 
-__all__ = ["RUNTIME_RESOURCE", "Component", "Receipt", "Runtime", "RuntimeHandle", "gather_answers"]
+__all__ = [
+    "NO_RUNTIME",
+    "RUNTIME_RESOURCE",
+    "Component",
+    "Receipt",
+    "Runtime",
+    "RuntimeHandle",
+    "gather_answers",
+    "runtime_handle",
+    "runtime_service",
+]

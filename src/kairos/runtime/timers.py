@@ -35,7 +35,7 @@ from croniter import croniter
 
 from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime.events import Event
-from kairos.runtime.runtime import RUNTIME_RESOURCE, Runtime, RuntimeHandle
+from kairos.runtime.runtime import Runtime, runtime_service
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -456,18 +456,7 @@ class Timers:
 
 # -- tools ---------------------------------------------------------------------------------------
 
-NO_RUNTIME = "this tool needs the runtime: run under `kairos serve` or `kairos chat`"
-
-
-def runtime_service(ctx: ToolContext, kind: type[T], what: str) -> tuple[T, str] | ToolResult:
-    """The runtime component ``kind`` and the caller's session, or the error result a tool returns."""
-    handle = ctx.resources.get(RUNTIME_RESOURCE)
-    if not isinstance(handle, RuntimeHandle):
-        return ToolResult(NO_RUNTIME, is_error=True)
-    service = handle.service(kind)
-    if service is None:
-        return ToolResult(f"{what} is not enabled in this runtime; ask the user to enable it", is_error=True)
-    return service, handle.session_id
+_MISSING = "the timers service is not enabled in this runtime; ask the user to enable it"
 
 
 @tool(side_effects=True)
@@ -494,7 +483,7 @@ async def set_timer(
         timezone: IANA time zone for `at` and `cron`, e.g. "Europe/Paris".
         ctx: injected by the harness (not shown to the model).
     """
-    found = runtime_service(ctx, Timers, "the timers service")
+    found = runtime_service(ctx, Timers, _MISSING)
     if isinstance(found, ToolResult):
         return found
     timers, session = found
@@ -513,7 +502,7 @@ async def cancel_timer(timer_id: str, ctx: ToolContext) -> str | ToolResult:
         timer_id: the id set_timer returned (see list_timers).
         ctx: injected by the harness (not shown to the model).
     """
-    found = runtime_service(ctx, Timers, "the timers service")
+    found = runtime_service(ctx, Timers, _MISSING)
     if isinstance(found, ToolResult):
         return found
     timers, session = found
@@ -528,7 +517,7 @@ async def cancel_timer(timer_id: str, ctx: ToolContext) -> str | ToolResult:
 @tool(read_only=True)
 async def list_timers(ctx: ToolContext) -> list[dict[str, Any]] | ToolResult:
     """List your timers, soonest first."""
-    found = runtime_service(ctx, Timers, "the timers service")
+    found = runtime_service(ctx, Timers, _MISSING)
     if isinstance(found, ToolResult):
         return found
     timers, session = found
@@ -540,4 +529,4 @@ def tools() -> list[Tool]:
     return [set_timer, cancel_timer, list_timers]
 
 
-__all__ = ["SCHEMA", "ManualClock", "Timer", "Timers", "runtime_service", "tools"]
+__all__ = ["SCHEMA", "ManualClock", "Timer", "Timers", "tools"]

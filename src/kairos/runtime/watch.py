@@ -24,8 +24,7 @@ from watchfiles import Change, DefaultFilter, awatch
 
 from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime.events import Event
-from kairos.runtime.runtime import Runtime
-from kairos.runtime.timers import runtime_service
+from kairos.runtime.runtime import Runtime, runtime_service
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -45,6 +44,8 @@ CREATE INDEX IF NOT EXISTS watch_by_session ON watch_watches (session);
 """
 MAX_LINES = 50
 _VERBS = {Change.added: "added", Change.modified: "modified", Change.deleted: "deleted"}
+
+_MISSING = "file watching is not enabled in this runtime; ask the user to enable it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +238,7 @@ async def watch_files(path: str, ctx: ToolContext, pattern: str = "") -> dict[st
         pattern: only report names matching this glob, e.g. "*.csv" (empty: everything).
         ctx: injected by the harness (not shown to the model).
     """
-    found = runtime_service(ctx, FileWatch, "file watching")
+    found = runtime_service(ctx, FileWatch, _MISSING)
     if isinstance(found, ToolResult):
         return found
     watcher, session = found
@@ -257,7 +258,7 @@ async def unwatch_files(watch_id: str, ctx: ToolContext) -> str | ToolResult:
         watch_id: the id watch_files returned.
         ctx: injected by the harness (not shown to the model).
     """
-    found = runtime_service(ctx, FileWatch, "file watching")
+    found = runtime_service(ctx, FileWatch, _MISSING)
     if isinstance(found, ToolResult):
         return found
     watcher, session = found
