@@ -19,7 +19,7 @@ trust and approval is ignored with a notice (:attr:`KairosConfig.notices`): ``ba
 outside the workspace, ``defences.approver`` looser than the user's, ``defences.exempt_tools``,
 ``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
 ``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
-``skills.dirs`` outside the workspace. Lists that add protection (``defences.secrets``,
+``skills.dirs`` outside the workspace, and ``[runtime.mail]``. Lists that add protection (``defences.secrets``,
 ``confirm_tools``, ``external_tools``) are added to the user's, never replace them.
 
 Example ``kairos.toml``::
@@ -52,18 +52,28 @@ Example ``kairos.toml``::
     confirm_side_effects = true  # ask before write_file / edit_file / bash
     approver = "auto"            # ask on a terminal, deny otherwise
 
+    [runtime]                    # kairos serve / kairos chat: the event runtime's tools
+    toolsets = ["tasks", "timers", "watch", "outbox"]   # also: calendar, mail
+
+    [runtime.mail]               # IMAP in, SMTP out (user config only; the password from the env)
+    imap_host = "imap.example.com"
+    user = "me@example.com"
+    from_address = "me@example.com"
+    password_env = "KAIROS_MAIL_PASSWORD"
+
 Every section is optional; ``kairos config`` prints the effective settings.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from kairos.context.compression.config import CompressionConfig
 from kairos.errors import ConfigError
@@ -79,6 +89,94 @@ CONFIG_FILE = "kairos.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
 ENV_SETTINGS: dict[str, str] = {"KAIROS_MODEL": "model", "KAIROS_BASE_URL": "base_url"}
 """Environment variables read as settings (they win over both config files)."""
+
+
+class MailConfig(BaseModel):
+    """One mailbox: IMAP in, SMTP out. The password is read from ``password_env`` only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    imap_host: str
+    imap_port: int = Field(993, ge=1, le=65535)
+    imap_ssl: bool = True
+    user: str
+    password_env: str = "KAIROS_MAIL_PASSWORD"
+    """Name of the environment variable holding the password (IMAP, and SMTP unless ``smtp_password_env``)."""
+    from_address: str
+    smtp_host: str = ""
+    """Empty: the IMAP host."""
+    smtp_port: int = Field(587, ge=1, le=65535)
+    smtp_ssl: bool = False
+    smtp_starttls: bool = True
+    smtp_user: str | None = None
+    """None: the IMAP user; empty: send without logging in (a local relay)."""
+    smtp_password_env: str = ""
+    folder: str = "INBOX"
+    drafts_folder: str = "Drafts"
+    idle: bool = True
+    """Use IMAP IDLE when the server offers it (False: always poll)."""
+    idle_renew_s: float = Field(25 * 60, gt=0)
+    poll_s: float = Field(60.0, gt=0)
+    session: str | None = None
+    """The session mail events go to (None: the runtime's default session)."""
+    max_body_chars: int = Field(20_000, ge=100)
+    max_message_bytes: int = Field(5_000_000, ge=1024)
+    timeout_s: float = Field(30.0, gt=0)
+
+    @field_validator("password_env", "smtp_password_env")
+    @classmethod
+    def _env_name(cls, v: str) -> str:
+        if v and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,100}", v):
+            raise ValueError("must be an environment variable name such as KAIROS_MAIL_PASSWORD")
+        return v
+
+    @property
+    def smtp_login_user(self) -> str:
+        """The SMTP login ('' for none)."""
+        return self.user if self.smtp_user is None else self.smtp_user
+
+    def password(self, smtp: bool = False) -> str:
+        """The password from the environment.
+
+        Raises:
+            ConfigError: the variable is not set.
+        """
+        name = (self.smtp_password_env or self.password_env) if smtp else self.password_env
+        value = os.environ.get(name)
+        if not value:
+            raise ConfigError(f"no mail password: set the environment variable {name}")
+        return value
+
+    @property
+    def account(self) -> str:
+        """``user@host:port/folder``: the key of this mailbox's state."""
+        return f"{self.user}@{self.imap_host}:{self.imap_port}/{self.folder}"
+
+
+RuntimeToolset = Literal["tasks", "timers", "watch", "outbox", "calendar", "mail"]
+DEFAULT_TOOLSETS: tuple[RuntimeToolset, ...] = ("tasks", "timers", "watch", "outbox")
+
+
+class RuntimeConfig(BaseModel):
+    """``[runtime]``: which runtime tools the agent gets under ``kairos serve`` and ``kairos chat``.
+
+    Every toolset costs prompt tokens on each request (about 600 for tasks, 370 timers, 190 watch,
+    330 outbox, 200 calendar, 450 mail), so a deployment lists only what it uses. ``mail`` needs
+    ``[runtime.mail]``; an untrusted workspace cannot set ``[runtime.mail]`` (it names a server and
+    the variable holding its password).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    toolsets: list[RuntimeToolset] = Field(default_factory=lambda: list(DEFAULT_TOOLSETS))
+    mail: MailConfig | None = None
+    heartbeat_s: float | None = Field(None, ge=60, description="wake every session this often (off: None)")
+
+    @model_validator(mode="after")
+    def _mailbox_brings_its_tools(self) -> RuntimeConfig:
+        if self.mail is not None:
+            self.toolsets = [*self.toolsets, *(t for t in ("mail", "calendar") if t not in self.toolsets)]
+        return self
 
 
 class KairosConfig(BaseModel):
@@ -101,6 +199,7 @@ class KairosConfig(BaseModel):
         description="off by default: four more tool schemas (~600 tokens) on every request",
     )
     defences: DefencesConfig = Field(default_factory=DefencesConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from kairos.context.session import SessionStore
 from tests.support.kairos_cli import KairosProcess, run_kairos
-from tests.support.openai_server import OpenAIServer, text_reply
+from tests.support.openai_server import OpenAIServer, text_reply, tool_calls_reply
 
 TOKEN = "serve-test-token-9f2"
 
@@ -66,3 +68,97 @@ def test_serves_answers_and_drains_on_sigterm(workspace: Path, user_config_dir: 
     assert "hi" in contents[0] and "served answer" in contents  # the product agent stamps user messages
     # acknowledged before the stop: answered in the drain, or kept for the next start
     assert any("and then?" in c for c in contents) or any("and then?" in str(r) for r in pending)
+
+
+def _serve(workspace: Path, user_config_dir: Path, tmp_path: Path, model: OpenAIServer) -> KairosProcess:
+    return KairosProcess(
+        "serve",
+        "--port",
+        "0",
+        "-w",
+        workspace,
+        "--model",
+        "openai:fake-model",
+        "--base-url",
+        model.openai_base_url,
+        config_dir=user_config_dir,
+        logs=tmp_path / "logs",
+    )
+
+
+def _wait(what: str, check: Callable[[], bool], proc: KairosProcess) -> None:
+    deadline = time.monotonic() + 60
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {proc.stderr}"
+        time.sleep(0.05)
+
+
+def test_the_served_agent_has_the_runtime_tools_and_the_outbox_routes(
+    workspace: Path, user_config_dir: Path, tmp_path: Path
+) -> None:
+    notify = json.dumps({"message": "the build is done", "priority": "high"})
+    ask = json.dumps({"question": "Deploy now?", "options": ["yes", "no"], "timeout_s": 120, "default": "no"})
+    with OpenAIServer() as model:
+        model.script(tool_calls_reply(("c1", "notify_user", notify), ("c2", "ask_user", ask)), text_reply("deploying"))
+        with _serve(workspace, user_config_dir, tmp_path, model) as proc:
+            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
+            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
+            assert match is not None
+            with httpx.Client(base_url=match.group(1), timeout=30) as client:
+                sid = client.post("/v1/sessions", json={}).json()["id"]
+                assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "build it"}).status_code == 202
+                _wait("the question", lambda: bool(client.get("/v1/questions").json()["questions"]), proc)
+                (question,) = client.get("/v1/questions").json()["questions"]
+                assert question["text"] == "Deploy now?" and question["options"] == ["yes", "no"]
+                wrong = client.post(f"/v1/questions/{question['id']}/answer", json={"text": "maybe"})
+                assert wrong.status_code == 400 and "yes, no" in wrong.json()["error"]["message"]
+                assert client.post("/v1/questions/nope/answer", json={"text": "yes"}).status_code == 404
+                ok = client.post(f"/v1/questions/{question['id']}/answer", json={"text": "yes"})
+                assert ok.status_code == 200
+                again = client.post(f"/v1/questions/{question['id']}/answer", json={"text": "no"})
+                assert again.status_code == 404  # answered once; a second answer changes nothing
+                _wait("the answer", lambda: client.get(f"/v1/sessions/{sid}").json()["messages"] >= 5, proc)
+                unread = client.get("/v1/outbox", params={"unread": True}).json()["messages"]
+                note = next(m for m in unread if m["kind"] == "notify")
+                assert note["text"] == "the build is done" and note["priority"] == "high"
+                assert client.post("/v1/outbox/read", json={"ids": [note["id"]]}).json() == {"marked": 1}
+                unread_ids = [m["id"] for m in client.get("/v1/outbox", params={"unread": True}).json()["messages"]]
+                assert note["id"] not in unread_ids
+            proc.send(signal.SIGTERM)
+            assert proc.wait() == 0, proc.stderr
+        tools = {t["function"]["name"] for t in model.bodies()[0]["tools"]}
+        tool_results = [m["content"] for m in model.bodies()[1]["messages"] if m["role"] == "tool"]
+    # the default toolsets; mail and calendar need [runtime] settings
+    assert {"start_command", "task_status", "set_timer", "watch_files", "notify_user", "ask_user"} <= tools
+    assert not tools & {"send_email", "check_calendar"}
+    assert len(tool_results) == 2
+    assert "notified" in tool_results[0] and "The user answered: yes" in tool_results[1]
+
+
+def test_runtime_toolsets_come_from_the_config(workspace: Path, user_config_dir: Path, tmp_path: Path) -> None:
+    (user_config_dir / "config.toml").write_text('[runtime]\ntoolsets = ["timers"]\n', encoding="utf-8")
+    with OpenAIServer() as model:
+        model.script(text_reply("ok"))
+        with _serve(workspace, user_config_dir, tmp_path, model) as proc:
+            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
+            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
+            assert match is not None
+            with httpx.Client(base_url=match.group(1), timeout=30) as client:
+                sid = client.post("/v1/sessions", json={}).json()["id"]
+                client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"})
+                _wait("the answer", lambda: client.get(f"/v1/sessions/{sid}").json()["messages"] >= 2, proc)
+            proc.send(signal.SIGTERM)
+            assert proc.wait() == 0, proc.stderr
+        tools = {t["function"]["name"] for t in model.bodies()[0]["tools"]}
+    assert {"set_timer", "cancel_timer", "list_timers"} <= tools
+    assert not tools & {"start_command", "notify_user", "watch_files"}
+
+
+def test_the_mail_toolset_without_a_mailbox_is_a_clear_error(
+    workspace: Path, user_config_dir: Path, tmp_path: Path
+) -> None:
+    (user_config_dir / "config.toml").write_text('[runtime]\ntoolsets = ["mail"]\n', encoding="utf-8")
+    code, _, err = run_kairos(
+        "serve", "-w", workspace, "--model", "openai:x", config_dir=user_config_dir, logs=tmp_path / "logs"
+    )
+    assert code == 1 and "no mailbox is configured: add a [runtime.mail] table" in err

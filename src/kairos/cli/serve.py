@@ -9,23 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kairos.config import KairosConfig
-from kairos.runtime import Component
 from kairos.server.auth import TOKEN_ENV, WEBHOOK_SECRET_ENV
-
-
-def components(workspace: Path, config: KairosConfig, model_name: str) -> list[Component]:
-    """The runtime components ``kairos serve`` starts (event sources and services).
-
-    Timers, mail, async tasks and the outbox are added here as they land.
-    """
-    from kairos.server.telemetry import telemetry_from_env
-
-    found: list[Component] = []
-    telemetry = telemetry_from_env(model_name)
-    if telemetry is not None:
-        found.append(telemetry)
-    return found
 
 
 def serve(
@@ -49,14 +33,15 @@ def serve(
     Secrets come only from the environment (never the workspace's kairos.toml). SIGTERM or
     Ctrl-C drains: no new requests, running turns get --grace seconds, everything accepted is kept.
     """
-    from kairos.app import build_agent
     from kairos.cli import _fail, _notices, _text, console, err_console
+    from kairos.cli._runtime import build_runtime
     from kairos.config import load_config
     from kairos.context.session import SessionStore
     from kairos.errors import KairosError
     from kairos.models import load_model
-    from kairos.runtime import Runtime
+    from kairos.runtime import Outbox
     from kairos.server import check_bind, create_app
+    from kairos.server.outbox import RuntimeOutbox
     from kairos.server.serving import serve as run_server
 
     token = os.environ.get(token_env) or None
@@ -70,12 +55,18 @@ def serve(
         _notices(config)
         llm = load_model(config.model, config.model_settings())
         store = SessionStore(workspace)
-        agent = build_agent(llm, workspace, config)
-        model_name = str(getattr(llm, "name", config.model))
-        runtime = Runtime(agent, store, components=components(workspace, config, model_name))
+        runtime = build_runtime(llm, workspace, config, store)
     except KairosError as e:
         raise _fail(str(e)) from e
-    app = create_app(runtime, token=token, webhook_secret=secret, model_name="kairos", grace_s=grace)
+    outbox = runtime.service(Outbox)
+    app = create_app(
+        runtime,
+        token=token,
+        webhook_secret=secret,
+        outbox=RuntimeOutbox(outbox) if outbox else None,
+        model_name="kairos",
+        grace_s=grace,
+    )
     if not secret:
         err_console.print(f"[yellow]notice:[/] webhooks are off (set {webhook_secret_env} to enable POST /v1/events)")
 

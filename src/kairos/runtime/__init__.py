@@ -5,19 +5,30 @@ shape; :mod:`kairos.runtime.urgency` for how its strategy is chosen.
 """
 
 from kairos.runtime.bus import BusEvent, EventBus, SqliteBus, SubscriberTooSlow
+from kairos.runtime.calendar import Calendar
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.events import Event, Strategy
+from kairos.runtime.mail import MailSource
+from kairos.runtime.outbox import Outbox
 from kairos.runtime.runtime import RUNTIME_RESOURCE, Component, Receipt, Runtime, RuntimeHandle
+from kairos.runtime.tasks import TaskManager
+from kairos.runtime.timers import Timers
+from kairos.runtime.toolsets import runtime_tools
 from kairos.runtime.urgency import Classifier, Decision, Router, RuleRouter, UrgencyRule
+from kairos.runtime.watch import FileWatch
 
 __all__ = [
     "RUNTIME_RESOURCE",
     "BusEvent",
+    "Calendar",
     "Classifier",
     "Component",
     "Decision",
     "Event",
     "EventBus",
+    "FileWatch",
+    "MailSource",
+    "Outbox",
     "Receipt",
     "Router",
     "RuleRouter",
@@ -27,5 +38,8 @@ __all__ = [
     "SqliteBus",
     "Strategy",
     "SubscriberTooSlow",
+    "TaskManager",
+    "Timers",
     "UrgencyRule",
+    "runtime_tools",
 ]

@@ -5,7 +5,7 @@ in IMAP IDLE (re-issued every ``idle_renew_s``) so a new message wakes it at onc
 lacks IDLE or IDLE fails it polls every ``poll_s`` seconds. Each message becomes an
 ``email.received`` event whose id is ``email:<Message-ID>``, so redelivery is idempotent; the
 highest uid taken up is kept in ``runtime.db`` (``mail_state``) so a restart does not dispatch old
-mail again. A refused login raises :class:`MailAuthError`: the runtime reports it and restarts the
+mail again. A refused login raises :class:`MailAuthError` (a missing password :class:`~kairos.errors.ConfigError`): the runtime reports it and restarts the
 component with backoff.
 
 The tools in :func:`tools` (send, draft, move, flag, read) reach the component through the
@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from imapclient.exceptions import IMAPClientError  # type: ignore[import-untyped]
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kairos.config import MailConfig
 from kairos.runtime import _mail_client as mc
 from kairos.runtime._mail_client import MailAuthError, MailError
 from kairos.runtime._mail_parse import ParsedMail
@@ -51,68 +49,6 @@ CREATE TABLE IF NOT EXISTS mail_state (
 CREATE TABLE IF NOT EXISTS mail_sent (
     key TEXT PRIMARY KEY, message_id TEXT NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, at REAL NOT NULL);
 """
-
-
-class MailConfig(BaseModel):
-    """One mailbox: IMAP in, SMTP out. The password is read from ``password_env`` only."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    imap_host: str
-    imap_port: int = Field(993, ge=1, le=65535)
-    imap_ssl: bool = True
-    user: str
-    password_env: str = "KAIROS_MAIL_PASSWORD"
-    """Name of the environment variable holding the password (IMAP, and SMTP unless ``smtp_password_env``)."""
-    from_address: str
-    smtp_host: str = ""
-    """Empty: the IMAP host."""
-    smtp_port: int = Field(587, ge=1, le=65535)
-    smtp_ssl: bool = False
-    smtp_starttls: bool = True
-    smtp_user: str | None = None
-    """None: the IMAP user; empty: send without logging in (a local relay)."""
-    smtp_password_env: str = ""
-    folder: str = "INBOX"
-    drafts_folder: str = "Drafts"
-    idle: bool = True
-    """Use IMAP IDLE when the server offers it (False: always poll)."""
-    idle_renew_s: float = Field(25 * 60, gt=0)
-    poll_s: float = Field(60.0, gt=0)
-    session: str | None = None
-    """The session mail events go to (None: the runtime's default session)."""
-    max_body_chars: int = Field(20_000, ge=100)
-    max_message_bytes: int = Field(5_000_000, ge=1024)
-    timeout_s: float = Field(30.0, gt=0)
-
-    @field_validator("password_env", "smtp_password_env")
-    @classmethod
-    def _env_name(cls, v: str) -> str:
-        if v and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,100}", v):
-            raise ValueError("must be an environment variable name such as KAIROS_MAIL_PASSWORD")
-        return v
-
-    @property
-    def smtp_login_user(self) -> str:
-        """The SMTP login ('' for none)."""
-        return self.user if self.smtp_user is None else self.smtp_user
-
-    def password(self, smtp: bool = False) -> str:
-        """The password from the environment.
-
-        Raises:
-            MailAuthError: the variable is not set.
-        """
-        name = (self.smtp_password_env or self.password_env) if smtp else self.password_env
-        value = os.environ.get(name)
-        if not value:
-            raise MailAuthError(f"no mail password: set the environment variable {name}")
-        return value
-
-    @property
-    def account(self) -> str:
-        """``user@host:port/folder``: the key of this mailbox's state."""
-        return f"{self.user}@{self.imap_host}:{self.imap_port}/{self.folder}"
 
 
 class MailSource:

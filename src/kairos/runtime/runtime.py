@@ -214,7 +214,7 @@ class Runtime:
     the loop (:meth:`submit_threadsafe` from other threads).
 
     Args:
-        agent: the agent every session runs (give it :func:`~kairos.runtime.tools.runtime_tools`).
+        agent: the agent every session runs (give it :func:`~kairos.runtime.toolsets.runtime_tools`).
         store: the sessions.
         router: decides strategies (default: the book's rules).
         bus: where front ends subscribe (default: :class:`SqliteBus` in ``runtime.db``).

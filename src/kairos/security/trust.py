@@ -187,6 +187,12 @@ def restrict_untrusted(
     skills = out.get("skills")
     if isinstance(skills, dict):
         _restrict_skills(skills, baseline["skills"], workspace, ignored)
+    runtime = out.get("runtime")
+    if isinstance(runtime, dict):
+        if "mail" in runtime:
+            drop(runtime, "mail", "runtime.mail", "it names a mail server and the variable that holds its password")
+        if "mail" in runtime.get("toolsets", []):  # lossless: a mailbox in the user config brings the tools back
+            runtime["toolsets"] = [t for t in runtime["toolsets"] if t != "mail"]
     if not ignored:
         return out, []
     notices = [f"{path}: ignored {name} = {_show(value)}: {why}" for name, value, why in ignored]

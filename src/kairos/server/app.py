@@ -211,8 +211,12 @@ async def questions(request: Request, all: bool = False) -> dict[str, Any]:
 
 @router.post("/v1/questions/{question_id}/answer", tags=["outbox"])
 async def answer(request: Request, question_id: str, body: Answer) -> dict[str, Any]:
-    """Answer a question; 404 when it is unknown, already answered or timed out."""
-    if not await settle(_outbox(request).answer(question_id, body.text)):
+    """Answer a question; 404 when it is unknown, answered or timed out; 400 when not one of its options."""
+    try:
+        answered = await settle(_outbox(request).answer(question_id, body.text))
+    except ValueError as e:  # not one of the options, empty, or closed meanwhile
+        raise ApiError(400, str(e)) from None
+    if not answered:
         raise ApiError(404, f"no open question {question_id!r} (unknown, answered or timed out)")
     return {"answered": True}
 

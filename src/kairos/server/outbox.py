@@ -11,6 +11,8 @@ import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from kairos.runtime.outbox import Outbox
+
 T = TypeVar("T")
 
 
@@ -44,4 +46,42 @@ async def settle(value: T | Awaitable[T]) -> T:
     return value
 
 
-__all__ = ["OutboxAPI", "settle"]
+class RuntimeOutbox:
+    """The runtime's :class:`~kairos.runtime.outbox.Outbox` as the API sees it: one user's messages.
+
+    Args:
+        outbox: the runtime's outbox component.
+        user: whose messages the API shows (None: the outbox's default user).
+    """
+
+    def __init__(self, outbox: Outbox, user: str | None = None) -> None:
+        self.outbox = outbox
+        self.user = user
+
+    def messages(self, *, unread_only: bool = False, limit: int = 100) -> list[dict[str, Any]]:
+        """Messages for the user, oldest first."""
+        return self.outbox.list(self.user, unread_only=unread_only, limit=limit)
+
+    def mark_read(self, ids: Sequence[str]) -> int:
+        """Mark messages read; how many were unread."""
+        return self.outbox.mark_read(ids, self.user)
+
+    def questions(self, *, open_only: bool = True) -> list[dict[str, Any]]:
+        """The user's questions (the open ones by default)."""
+        return self.outbox.questions(self.user, pending_only=open_only)
+
+    def answer(self, question_id: str, text: str) -> bool:
+        """Answer an open question; False when it is unknown, not the user's or closed.
+
+        Raises:
+            ValueError: the text is empty or not one of the question's options.
+        """
+        q = self.outbox.get(question_id)
+        user = self.user or self.outbox.default_user
+        if q is None or q["kind"] != "question" or q["user"] != user or q["status"] != "pending":
+            return False
+        self.outbox.answer(question_id, text, user=user)
+        return True
+
+
+__all__ = ["OutboxAPI", "RuntimeOutbox", "settle"]

@@ -1,0 +1,68 @@
+"""The runtime both ``kairos serve`` and ``kairos chat`` run: the agent, its runtime tools and sources.
+
+One builder so the two front ends cannot drift apart: what a session can do over HTTP it can do
+in the terminal. Which tools the model sees comes from ``[runtime] toolsets`` (each costs prompt
+tokens on every request); the components (async tasks, timers, file watches, the outbox, mail
+when ``[runtime.mail]`` is set) always run, so a restart re-attaches tasks and restores timers
+even when their tools are switched off.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kairos.app import build_agent
+from kairos.config import KairosConfig
+from kairos.context.session import SessionStore
+from kairos.errors import ConfigError
+from kairos.models.base import Model
+from kairos.runtime import Component, Runtime
+from kairos.runtime.toolsets import runtime_tools
+from kairos.security.approval import Approver
+
+
+def components(workspace: Path, config: KairosConfig, model_name: str) -> list[Component]:
+    """The runtime's components: async tasks, timers, file watches, the outbox, mail, telemetry.
+
+    ``workspace`` is where the untrusted files are; nothing here reads configuration from it
+    (``config`` already had the workspace's file restricted by :func:`kairos.config.load_config`).
+    """
+    from kairos.runtime.mail import MailSource
+    from kairos.runtime.outbox import Outbox
+    from kairos.runtime.tasks import TaskManager
+    from kairos.runtime.timers import Timers
+    from kairos.runtime.watch import FileWatch
+    from kairos.server.telemetry import telemetry_from_env
+
+    del workspace  # the components keep their state in the runtime's state dir
+    found: list[Component] = [TaskManager(), Timers(heartbeat_s=config.runtime.heartbeat_s), FileWatch(), Outbox()]
+    if config.runtime.mail is not None:
+        found.append(MailSource(config.runtime.mail))
+    telemetry = telemetry_from_env(model_name)
+    if telemetry is not None:
+        found.append(telemetry)
+    return found
+
+
+def build_runtime(
+    llm: Model,
+    workspace: Path,
+    config: KairosConfig,
+    store: SessionStore,
+    *,
+    approver: Approver | None = None,
+    default_session: str | None = None,
+) -> Runtime:
+    """The product's runtime over ``store``: the product agent plus the runtime tools and components.
+
+    Raises:
+        ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
+    """
+    if "mail" in config.runtime.toolsets and config.runtime.mail is None:
+        raise ConfigError(
+            "[runtime] toolsets names mail but no mailbox is configured: add a [runtime.mail] table "
+            "(imap_host, user, from_address, password_env) to your user config, or remove mail from the toolsets"
+        )
+    agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
+    model_name = str(getattr(llm, "name", config.model))
+    return Runtime(agent, store, components=components(workspace, config, model_name), default_session=default_session)
