@@ -5,8 +5,8 @@ in IMAP IDLE (re-issued every ``idle_renew_s``) so a new message wakes it at onc
 lacks IDLE or IDLE fails it polls every ``poll_s`` seconds. Each message becomes an
 ``email.received`` event whose id is ``email:<Message-ID>``, so redelivery is idempotent; the
 highest uid taken up is kept in ``runtime.db`` (``mail_state``) so a restart does not dispatch old
-mail again. A refused login raises :class:`MailAuthError` (a missing password :class:`~kairos.errors.ConfigError`): the runtime reports it and restarts the
-component with backoff.
+mail again. A refused login raises :class:`MailAuthError` (a missing password a ConfigError): the
+runtime reports it and restarts the component with backoff.
 
 The tools in :func:`tools` (send, draft, move, flag, read) reach the component through the
 session's runtime handle; each opens its own short IMAP connection. The password comes only from
