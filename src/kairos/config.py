@@ -55,6 +55,13 @@ Example ``kairos.toml``::
     [runtime]                    # kairos serve / kairos chat: the event runtime's tools
     toolsets = ["tasks", "timers", "watch", "outbox"]   # also: calendar, mail
 
+    classifier = "local-small"   # optional: a small model routes user messages sent mid-run
+    [[runtime.rules]]            # first match wins; then user interrupts interrupt, the rest queues
+    strategy = "interrupt"
+    type = "email.received"
+    sender = "*@mycompany.com"
+    keywords = ["urgent", "outage"]
+
     [runtime.mail]               # IMAP in, SMTP out (user config only; the password from the env)
     imap_host = "imap.example.com"
     user = "me@example.com"
@@ -157,6 +164,18 @@ RuntimeToolset = Literal["tasks", "timers", "watch", "outbox", "calendar", "mail
 DEFAULT_TOOLSETS: tuple[RuntimeToolset, ...] = ("tasks", "timers", "watch", "outbox")
 
 
+class UrgencyRuleConfig(BaseModel):
+    """One ``[[runtime.rules]]`` entry: events that match (globs; any keyword) get ``strategy``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Literal["interrupt", "queue", "parallel", "drop"]
+    type: str = "*"
+    source: str = "*"
+    sender: str = "*"
+    keywords: tuple[str, ...] = ()
+
+
 class RuntimeConfig(BaseModel):
     """``[runtime]``: which runtime tools the agent gets under ``kairos serve`` and ``kairos chat``.
 
@@ -171,6 +190,10 @@ class RuntimeConfig(BaseModel):
     toolsets: list[RuntimeToolset] = Field(default_factory=lambda: list(DEFAULT_TOOLSETS))
     mail: MailConfig | None = None
     heartbeat_s: float | None = Field(None, ge=60, description="wake every session this often (off: None)")
+    rules: list[UrgencyRuleConfig] = Field(default_factory=list)
+    """Urgency rules, first match wins, before the book's defaults (user interrupts interrupt, the rest queues)."""
+    classifier: str | None = None
+    """A model spec (e.g. ``local-small``) that routes user messages no rule matched while a run is going."""
 
     @model_validator(mode="after")
     def _mailbox_brings_its_tools(self) -> RuntimeConfig:

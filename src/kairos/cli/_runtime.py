@@ -16,7 +16,7 @@ from kairos.config import KairosConfig
 from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
 from kairos.models.base import Model
-from kairos.runtime import Component, Runtime
+from kairos.runtime import Classifier, Component, RuleRouter, Runtime, UrgencyRule
 from kairos.runtime.toolsets import runtime_tools
 from kairos.security.approval import Approver
 
@@ -53,7 +53,7 @@ def build_runtime(
     approver: Approver | None = None,
     default_session: str | None = None,
 ) -> Runtime:
-    """The product's runtime over ``store``: the product agent plus the runtime tools and components.
+    """The product's runtime over ``store``: the product agent, its runtime tools, components and urgency rules.
 
     Raises:
         ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
@@ -63,6 +63,19 @@ def build_runtime(
             "[runtime] toolsets names mail but no mailbox is configured: add a [runtime.mail] table "
             "(imap_host, user, from_address, password_env) to your user config, or remove mail from the toolsets"
         )
+    urgency = config.runtime
+    classifier = None
+    if urgency.classifier:  # a second, small model: routing must not wait behind the agent's own turn
+        from kairos.models import load_model
+
+        classifier = Classifier(load_model(urgency.classifier, config.model_settings()))
+    router = RuleRouter([UrgencyRule(**rule.model_dump()) for rule in urgency.rules], classifier)
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
     model_name = str(getattr(llm, "name", config.model))
-    return Runtime(agent, store, components=components(workspace, config, model_name), default_session=default_session)
+    return Runtime(
+        agent,
+        store,
+        router=router,
+        components=components(workspace, config, model_name),
+        default_session=default_session,
+    )

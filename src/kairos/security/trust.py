@@ -191,6 +191,9 @@ def restrict_untrusted(
     if isinstance(runtime, dict):
         if "mail" in runtime:
             drop(runtime, "mail", "runtime.mail", "it names a mail server and the variable that holds its password")
+        classifier = runtime.get("classifier")
+        if isinstance(classifier, str) and (why := model_spec_problem(classifier, workspace)):
+            drop(runtime, "classifier", "runtime.classifier", why)
         if "mail" in runtime.get("toolsets", []):  # lossless: a mailbox in the user config brings the tools back
             runtime["toolsets"] = [t for t in runtime["toolsets"] if t != "mail"]
     if not ignored:

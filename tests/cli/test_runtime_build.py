@@ -1,0 +1,63 @@
+"""The runtime ``kairos serve`` and ``kairos chat`` share: tools, components and urgency from the config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kairos.cli._runtime import build_runtime
+from kairos.config import KairosConfig, load_config
+from kairos.context.session import SessionStore
+from kairos.errors import ConfigError
+from kairos.runtime import Event, RuleRouter
+from kairos.testing import ScriptedModel
+
+MAILBOX = {"imap_host": "127.0.0.1", "user": "u", "from_address": "u@x"}
+
+
+def _build(tmp_path: Path, runtime: dict[str, object]) -> tuple[list[str], list[str], RuleRouter]:
+    config = KairosConfig.model_validate({"runtime": runtime})
+    store = SessionStore(tmp_path)
+    try:
+        rt = build_runtime(ScriptedModel([]), tmp_path, config, store)
+        assert isinstance(rt.router, RuleRouter)
+        return [t.name for t in rt.agent.tools], [c.name for c in rt.components], rt.router
+    finally:
+        store.close()
+
+
+def test_the_default_toolsets_and_components(tmp_path: Path) -> None:
+    tools, components, router = _build(tmp_path, {})
+    assert {"start_command", "cancel_task", "set_timer", "watch_files", "notify_user", "ask_user"} <= set(tools)
+    assert not {"send_email", "check_calendar"} & set(tools)
+    assert components == ["tasks", "timers", "watch", "outbox"]  # no mailbox: no mail source
+    assert not router.rules and router.classifier is None
+
+
+def test_a_mailbox_brings_the_mail_source_and_tools(tmp_path: Path) -> None:
+    tools, components, _ = _build(tmp_path, {"toolsets": ["outbox"], "mail": MAILBOX})
+    assert tools[-9:] == ["notify_user", "ask_user", "check_calendar", "add_calendar_event", "send_email",
+                          "draft_reply", "move_email", "flag_email", "read_email"]  # fmt: skip
+    assert "mail" in components and "start_command" not in tools
+
+
+async def test_urgency_rules_come_from_the_config(tmp_path: Path) -> None:
+    rule = {"strategy": "interrupt", "type": "email.*", "sender": "*@corp.example", "keywords": ["outage"]}
+    _, _, router = _build(tmp_path, {"rules": [rule]})
+    boss = Event("email.received", "the site is down: OUTAGE", {"type": "email", "sender": "cto@corp.example"})
+    other = Event("email.received", "outage sale!", {"type": "email", "sender": "ads@shop.example"})
+    assert (await router.decide(boss, busy=True)).strategy == "interrupt"
+    assert (await router.decide(other, busy=True)).strategy == "queue"
+
+
+def test_the_mail_toolset_needs_a_mailbox(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"no mailbox is configured"):
+        _build(tmp_path, {"toolsets": ["mail"]})
+
+
+def test_an_untrusted_workspace_cannot_pick_a_remote_classifier(workspace: Path) -> None:
+    (workspace / "kairos.toml").write_text('[runtime]\nclassifier = "openai:spy"\n', encoding="utf-8")
+    config = load_config(workspace)
+    assert config.runtime.classifier is None
+    assert any("ignored runtime.classifier" in n for n in config.notices)
