@@ -15,8 +15,9 @@ from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeHandle, SqliteBus
-from kairos.runtime.timers import ManualClock, Timers, cancel_timer, list_timers, set_timer
+from kairos.runtime.timers import Timers, cancel_timer, list_timers, set_timer
 from kairos.testing import ScriptedModel, reply
+from kairos.testing.clock import ManualClock
 from kairos.tools.base import InvalidArguments, ToolContext, ToolResult
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -120,4 +120,26 @@ async def kill_group(pgid: int, pid: int, start: str, grace_s: float) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-__all__ = ["Launched", "alive", "kill_group", "launch", "read_exit_code", "start_time"]
+def read_from(path: Path, offset: int) -> bytes:
+    """Up to 1 MiB of ``path`` from ``offset`` (empty when it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read(1 << 20)
+    except OSError:
+        return b""
+
+
+def read_tail(path: Path, n: int) -> bytes:
+    """The last ``n`` bytes of ``path`` (empty when it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read()
+    except OSError:
+        return b""
+
+
+__all__ = ["Launched", "alive", "kill_group", "launch", "read_exit_code", "read_from", "read_tail", "start_time"]

@@ -291,7 +291,7 @@ class TaskManager:
         loop = asyncio.get_running_loop()
         while True:
             running = proc.alive(info.pid, live.start)
-            data = _read_from(path, offset)
+            data = proc.read_from(path, offset)
             offset += len(data)
             chunk = partial + data
             lines = chunk.split(b"\n")
@@ -409,7 +409,7 @@ class TaskManager:
         if info is None or not info.output:
             return ""
         n = chars or self.tail_chars
-        data = _read_tail(Path(info.output), n * 4)
+        data = proc.read_tail(Path(info.output), n * 4)
         text = data.decode(errors="replace").strip()
         return text if len(text) <= n else "…" + text[-n:]
 
@@ -506,26 +506,6 @@ def tools() -> list[Tool]:
     from kairos.runtime._tasks_tools import task_tools  # the tools import this module
 
     return task_tools()
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            return f.read(1 << 20)
-    except OSError:
-        return b""
-
-
-def _read_tail(path: Path, n: int) -> bytes:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            f.seek(max(0, size - n))
-            return f.read()
-    except OSError:
-        return b""
 
 
 __all__ = ["ENDED", "SCHEMA", "TaskInfo", "TaskManager", "tools"]

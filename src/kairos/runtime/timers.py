@@ -11,14 +11,13 @@ so 10,000 timers cost a heap entry and a row each, not a task each. Each fire's 
 ``timer:<id>:<due time>``: the runtime queues an id once, so a fire repeated after a crash (the
 event was accepted, the next due time not yet saved) is not delivered twice.
 
-The clock is injectable (``now`` and ``sleep``); :class:`ManualClock` is the test double.
+The clock is injectable (``now`` and ``sleep``); :class:`kairos.testing.clock.ManualClock` is the test double.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 import heapq
 import itertools
 import logging
@@ -27,7 +26,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -68,38 +67,6 @@ HEARTBEAT_ID = "heartbeat"
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-class ManualClock:
-    """A clock tests move by hand: ``now`` stands still until :meth:`advance`; ``sleep`` waits for it."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime(2026, 1, 1, tzinfo=UTC)
-        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
-
-    def now(self) -> datetime:
-        """The current (manual) time."""
-        return self._now
-
-    async def sleep(self, seconds: float) -> None:
-        """Until the clock is advanced ``seconds`` past the time of the call."""
-        if seconds <= 0:
-            await asyncio.sleep(0)
-            return
-        entry = (self._now + timedelta(seconds=seconds), asyncio.get_running_loop().create_future())
-        self._sleepers.append(entry)
-        try:
-            await entry[1]
-        finally:
-            with contextlib.suppress(ValueError):
-                self._sleepers.remove(entry)
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward and wake the sleepers whose time has come."""
-        self._now += timedelta(seconds=seconds)
-        for when, fut in list(self._sleepers):
-            if when <= self._now and not fut.done():
-                fut.set_result(None)
 
 
 @dataclass(slots=True)
@@ -165,7 +132,7 @@ class Timers:
 
     Args:
         now: the clock (aware datetimes); default real UTC time.
-        sleep: an async sleep matching ``now`` (:class:`ManualClock` in tests).
+        sleep: an async sleep matching ``now`` (:class:`~kairos.testing.clock.ManualClock` in tests).
         heartbeat_s: when set, a ``heartbeat`` event goes to the runtime's default session this often
             (its strategy is the router's: queue by default). Off by default.
         heartbeat_message: the heartbeat's text.
@@ -529,4 +496,4 @@ def tools() -> list[Tool]:
     return [set_timer, cancel_timer, list_timers]
 
 
-__all__ = ["SCHEMA", "ManualClock", "Timer", "Timers", "tools"]
+__all__ = ["SCHEMA", "Timer", "Timers", "tools"]
