@@ -45,7 +45,7 @@ async def _start(ctx: ToolContext, command: str, title: str, pattern: str) -> To
 
 
 @tool(side_effects=True, timeout_s=30)
-async def start_command(command: str, title: str = "", *, ctx: ToolContext) -> ToolResult:  # noqa: D417
+async def start_command(command: str, title: str = "", *, ctx: ToolContext) -> ToolResult:
     """Start a long shell command (a build, tests, an analysis script) in the background.
 
     Returns a task id at once; the command's result (exit code, last output) arrives later as a
@@ -59,7 +59,7 @@ async def start_command(command: str, title: str = "", *, ctx: ToolContext) -> T
 
 
 @tool(side_effects=True, timeout_s=30)
-async def monitor_shell(command: str, pattern: str, title: str = "", *, ctx: ToolContext) -> ToolResult:  # noqa: D417
+async def monitor_shell(command: str, pattern: str, title: str = "", *, ctx: ToolContext) -> ToolResult:
     """Start a command in the background and get an event whenever a line of its output matches a pattern.
 
     Instead of polling a log or a server: e.g. ``tail -f app.log`` with ``ERROR|Traceback``. The
@@ -76,7 +76,7 @@ async def monitor_shell(command: str, pattern: str, title: str = "", *, ctx: Too
 
 
 @tool(read_only=True, timeout_s=15)
-def task_status(task_id: str = "", *, ctx: ToolContext) -> ToolResult:  # noqa: D417
+def task_status(task_id: str = "", *, ctx: ToolContext) -> ToolResult:
     """Show a background task's state and progress with its last output, or list all tasks of this session.
 
     Args:
@@ -104,7 +104,7 @@ def task_status(task_id: str = "", *, ctx: ToolContext) -> ToolResult:  # noqa: 
 
 
 @tool(side_effects=True, timeout_s=30)
-async def cancel_task(task_id: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417
+async def cancel_task(task_id: str, *, ctx: ToolContext) -> ToolResult:
     """Stop a background task (its whole process group); its result event is then not sent.
 
     Args:
@@ -128,7 +128,7 @@ async def cancel_task(task_id: str, *, ctx: ToolContext) -> ToolResult:  # noqa:
 
 
 @tool(timeout_s=3600)
-async def wait_task(task_id: str, timeout_s: float = 300, *, ctx: ToolContext) -> ToolResult:  # noqa: D417
+async def wait_task(task_id: str, timeout_s: float = 300, *, ctx: ToolContext) -> ToolResult:
     """Wait until a background task ends, when there is nothing else to do meanwhile; returns its result.
 
     Messages that arrive while waiting are handed over together when it ends; an urgent one stops

@@ -107,7 +107,7 @@ def _calendar(ctx: ToolContext) -> Calendar | ToolResult:
 
 
 @tool(read_only=True)
-def check_calendar(start: str, end: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
+def check_calendar(start: str, end: str, *, ctx: ToolContext) -> ToolResult:
     """List calendar entries between two times, to find conflicts before accepting a meeting.
 
     Args:
@@ -127,7 +127,7 @@ def check_calendar(start: str, end: str, *, ctx: ToolContext) -> ToolResult:  # 
 
 
 @tool(side_effects=True)
-def add_calendar_event(title: str, start: str, end: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
+def add_calendar_event(title: str, start: str, end: str, *, ctx: ToolContext) -> ToolResult:
     """Add an entry to the calendar.
 
     Args:

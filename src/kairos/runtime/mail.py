@@ -300,7 +300,7 @@ def _key(ctx: ToolContext) -> str | None:
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def send_email(to: str, subject: str, body: str, in_reply_to: str = "", *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
+async def send_email(to: str, subject: str, body: str, in_reply_to: str = "", *, ctx: ToolContext) -> ToolResult:
     """Send an email now (plain text).
 
     Args:
@@ -313,7 +313,7 @@ async def send_email(to: str, subject: str, body: str, in_reply_to: str = "", *,
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def draft_reply(uid: int, body: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
+async def draft_reply(uid: int, body: str, *, ctx: ToolContext) -> ToolResult:
     """Save a reply to an email as a draft (not sent), for the user to review.
 
     Args:
@@ -324,7 +324,7 @@ async def draft_reply(uid: int, body: str, *, ctx: ToolContext) -> ToolResult:  
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def move_email(uid: int, folder: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
+async def move_email(uid: int, folder: str, *, ctx: ToolContext) -> ToolResult:
     """Move an email to another folder, e.g. Archive (the folder is created if missing).
 
     Args:
@@ -335,7 +335,7 @@ async def move_email(uid: int, folder: str, *, ctx: ToolContext) -> ToolResult: 
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
-async def flag_email(uid: int, flag: str, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
+async def flag_email(uid: int, flag: str, *, ctx: ToolContext) -> ToolResult:
     """Flag an email: 'flagged' (high priority), 'seen', 'answered' or a one-word keyword.
 
     Args:
@@ -346,7 +346,7 @@ async def flag_email(uid: int, flag: str, *, ctx: ToolContext) -> ToolResult:  #
 
 
 @tool(read_only=True, external=True, timeout_s=120)
-async def read_email(uid: int, *, ctx: ToolContext) -> ToolResult:  # noqa: D417 (ctx is injected, not a model argument)
+async def read_email(uid: int, *, ctx: ToolContext) -> ToolResult:
     """Read an email in full: headers, text, attachment names.
 
     Args:
