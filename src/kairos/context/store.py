@@ -188,14 +188,17 @@ class TrajectoryStore:
         rows = self._read("SELECT meta FROM sessions WHERE id = ?", (session_id,))
         return dict(json.loads(rows[0][0])) if rows else {}
 
+    _INFO = "SELECT s.id, s.created_at, s.title, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) "
+
     def list_sessions(self, limit: int = 50) -> list[SessionInfo]:
         """Newest first."""
-        rows = self._read(
-            "SELECT s.id, s.created_at, s.title, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) "
-            "FROM sessions s ORDER BY s.created_at DESC LIMIT ?",
-            (limit,),
-        )
+        rows = self._read(self._INFO + "FROM sessions s ORDER BY s.created_at DESC LIMIT ?", (limit,))
         return [SessionInfo(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def session_info(self, session_id: str) -> SessionInfo | None:
+        """One session's row, or None when there is no such session."""
+        rows = self._read(self._INFO + "FROM sessions s WHERE s.id = ?", (session_id,))
+        return SessionInfo(rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
 
     # -- messages --------------------------------------------------------------------------
 

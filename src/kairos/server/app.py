@@ -77,16 +77,10 @@ def _session_record(state: ServerState, info: SessionInfo) -> dict[str, Any]:
 
 
 def _session_info(runtime: Runtime, session_id: str) -> SessionInfo:
-    """One session's row (the store lists sessions; it has no single-row lookup yet)."""
-    rows = runtime.store.trajectories._read(
-        "SELECT s.id, s.created_at, s.title, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) "
-        "FROM sessions s WHERE s.id = ?",
-        (session_id,),
-    )
-    if not rows:
+    info = runtime.store.trajectories.session_info(session_id)
+    if info is None:
         raise SessionNotFoundError(f"no session {session_id!r}")
-    r = rows[0]
-    return SessionInfo(r[0], r[1], r[2], r[3])
+    return info
 
 
 @router.get("/v1/health", tags=["server"])
