@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -43,6 +43,7 @@ from kairos.runtime.events import Event, Strategy, inbox_event
 from kairos.runtime.records import agent_record
 from kairos.runtime.urgency import Router, RuleRouter
 from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.executor import BACKGROUND_RESOURCE
 
 log = logging.getLogger("kairos.runtime")
 T = TypeVar("T")
@@ -104,6 +105,18 @@ class RuntimeHandle:
         """A runtime component of that type, if one runs."""
         return self.runtime.service(kind)
 
+    def start_background(self, title: str, run: Callable[[], Awaitable[str]]) -> str | None:
+        """A long-running tool's call as an async task of this session (see :mod:`kairos.tools.executor`)."""
+        from kairos.runtime.tasks import TaskManager  # tasks imports this module
+
+        manager = self.service(TaskManager)
+        if manager is None:
+            return None
+        try:
+            return manager.spawn_coroutine(self.session_id, title, run).id
+        except KairosError:  # not running (starting or stopping): the call runs inline instead
+            return None
+
 
 NO_RUNTIME = "this tool needs the runtime: run under `kairos serve` or `kairos chat`"
 
@@ -148,7 +161,9 @@ class _Worker:
             rt._publish(self.session_id, "session.error", {"message": f"cannot open the session: {e}"})
             rt._workers.pop(self.session_id, None)
             return
-        session.tool_context.resources[RUNTIME_RESOURCE] = RuntimeHandle(rt, self.session_id)
+        handle = RuntimeHandle(rt, self.session_id)
+        session.tool_context.resources[RUNTIME_RESOURCE] = handle
+        session.tool_context.resources[BACKGROUND_RESOURCE] = handle
         rt.db.write("INSERT OR REPLACE INTO active (session, since) VALUES (?, ?)", (self.session_id, time.time()))
         backoff = 0.0
         try:

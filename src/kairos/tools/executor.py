@@ -13,6 +13,11 @@ tool with ``side_effects=True`` is recorded as started in the caller's :class:`E
 before it runs and as finished with its result when it returns; while it runs,
 :func:`idempotency_key` gives the tool a key that is stable for that call (so a tool that talks to
 a service can dedupe on it).
+
+Long-running tools (``long_running=True``): when the context holds a :class:`BackgroundRunner`
+under :data:`BACKGROUND_RESOURCE` (the event runtime puts one there), the call is started as an
+async task and answered at once with its task id; the tool's real result arrives later as an
+``async.result`` event. Without a runner the call simply runs inline.
 """
 
 from __future__ import annotations
@@ -47,6 +52,22 @@ def idempotency_key() -> str | None:
     deduplicates (``Idempotency-Key`` headers, a mail ``Message-ID``) or check it before acting again.
     """
     return _IDEMPOTENCY_KEY.get()
+
+
+BACKGROUND_RESOURCE = "kairos.background"
+"""``ToolContext.resources`` key of the :class:`BackgroundRunner` long-running tools are started on."""
+
+
+class ToolFailed(Exception):
+    """A long-running tool's call ended in an error result (its task is reported failed)."""
+
+
+class BackgroundRunner(Protocol):
+    """Runs a call in the background as a task of the session (the runtime's async tasks)."""
+
+    def start_background(self, title: str, run: Callable[[], Awaitable[str]]) -> str | None:
+        """Start ``run``; returns the task id, or None when no task manager runs (then run inline)."""
+        ...
 
 
 class EffectLog(Protocol):
@@ -125,14 +146,44 @@ async def _run(
         if verdict is not None:
             return verdict
     if effects is None or not t.side_effects:
-        return await _call(call, t, args, ctx, format_error)
+        return await _start_or_call(call, t, args, ctx, format_error)
     token = _IDEMPOTENCY_KEY.set(effects.effect_started(call.id, t.name, args))
     try:
-        result = await _call(call, t, args, ctx, format_error)
+        result = await _start_or_call(call, t, args, ctx, format_error)
     finally:
         _IDEMPOTENCY_KEY.reset(token)
     effects.effect_finished(call.id, result)  # not on cancel: it stays "started", its effect unknown
     return result
+
+
+async def _start_or_call(
+    call: ToolCall, t: Tool, args: dict[str, Any], ctx: ToolContext, format_error: ErrorFormatter
+) -> ToolResult:
+    """A long-running tool as a background task when a runner is there; any other call inline."""
+    runner = ctx.resources.get(BACKGROUND_RESOURCE) if getattr(t, "long_running", False) else None
+    if runner is None:
+        return await _call(call, t, args, ctx, format_error)
+    key = _IDEMPOTENCY_KEY.get()
+
+    async def in_background() -> str:
+        token = _IDEMPOTENCY_KEY.set(key)  # the task keeps the call's key (a task copies the context anyway)
+        try:
+            result = await _call(call, t, args, ctx, format_error)
+        finally:
+            _IDEMPOTENCY_KEY.reset(token)
+        if result.is_error:
+            raise ToolFailed(result.content)  # the task ends "failed", with this text
+        return result.content
+
+    title = f"{t.name}({json.dumps(args, ensure_ascii=False)[:200]})"
+    task_id = runner.start_background(title, in_background)
+    if task_id is None:
+        return await _call(call, t, args, ctx, format_error)
+    return ToolResult(
+        f"Started in the background as task {task_id}. Its result will arrive as an event; meanwhile "
+        f"task_status('{task_id}') shows progress and cancel_task('{task_id}') stops it.",
+        metadata={"task_id": task_id},
+    )
 
 
 async def _call(

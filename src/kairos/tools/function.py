@@ -44,6 +44,8 @@ class FunctionTool:
     external: bool = False
     side_effects: bool = False
     isolate: bool = False
+    long_running: bool = False
+    """Under a runtime with async tasks the call returns a task id at once; the result comes as an event."""
     _spec: ToolSpec | None = None
 
     def __post_init__(self) -> None:
@@ -107,6 +109,7 @@ def tool(
     external: bool = False,
     side_effects: bool = False,
     isolate: bool = False,
+    long_running: bool = False,
 ) -> Callable[[ToolFn], FunctionTool]: ...
 
 
@@ -121,6 +124,7 @@ def tool(
     external: bool = False,
     side_effects: bool = False,
     isolate: bool = False,
+    long_running: bool = False,
 ) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
     """Decorate a typed function as a tool. Usable bare (``@tool``) or with options."""
 
@@ -134,6 +138,7 @@ def tool(
             external=external,
             side_effects=side_effects,
             isolate=isolate,
+            long_running=long_running,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -149,6 +154,7 @@ def make_tool(
     external: bool = False,
     side_effects: bool = False,
     isolate: bool = False,
+    long_running: bool = False,
 ) -> FunctionTool:
     """``@tool`` as a function call (for functions made at run time, e.g. closures over a plugin).
 
@@ -182,6 +188,7 @@ def make_tool(
         external=external,
         side_effects=side_effects,
         isolate=isolate,
+        long_running=long_running,
     )
 
 

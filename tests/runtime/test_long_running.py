@@ -1,0 +1,124 @@
+"""Tools declared ``long_running``: under the runtime they return a task id at once and the result comes
+as an ``async.result`` event; without the runtime's task manager they run inline."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kairos.agent import Agent
+from kairos.context.session import SessionStore
+from kairos.runtime import Event, Runtime
+from kairos.runtime.tasks import TaskManager
+from kairos.runtime.tasks import tools as task_tools
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
+from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.function import tool
+
+GATE: asyncio.Event | None = None
+RUNS: list[str] = []
+
+
+@tool(long_running=True, side_effects=True)
+async def build_report(quarter: str, ctx: ToolContext) -> str | ToolResult:
+    """Build the quarterly report (takes minutes).
+
+    Args:
+        quarter: e.g. "Q3".
+    """
+    RUNS.append(quarter)
+    if GATE is not None:
+        await GATE.wait()
+    if quarter == "Q0":
+        return ToolResult("no such quarter", is_error=True)
+    return f"report for {quarter}: revenue up 12%"
+
+
+async def _until(check, timeout_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(timeout_s):
+        while not check():  # noqa: ASYNC110 (polls the model's requests)
+            await asyncio.sleep(0.02)
+
+
+def _texts(rt: Runtime, sid: str) -> list[str]:
+    return [m.content for m in rt.store.trajectories.load_messages(sid)]
+
+
+async def test_it_answers_at_once_with_a_task_id_and_the_result_comes_as_an_event(tmp_path: Path) -> None:
+    global GATE
+    GATE = asyncio.Event()
+    RUNS.clear()
+    model = ScriptedModel(
+        [reply("", call("build_report", {"quarter": "Q3"})), reply("building it"), reply("the report is ready")]
+    )
+    manager = TaskManager(poll_s=0.05)
+    agent = Agent(model, tools=[build_report, *task_tools()])
+    async with Runtime(agent, SessionStore(tmp_path), components=[manager]) as rt:
+        await manager.ready()
+        sid = rt.create_session()
+        await rt.submit(Event("user.input", "make the Q3 report", session=sid))
+        await _until(lambda: len(model.requests) == 2)
+        await rt.wait_idle(sid)
+        [task] = manager.tasks_of(sid)
+        assert task.status == "running" and RUNS == ["Q3"]  # the turn ended while the tool still works
+        started = _texts(rt, sid)[2]
+        assert f"Started in the background as task {task.id}" in started
+        GATE.set()
+        await _until(lambda: len(model.requests) == 3)
+        await rt.wait_idle(sid)
+        texts = _texts(rt, sid)
+        problems = trajectory_problems(rt.store.trajectories.load_messages(sid))
+        info = manager.get(task.id)
+    assert info is not None and info.status == "done"
+    assert "report for Q3: revenue up 12%" in texts[4] and task.id in texts[4]
+    assert texts[-1] == "the report is ready" and problems == []
+    assert RUNS == ["Q3"]  # ran once
+
+
+async def test_a_failure_in_the_background_reaches_the_model_as_an_error(tmp_path: Path) -> None:
+    global GATE
+    GATE = None
+    model = ScriptedModel([reply("", call("build_report", {"quarter": "Q0"})), reply("it failed"), reply("sorry")])
+    manager = TaskManager(poll_s=0.05)
+    async with Runtime(Agent(model, tools=[build_report]), SessionStore(tmp_path), components=[manager]) as rt:
+        await manager.ready()
+        sid = rt.create_session()
+        await rt.submit(Event("user.input", "make the Q0 report", session=sid))
+        await _until(lambda: len(manager.tasks_of(sid)) == 1 and manager.tasks_of(sid)[0].status != "running")
+        await _until(lambda: any("<task_result" in t for t in _texts(rt, sid)))
+        await rt.wait_idle(sid)
+        [task] = manager.tasks_of(sid)
+        result = next(t for t in _texts(rt, sid) if "<task_result" in t)
+    assert task.status == "failed"
+    assert 'status="failed"' in result and "no such quarter" in result
+
+
+async def test_cancel_task_stops_a_long_running_call(tmp_path: Path) -> None:
+    global GATE
+    GATE = asyncio.Event()  # never set: only a cancel ends it
+    model = ScriptedModel([reply("", call("build_report", {"quarter": "Q4"})), reply("started")])
+    manager = TaskManager(poll_s=0.05)
+    agent = Agent(model, tools=[build_report, *task_tools()])
+    async with Runtime(agent, SessionStore(tmp_path), components=[manager]) as rt:
+        await manager.ready()
+        sid = rt.create_session()
+        await rt.submit(Event("user.input", "make the Q4 report", session=sid))
+        await _until(lambda: len(model.requests) == 2)
+        await rt.wait_idle(sid)
+        [task] = manager.tasks_of(sid)
+        await manager.cancel(task.id)
+        info = manager.get(task.id)
+    assert info is not None and info.status == "cancelled"
+
+
+async def test_without_the_task_manager_it_runs_inline(tmp_path: Path) -> None:
+    global GATE
+    GATE = None
+    model = ScriptedModel([reply("", call("build_report", {"quarter": "Q2"})), reply("done")])
+    async with Runtime(Agent(model, tools=[build_report]), SessionStore(tmp_path)) as rt:
+        sid = rt.create_session()
+        await rt.submit(Event("user.input", "make the Q2 report", session=sid))
+        await _until(lambda: len(model.requests) == 2)
+        await rt.wait_idle(sid)
+        texts = _texts(rt, sid)
+    assert "report for Q2: revenue up 12%" in texts[2] and "background" not in texts[2]
