@@ -13,7 +13,8 @@ from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.runtime import RUNTIME_RESOURCE, Component, Event, Runtime, RuntimeHandle, SqliteBus
-from kairos.runtime.outbox import MAX_ASK_S, Outbox, QuestionNotFoundError, ask_user, notify_user
+from kairos.runtime.outbox import MAX_ASK_S, Outbox, OutboxApprover, QuestionNotFoundError, ask_user, notify_user
+from kairos.security.approval import ApprovalRequest
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import ToolContext
 
@@ -228,3 +229,28 @@ async def test_an_interrupted_question_is_closed_as_cancelled(tmp_path: Path) ->
         assert q["status"] == "cancelled"
         with pytest.raises(ValueError, match="already cancelled"):
             outbox.answer(q["id"], "yes")
+
+
+async def test_the_outbox_approver_asks_the_user_and_fails_closed(tmp_path: Path) -> None:
+    outbox = Outbox()
+    async with _runtime(tmp_path, outbox) as rt:
+        await outbox.wait_ready()
+        sid = rt.create_session()
+        request = ApprovalRequest("write_file", {"path": "a.txt", "content": "\x1b[2Jx"}, "c1", sid)
+        approver = OutboxApprover(outbox, timeout_s=600)
+        deciding = asyncio.create_task(approver.decide(request))
+        await _until(outbox.questions)
+        (q,) = outbox.questions()
+        assert q["options"] == ["approve", "deny"] and q["default"] == "deny"
+        assert q["text"].startswith("Allow write_file(") and "\x1b" not in q["text"]  # shown, not obeyed
+        outbox.answer(q["id"], "approve")
+        assert (await asyncio.wait_for(deciding, 20)).approved
+        deciding = asyncio.create_task(approver.decide(request))
+        await _until(outbox.questions)
+        outbox.answer(outbox.questions()[0]["id"], "deny")
+        no = await asyncio.wait_for(deciding, 20)
+        assert not no.approved and no.reason == "the user said no"
+        late = await OutboxApprover(outbox, timeout_s=0.2).decide(request)
+        assert not late.approved and "nobody answered" in late.reason
+    outside = await OutboxApprover(outbox).decide(request)  # the runtime has stopped: cannot ask
+    assert not outside.approved and outside.by == "outbox"

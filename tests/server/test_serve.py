@@ -162,3 +162,28 @@ def test_the_mail_toolset_without_a_mailbox_is_a_clear_error(
         "serve", "-w", workspace, "--model", "openai:x", config_dir=user_config_dir, logs=tmp_path / "logs"
     )
     assert code == 1 and "no mailbox is configured: add a [runtime.mail] table" in err
+
+
+def test_side_effects_are_approved_through_the_questions_api(
+    workspace: Path, user_config_dir: Path, tmp_path: Path
+) -> None:
+    (user_config_dir / "config.toml").write_text("[defences]\nconfirm_side_effects = true\n", encoding="utf-8")
+    write = json.dumps({"path": "note.txt", "content": "hello"})
+    with OpenAIServer() as model:
+        model.script(tool_calls_reply(("c1", "write_file", write)), text_reply("written"))
+        with _serve(workspace, user_config_dir, tmp_path, model) as proc:
+            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
+            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
+            assert match is not None
+            with httpx.Client(base_url=match.group(1), timeout=30) as client:
+                sid = client.post("/v1/sessions", json={}).json()["id"]
+                client.post(f"/v1/sessions/{sid}/messages", json={"text": "write the note"})
+                _wait("the approval question", lambda: bool(client.get("/v1/questions").json()["questions"]), proc)
+                (question,) = client.get("/v1/questions").json()["questions"]
+                assert question["options"] == ["approve", "deny"] and "write_file(" in question["text"]
+                assert not (workspace / "note.txt").exists()  # nothing happens before the answer
+                assert client.post(f"/v1/questions/{question['id']}/answer", json={"text": "approve"}).is_success
+                _wait("the answer", lambda: client.get(f"/v1/sessions/{sid}").json()["messages"] >= 4, proc)
+            proc.send(signal.SIGTERM)
+            assert proc.wait() == 0, proc.stderr
+    assert (workspace / "note.txt").read_text() == "hello"

@@ -17,6 +17,7 @@ from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
 from kairos.models.base import Model
 from kairos.runtime import Classifier, Component, RuleRouter, Runtime, UrgencyRule
+from kairos.runtime.outbox import Outbox, OutboxApprover
 from kairos.runtime.toolsets import runtime_tools
 from kairos.security.approval import Approver
 
@@ -55,6 +56,10 @@ def build_runtime(
 ) -> Runtime:
     """The product's runtime over ``store``: the product agent, its runtime tools, components and urgency rules.
 
+    Side-effecting calls (with ``[defences] confirm_side_effects``) are asked through the outbox
+    when the approver is ``auto`` or ``interactive``: a server has no terminal, and the chat shows
+    the question and takes the answer like any other.
+
     Raises:
         ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
     """
@@ -70,12 +75,9 @@ def build_runtime(
 
         classifier = Classifier(load_model(urgency.classifier, config.model_settings()))
     router = RuleRouter([UrgencyRule(**rule.model_dump()) for rule in urgency.rules], classifier)
+    parts = components(workspace, config, str(getattr(llm, "name", config.model)))
+    outbox = next((c for c in parts if isinstance(c, Outbox)), None)
+    if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
+        approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
-    model_name = str(getattr(llm, "name", config.model))
-    return Runtime(
-        agent,
-        store,
-        router=router,
-        components=components(workspace, config, model_name),
-        default_session=default_session,
-    )
+    return Runtime(agent, store, router=router, components=parts, default_session=default_session)

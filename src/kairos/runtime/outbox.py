@@ -32,6 +32,8 @@ from kairos.agent.events import FinalAnswer
 from kairos.errors import KairosError
 from kairos.runtime.events import Event
 from kairos.runtime.runtime import Runtime, runtime_service
+from kairos.security.approval import ApprovalRequest
+from kairos.security.approval import Decision as ApprovalDecision
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -227,6 +229,17 @@ class Outbox:
         Raises:
             ValueError: a bad argument (a timeout without a default, a default not among the options …).
         """
+        answer, by_user = await self.wait_answer(
+            session, question, options=options, timeout_s=timeout_s, default=default
+        )
+        if by_user:
+            return f"The user answered: {answer}"
+        return f"No answer within {timeout_s:g} s; using the declared default: {answer}"
+
+    async def wait_answer(
+        self, session: str, question: str, *, options: Sequence[str] = (), timeout_s: float = 300, default: str = ""
+    ) -> tuple[str, bool]:
+        """Like :meth:`ask`, but returns ``(answer, whether the user gave it)`` (False: the default)."""
         _check_text("question", question)
         opts = [o.strip() for o in options if o.strip()]
         if not 0 <= timeout_s <= MAX_ASK_S:
@@ -245,7 +258,7 @@ class Outbox:
         except TimeoutError:
             if self._close(qid, "expired", default, "default"):
                 self._delivered(qid)
-                return f"No answer within {timeout_s:g} s; using the declared default: {default}"
+                return default, False
             answer = str((self.get(qid) or {}).get("answer", ""))  # answered at the last moment
         except asyncio.CancelledError:
             rt = self._runtime
@@ -255,7 +268,7 @@ class Outbox:
         finally:
             self._waiters.pop(qid, None)
         self._delivered(qid)
-        return f"The user answered: {answer}"
+        return answer, True
 
     def answer(self, question_id: str, text: str, *, user: str | None = None) -> dict[str, Any]:
         """Answer an open question (from the HTTP API or the CLI); returns its record.
@@ -340,6 +353,33 @@ class Outbox:
         return changed
 
 
+class OutboxApprover:
+    """Asks the session's user to approve a side-effecting call through the outbox; no answer is a no.
+
+    The approver of ``kairos serve`` and ``kairos chat``: the question shows in ``GET /v1/questions``
+    (answered with ``POST /v1/questions/{id}/answer``) and in the chat, with the options approve
+    and deny; it fails closed (deny) on a timeout or any error.
+    """
+
+    def __init__(self, outbox: Outbox, timeout_s: float = 300.0) -> None:
+        self.outbox = outbox
+        self.timeout_s = timeout_s
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        """The user's approve or deny; deny after :attr:`timeout_s`."""
+        question = f"Allow {request.describe()}? ({request.reason})"
+        try:
+            answer, by_user = await self.outbox.wait_answer(
+                request.session_id, question, options=("approve", "deny"), timeout_s=self.timeout_s, default="deny"
+            )
+        except (ValueError, KairosError) as e:  # cannot ask: fail closed
+            return ApprovalDecision(False, f"the user could not be asked ({e})", by="outbox")
+        if not by_user:
+            return ApprovalDecision(False, f"nobody answered within {self.timeout_s:g} s", by="outbox")
+        approved = answer == "approve"
+        return ApprovalDecision(approved, "approved by the user" if approved else "the user said no", by="outbox")
+
+
 def _check_text(field: str, text: str) -> None:
     if not text.strip():
         raise ValueError(f"{field} must not be empty")
@@ -411,4 +451,4 @@ def tools() -> builtins.list[Tool]:
     return [notify_user, ask_user]
 
 
-__all__ = ["MAX_ASK_S", "SCHEMA", "Outbox", "QuestionNotFoundError", "tools"]
+__all__ = ["MAX_ASK_S", "SCHEMA", "Outbox", "OutboxApprover", "QuestionNotFoundError", "tools"]
