@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from kairos.context.session import SessionStore
 from tests.support.kairos_cli import KairosProcess, run_kairos
@@ -26,7 +27,10 @@ def test_refuses_a_public_address_without_a_token(workspace: Path, user_config_d
     assert "refusing to listen on 0.0.0.0 without a bearer token" in err and "KAIROS_API_TOKEN" in err
 
 
-def test_serves_answers_and_drains_on_sigterm(workspace: Path, user_config_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_serves_answers_and_drains_on_a_stop_signal(
+    workspace: Path, user_config_dir: Path, tmp_path: Path, stop: signal.Signals
+) -> None:
     with OpenAIServer() as model:
         model.script(text_reply("served answer"), text_reply("second answer"))
         with KairosProcess(
@@ -57,7 +61,7 @@ def test_serves_answers_and_drains_on_sigterm(workspace: Path, user_config_dir: 
                     time.sleep(0.05)
                 second = client.post(f"/v1/sessions/{sid}/messages", json={"text": "and then?"})
                 assert second.status_code == 202
-            proc.send(signal.SIGTERM)
+            proc.send(stop)
             assert proc.wait() == 0, proc.stderr
             assert TOKEN not in proc.stdout + proc.stderr
             assert "kairos stopped" in proc.stdout

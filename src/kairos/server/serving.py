@@ -1,4 +1,4 @@
-"""Run the API under uvicorn; SIGTERM or SIGINT stops accepting, ends the streams and drains the runtime.
+"""Run the API under uvicorn; SIGTERM, SIGHUP or SIGINT stops accepting, ends the streams, drains the runtime.
 
 The order on a stop signal: the listening socket closes (no new connections), every SSE and
 WebSocket stream ends (so its connection can close), requests in flight finish, then the app's
@@ -19,7 +19,8 @@ from fastapi import FastAPI
 
 from kairos.server.state import ServerState
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""SIGHUP too: a server started from a terminal that closes drains like a stopped service."""
 
 
 class KairosServer(uvicorn.Server):
@@ -45,7 +46,7 @@ class KairosServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        """Handle SIGINT/SIGTERM on the loop (and, unlike uvicorn, do not re-raise them afterwards)."""
+        """Handle the stop signals on the loop (and, unlike uvicorn, do not re-raise them afterwards)."""
         if not self.signals or threading.current_thread() is not threading.main_thread():
             yield
             return
