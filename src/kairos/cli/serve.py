@@ -30,7 +30,10 @@ def serve(
 ) -> None:
     """Serve the agent over HTTP: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
 
-    Secrets come only from the environment (never the workspace's kairos.toml). SIGTERM or
+    The agent runs on the event runtime with the tools of [runtime] toolsets and every source
+    (async tasks, timers, file watches, the outbox, mail when [runtime.mail] is set).
+
+    Secrets come only from the environment (never the workspace's kairos.toml). SIGTERM, SIGHUP or
     Ctrl-C drains: no new requests, running turns get --grace seconds, everything accepted is kept.
     """
     from kairos.cli import _fail, _notices, _text, console, err_console
