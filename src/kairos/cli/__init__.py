@@ -12,23 +12,24 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from kairos.agent import Agent
-from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
+from kairos.agent.events import AgentEvent
+from kairos.cli._output import EventPrinter
+from kairos.cli._output import _text as _text  # re-exported: serve.py imports them from here
+from kairos.cli._output import console as console
+from kairos.cli._output import err_console as err_console
 from kairos.cli.skills import skills_app
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError
-from kairos.security.terminal import safe_for_terminal
+from kairos.models.base import Model
 
 app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
 models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
 app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
@@ -48,25 +49,18 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _text(text: str) -> str:
-    """Untrusted text (model output, tool results, file content) as Rich prints it.
-
-    Printed literally, with terminal escape sequences shown instead of obeyed.
-    """
-    return escape(safe_for_terminal(text))
-
-
 def _notices(config: KairosConfig) -> None:
     """What loading the configuration ignored (an untrusted workspace's settings), on stderr."""
     for notice in config.notices:
         err_console.print(f"[yellow]notice:[/] {_text(notice)}")
 
 
-def _setup(
-    workspace: Path, model: str | None, base_url: str | None, session: str | None, title: str = ""
-) -> tuple[Agent, SessionStore, Session]:
-    """The product agent and the session to run (``run`` and ``chat``); a clear error and exit 1 otherwise."""
-    from kairos.app import build_agent
+def _load(workspace: Path, model: str | None, base_url: str | None) -> tuple[Path, KairosConfig, Model]:
+    """The resolved workspace, its settings and the model (``run`` and ``chat``).
+
+    Raises:
+        typer.Exit: a bad workspace or setting, or no model (after a clear error).
+    """
     from kairos.models import load_model
 
     workspace = workspace.resolve()
@@ -76,88 +70,23 @@ def _setup(
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
         with console.status(f"loading model {_text(config.model)} ..."):
-            llm = load_model(config.model, config.model_settings())
-        store = SessionStore(workspace)
-        return build_agent(llm, workspace, config), store, store.open(session, title=title)
+            return workspace, config, load_model(config.model, config.model_settings())
     except KairosError as e:
         raise _fail(str(e)) from e
 
 
-class EventPrinter:
-    """Streams a run to the terminal: tool calls, results, answer text, optional trace.
+def _setup(
+    workspace: Path, model: str | None, base_url: str | None, session: str | None, title: str = ""
+) -> tuple[Agent, SessionStore, Session]:
+    """The product agent and the session to run (``run``); a clear error and exit 1 otherwise."""
+    from kairos.app import build_agent
 
-    Every piece of model or tool text goes through :func:`safe_for_terminal` first: file contents
-    and model output must not set the window title, write the clipboard, clear the screen or
-    overwrite a line (and so forge what the user sees, such as an approval prompt).
-    """
-
-    def __init__(self, trace: bool) -> None:
-        self.trace = trace
-        self.streamed = False
-        """Text of the current model reply has been printed (so the final answer is not repeated)."""
-        self.open_line = False
-        self.failed = False
-
-    def __call__(self, event: AgentEvent) -> None:
-        """Print one event."""
-        if event.type == "model_delta":
-            if event.delta.type == "text":
-                console.print(_text(event.delta.text), end="", style="bold")
-                self.streamed = self.open_line = True
-        elif event.type == "tool_started":
-            self.streamed = False
-            self._newline()
-            console.print(f"[cyan]→ {_text(event.call.name)}[/]([dim]{_text(event.call.arguments)}[/])")
-        elif event.type == "tool_finished":
-            lines = event.result.content.splitlines() or [""]
-            preview = "\n  ".join(_text(line[:160]) for line in lines[:6])
-            more = f"\n  [dim]… {len(lines) - 6} more lines[/]" if len(lines) > 6 else ""
-            style = "red" if event.result.is_error else "green"
-            name = _text(event.call.name)
-            console.print(f"[{style}]← {name}[/] [dim]({event.duration_s:.2f} s)[/]\n  {preview}{more}")
-        elif isinstance(event, RequestStats):
-            if self.trace:
-                self._newline()
-                console.print(_text(trace_line(event)), style="magenta")
-        elif isinstance(event, FinalAnswer):
-            self._final(event)
-        elif event.type == "notice":
-            self._newline()
-            err_console.print(f"[yellow]{_text(event.text)}[/]")
-        elif event.type == "hook_failed":
-            self._newline()
-            err_console.print(f"[yellow]plugin {_text(event.plugin)} failed in {event.hook}: {_text(event.message)}[/]")
-        elif isinstance(event, RunError):
-            self._newline()
-            self.failed = True
-            err_console.print(f"[bold red]error:[/] {_text(event.message)}")
-
-    def _final(self, event: FinalAnswer) -> None:
-        self._newline()
-        if event.stop_reason == "answer":
-            if not self.streamed:
-                console.print(_text(event.text), style="bold")
-            return
-        # a stopped reply's text was streamed already: say why it stopped, do not print it twice
-        text = "" if self.streamed and event.stop_reason == "interrupted" else event.text
-        console.print(f"[yellow]{_text(text) or '(stopped)'}[/] [dim]({_text(event.stop_reason)})[/]")
-
-    def _newline(self) -> None:
-        if self.open_line:
-            console.print()
-        self.open_line = False
-
-
-def trace_line(s: RequestStats) -> str:
-    """One line of ``--trace`` output for a request (callers print it through :func:`safe_for_terminal`)."""
-    u = s.usage
-    share = f"{u.cached_prompt_tokens / u.prompt_tokens:.0%}" if u.prompt_tokens else "-"
-    ttft = f"{u.ttft_s:.2f} s" if u.ttft_s is not None else "-"
-    return (
-        f"[request {s.index}] prompt {u.prompt_tokens} tok · cached {u.cached_prompt_tokens} ({share}) · "
-        f"new {u.new_prompt_tokens} · out {u.completion_tokens} · TTFT {ttft} · total {u.total_s:.2f} s · "
-        f"{s.audit.describe()}"
-    )
+    workspace, config, llm = _load(workspace, model, base_url)
+    try:
+        store = SessionStore(workspace)
+        return build_agent(llm, workspace, config), store, store.open(session, title=title)
+    except KairosError as e:
+        raise _fail(str(e)) from e
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -297,36 +226,43 @@ def chat(
     session: SessionOpt = None,
     trace: TraceOpt = False,
 ) -> None:
-    """Multi-turn chat. Ctrl-C interrupts a running turn; Ctrl-D or /exit quits."""
-    agent, store, sess = _setup(workspace, model, base_url, session)
-    resumed = f", resumed with {len(sess)} messages" if session else ""
-    console.print(f"[dim]session {sess.id}{resumed}. /exit to quit.[/]")
+    """Multi-turn chat on the event runtime `kairos serve` runs, with the same tools and sources.
 
-    async def main() -> int | None:
-        try:
-            while True:
-                try:
-                    line = await asyncio.to_thread(console.input, "[bold blue]you>[/] ")
-                except EOFError:
-                    break
-                if line.strip() in ("/exit", "/quit"):
-                    break
-                if line.strip():
-                    stopped_by = await _drive(agent, sess, line, EventPrinter(trace))
-                    if stopped_by is not None and stopped_by != signal.SIGINT:
-                        return stopped_by  # SIGTERM/SIGHUP: the turn was closed cleanly; now leave
-        finally:
-            await sess.aclose()
-        return None
+    Timers, finished async tasks, file watches and mail wake the agent here too, and those runs
+    are printed as they happen; notify_user messages and ask_user questions appear in the
+    terminal. When the agent asks something, the next line you type answers it (or
+    /answer ID TEXT). You can type while the agent works. Ctrl-C stops a running turn; Ctrl-C at
+    the prompt, Ctrl-D or /exit quits (running work gets a short grace, then is interrupted;
+    nothing is lost). /help lists this.
+    """
+    from kairos.cli._chat import ApprovalLine, run_chat
+    from kairos.cli._runtime import build_runtime
+    from kairos.security.approval import InteractiveApprover, make_approver
 
+    workspace, config, llm = _load(workspace, model, base_url)
+    store = SessionStore(workspace)
+    try:
+        sid = session or store.trajectories.create_session("")
+        probe = store.resume(sid)  # unknown or held by another process: a clear error now
+        resumed = f", resumed with {len(probe)} messages" if session else ""
+        asyncio.run(probe.aclose())
+        interactive = sys.stdin.isatty()
+        approvals = ApprovalLine()  # approvals are answered by the chat's next line: one reader of stdin
+        asks = isinstance(make_approver(config.defences.approver), InteractiveApprover)
+        approver = InteractiveApprover(ask=approvals) if asks else None
+        runtime = build_runtime(llm, workspace, config, store, approver=approver, default_session=sid)
+    except KairosError as e:
+        store.close()
+        raise _fail(str(e)) from e
+    console.print(f"[dim]session {sid}{resumed}. /help for help, /exit to quit.[/]")
     stopped_by: int | None = None
     try:
-        stopped_by = asyncio.run(main())
-    except KeyboardInterrupt:  # Ctrl-C at the prompt (between turns)
-        stopped_by = signal.SIGINT
-    console.print(f"\n[dim]session {sess.id} saved.[/]")
+        stopped_by = asyncio.run(run_chat(runtime, sid, trace=trace, interactive=interactive, approvals=approvals))
+    except KeyboardInterrupt:  # Ctrl-C before the chat took the signal over
+        stopped_by = None
+    console.print(f"\n[dim]session {sid} saved.[/]")
     store.close()
-    if stopped_by is not None and stopped_by != signal.SIGINT:
+    if stopped_by is not None:
         raise typer.Exit(128 + stopped_by)
 
 

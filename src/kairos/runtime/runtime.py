@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kairos.agent import Agent
-from kairos.agent.events import FinalAnswer, RunError
+from kairos.agent.events import AgentEvent, FinalAnswer, RunError
 from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
 from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError, SessionNotFoundError
@@ -205,6 +205,7 @@ class _Worker:
         rt._publish(self.session_id, "run.started", {"pending": len(session.inbox)})
         try:
             async for event in rt.agent.run(session):
+                rt._on_agent_event(self.session_id, event)
                 if isinstance(event, RunError):
                     failed = True
                 record = agent_record(event)
@@ -261,6 +262,8 @@ class Runtime:
         self.accepting = False
         self.answer_listeners: list[Callable[[str, FinalAnswer], None]] = []
         """Called with (session, final answer) whenever a run ends (the outbox, tests)."""
+        self.agent_listeners: list[Callable[[str, AgentEvent], None]] = []
+        """Called with (session, event) for every event of a session's runs, unabridged (``kairos chat``)."""
         self._default_session = default_session
         self._workers: dict[str, _Worker] = {}
         self._group: asyncio.TaskGroup | None = None
@@ -554,6 +557,13 @@ class Runtime:
             session_id, "parallel.answer", {"question": event.content, "answer": answer, "side_session": side.id}
         )
         self.post(session_id, ParallelExchange(event.content, answer, side.id))
+
+    def _on_agent_event(self, session_id: str, event: AgentEvent) -> None:
+        for listener in list(self.agent_listeners):
+            try:
+                listener(session_id, event)
+            except Exception:
+                log.exception("agent listener failed")
 
     def _on_answer(self, session_id: str, event: FinalAnswer) -> None:
         for listener in list(self.answer_listeners):

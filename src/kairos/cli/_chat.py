@@ -1,0 +1,425 @@
+"""``kairos chat`` on the event runtime: the terminal as one more front end of the runtime ``serve`` runs.
+
+Typed lines become ``user.input`` events; everything the session's agent does is printed as it
+happens, including runs nobody typed for (a timer fired, an async task ended, mail arrived), and
+what the agent tells or asks the user (``notify_user``, ``ask_user``, approvals) appears in the
+terminal and is answered by typing.
+
+stdin is read in a daemon thread, so typing while the agent works is possible and quitting never
+waits for a blocked read. On a terminal a line typed during a run is submitted at once (the
+router decides queue or interrupt); from a pipe the chat waits until the session is idle (or
+asks something) before it reads the next line, so piped chats are deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import concurrent.futures
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Awaitable, Iterator
+from typing import Any, TypeVar
+
+from kairos.agent.events import AgentEvent
+from kairos.cli._output import EventPrinter, _text, console, err_console
+from kairos.errors import KairosError
+from kairos.runtime import Event, Outbox, Runtime
+from kairos.runtime.bus import BusEvent, SubscriberTooSlow
+
+T = TypeVar("T")
+GRACE_S = 2.0
+"""Seconds a running turn gets to finish when the chat quits (then it is interrupted; nothing is lost)."""
+SETTLE_S = 1e9
+"""Piped input waits this long at most for the session to become idle (i.e. as long as it takes)."""
+HELP = """\
+Type a message and press Enter; you can type while the agent works.
+Timers, finished tasks, file watches and mail wake the agent here too, and their runs are shown.
+When the agent asks something (a question or an approval), the next line you type answers it,
+or answer a question by id with: /answer ID TEXT
+Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help shows this."""
+
+
+class LineReader:
+    """stdin in a daemon thread, handed to the loop line by line (None: end of input).
+
+    ``continuous`` (a terminal): read ahead all the time. Otherwise read a line only when
+    :meth:`next` asks for one.
+    """
+
+    def __init__(self, continuous: bool) -> None:
+        self.continuous = continuous
+        self._loop = asyncio.get_running_loop()
+        self._lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._want = threading.Semaphore(0)
+        self._closed = False
+        self._raw = _raw_lines(_stdin_fd()) if not (sys.stdin.isatty() and sys.stdout.isatty()) else None
+        threading.Thread(target=self._read, name="kairos-chat-stdin", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            if not self.continuous:
+                self._want.acquire()
+            if self._closed:
+                return
+            try:  # a terminal gets line editing; else the fd itself, so no lock of sys.stdin is held at exit
+                line: str | None = console.input("") if self._raw is None else next(self._raw, None)
+            except (EOFError, OSError, ValueError, UnicodeDecodeError):
+                line = None
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody listens any more
+                self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
+            if line is None:
+                return
+
+    async def next(self) -> str | None:
+        """The next line, None at end of input."""
+        if not self.continuous:
+            self._want.release()
+        return await self._lines.get()
+
+    def close(self) -> None:
+        """Let a waiting reader thread end (one blocked in a read ends with the process)."""
+        self._closed = True
+        self._want.release()
+
+
+def _stdin_fd() -> int | None:
+    try:
+        return sys.stdin.fileno()
+    except (OSError, ValueError):  # replaced by something without a descriptor (a test runner)
+        return None
+
+
+def _raw_lines(fd: int | None) -> Iterator[str] | None:
+    """Lines read straight from ``fd`` (None: no descriptor, read ``sys.stdin`` instead).
+
+    A daemon thread blocked in ``sys.stdin.readline()`` holds the buffer's lock, and the
+    interpreter aborts when it exits meanwhile (Ctrl-C at the prompt of a piped chat); a blocked
+    ``os.read`` holds nothing.
+    """
+    if fd is None:
+        return None
+
+    def lines() -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        buffered = ""
+        while True:
+            while "\n" not in buffered:
+                chunk = os.read(fd, 65536)
+                buffered += decoder.decode(chunk, final=not chunk)
+                if not chunk:
+                    if buffered:
+                        yield buffered
+                    return
+            line, buffered = buffered.split("\n", 1)
+            yield line.removesuffix("\r")
+
+    return lines()
+
+
+class ApprovalLine:
+    """The ``ask`` of the chat's :class:`~kairos.security.approval.InteractiveApprover`.
+
+    Made before the chat runs (the runtime's agent needs its approver first); asks the running
+    chat, whose next typed line is the answer. Before or after the chat: no answer (a no).
+    """
+
+    def __init__(self) -> None:
+        self.chat: Chat | None = None
+
+    def __call__(self, prompt: str) -> str:
+        """Blocking (the approver calls it in a thread).
+
+        Raises:
+            EOFError: no chat runs, or it ended before an answer.
+        """
+        if self.chat is None:
+            raise EOFError("no chat is running")
+        return self.chat.ask_approval(prompt)
+
+
+class Chat:
+    """One terminal chat on a running :class:`Runtime`, bound to one session."""
+
+    def __init__(self, runtime: Runtime, session: str, *, trace: bool, interactive: bool) -> None:
+        self.runtime = runtime
+        self.session = session
+        self.interactive = interactive
+        self.printer = EventPrinter(trace)
+        self.outbox = runtime.service(Outbox)
+        self.questions: dict[str, dict[str, Any]] = {}
+        """Open ``ask_user`` questions of this session, oldest first."""
+        self.approval: concurrent.futures.Future[str | None] | None = None
+        self.prompt_open = asyncio.Event()
+        """Set while the agent waits for the user (a question or an approval)."""
+        self.quit = asyncio.Event()
+        self.stopped_by: int | None = None
+        self._loop = asyncio.get_running_loop()
+        self._prompt_shown = False
+
+    # -- output -------------------------------------------------------------------------------------
+
+    def _clear_prompt(self) -> None:
+        if self._prompt_shown:
+            console.print()
+            self._prompt_shown = False
+
+    def _show_prompt(self) -> None:
+        if not self._prompt_shown:
+            console.print("[bold blue]you>[/] ", end="")
+            self._prompt_shown = True
+
+    def on_agent_event(self, session: str, event: AgentEvent) -> None:
+        """Print the session's agent events as they happen (a :attr:`Runtime.agent_listeners` entry)."""
+        if session == self.session:
+            self._clear_prompt()
+            self.printer(event)
+
+    async def follow(self) -> None:
+        """Print what the bus says about the session beyond the agent's events (outbox, parallel answers)."""
+        while True:
+            try:
+                async for ev in self.runtime.bus.subscribe(self.session):
+                    self._on_bus(ev)
+                return
+            except SubscriberTooSlow:
+                continue
+
+    def _on_bus(self, ev: BusEvent) -> None:
+        data = ev.data
+        if ev.type == "outbox.message" and data.get("kind") == "question":
+            self.questions[str(data["id"])] = data
+            self._say_question(data)
+        elif ev.type == "outbox.message":
+            if data.get("kind") == "notify":
+                self._clear_prompt()
+                priority = str(data.get("priority", "normal"))
+                console.print(f"[bold yellow]notification ({_text(priority)}):[/] {_text(str(data.get('text', '')))}")
+            if self.outbox is not None:  # shown here (an answer was streamed already): read
+                self.outbox.mark_read([str(data["id"])])
+        elif ev.type == "outbox.closed" and self.questions.pop(str(data.get("id")), None) is not None:
+            if data.get("answered_by") != "user":
+                self._clear_prompt()
+                said = f"; the agent uses the default: {data['answer']}" if data.get("answer") else ""
+                console.print(f"[yellow]question {_text(str(data['id']))} is {_text(str(data['status']))}{said}[/]")
+        elif ev.type == "parallel.answer":
+            self._clear_prompt()
+            question, answer = _text(str(data.get("question", ""))), _text(str(data.get("answer", "")))
+            console.print(f"[dim](answered beside the running task)[/] {question}\n[bold]{answer}[/]")
+        elif ev.type == "session.error":
+            self._clear_prompt()
+            err_console.print(f"[bold red]error:[/] {_text(str(data.get('message', '')))}")
+        elif ev.type == "run.ended" and self.interactive and not self.runtime.busy(self.session):
+            self._show_prompt()
+        self._update_prompt_open()
+
+    def _say_question(self, q: dict[str, Any]) -> None:
+        self._clear_prompt()
+        options = " " + _text(f"[{' / '.join(q['options'])}]") if q.get("options") else ""
+        default = f"; default {_text(q['default'])} after {q['timeout_s']:g} s" if q.get("timeout_s") else ""
+        console.print(f"[bold magenta]? {_text(str(q['text']))}[/]{options} [dim](question {q['id']}{default})[/]")
+        console.print("[dim]type your answer (or /answer ID TEXT)[/]")
+
+    def _update_prompt_open(self) -> None:
+        if self.questions or self.approval is not None:
+            self.prompt_open.set()
+        else:
+            self.prompt_open.clear()
+
+    # -- approvals (called in the approver's thread) ---------------------------------------------------
+
+    def ask_approval(self, prompt: str) -> str:
+        """The ``ask`` of an :class:`~kairos.security.approval.InteractiveApprover`: the next typed line.
+
+        Raises:
+            EOFError: the chat ended (or the turn was stopped) before an answer: a no.
+        """
+        fut: concurrent.futures.Future[str | None] = concurrent.futures.Future()
+
+        def show() -> None:
+            if self.quit.is_set():
+                fut.set_result(None)
+                return
+            self.approval = fut
+            self._clear_prompt()
+            console.print(prompt.strip(), end=" ", markup=False)
+            self._prompt_shown = True
+            self._update_prompt_open()
+
+        try:
+            self._loop.call_soon_threadsafe(show)
+        except RuntimeError:  # the chat's loop is gone
+            raise EOFError("the chat ended") from None
+        answer = fut.result()
+        if answer is None:
+            raise EOFError("no answer")
+        return answer
+
+    def _settle_approval(self, answer: str | None) -> None:
+        fut, self.approval = self.approval, None
+        if fut is not None and not fut.done():
+            fut.set_result(answer)
+        self._prompt_shown = False
+        self._update_prompt_open()
+
+    # -- input ------------------------------------------------------------------------------------------
+
+    def on_signal(self, signum: int) -> None:
+        """Ctrl-C stops a running turn (or quits at the prompt); SIGTERM and SIGHUP quit."""
+        if signum == signal.SIGINT and self.runtime.busy(self.session):
+            self._settle_approval(None)
+            self.runtime.interrupt(self.session, reason="Ctrl-C")
+            return
+        if signum != signal.SIGINT:
+            self.stopped_by = signum
+        self.quit.set()
+
+    async def _until_quit(self, aw: Awaitable[T]) -> T | None:
+        """``aw``'s result, or None when the chat is told to quit first."""
+        task = asyncio.ensure_future(aw)
+        quitting = asyncio.ensure_future(self.quit.wait())
+        try:
+            await asyncio.wait({task, quitting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            quitting.cancel()
+            if not task.done():
+                task.cancel()
+        return None if task.cancelled() or not task.done() else task.result()
+
+    async def _settle(self) -> None:
+        """Until the session is idle or waits for the user (piped input reads its next line then)."""
+        idle = asyncio.ensure_future(self.runtime.wait_idle(self.session, SETTLE_S))
+        asking = asyncio.ensure_future(self.prompt_open.wait())
+        try:
+            await asyncio.wait({idle, asking}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (idle, asking):
+                t.cancel()
+
+    async def loop(self) -> None:
+        """Read lines until end of input, /exit, or a signal that quits."""
+        reader = LineReader(continuous=self.interactive)
+        if self.interactive and not self.prompt_open.is_set():
+            self._show_prompt()
+        try:
+            while not self.quit.is_set():
+                if not self.interactive:
+                    await self._until_quit(self._settle())
+                    if self.quit.is_set():
+                        break
+                if not self.interactive and not self.prompt_open.is_set():
+                    self._show_prompt()
+                line = await self._until_quit(reader.next())
+                if self.interactive:  # the terminal echoed the line and its newline
+                    self._prompt_shown = False
+                if line is None or line.strip() in ("/exit", "/quit"):
+                    break
+                submitted = await self.handle(line)
+                if self.interactive and not submitted and not self.prompt_open.is_set():
+                    self._show_prompt()  # a run shows it again when it ends
+        finally:
+            reader.close()
+            self._settle_approval(None)
+
+    async def handle(self, line: str) -> bool:
+        """One typed line: an answer to what the agent asked, a command, or a message for the session.
+
+        Returns whether it was sent to the session as a message.
+        """
+        text = line.strip()
+        if text == "/help":
+            console.print(HELP, markup=False)
+        elif text.startswith("/answer"):
+            qid, _, answer = text.removeprefix("/answer").strip().partition(" ")
+            if not qid or not answer.strip():
+                err_console.print("usage: /answer ID TEXT", markup=False)
+            else:
+                self._answer(qid, answer.strip())
+        elif self.approval is not None:
+            self._settle_approval(line)
+        elif self.questions and text:
+            self._answer(next(iter(self.questions)), text)
+        elif text:
+            event = Event("user.input", line, source={"type": "user"}, channel="cli", session=self.session)
+            try:
+                await self.runtime.submit(event)
+            except KairosError as e:
+                err_console.print(f"[bold red]error:[/] {_text(str(e))}")
+                return False
+            return True
+        return False
+
+    def _answer(self, qid: str, text: str) -> None:
+        if self.outbox is None:
+            err_console.print("[bold red]error:[/] the outbox is not running")
+            return
+        try:
+            self.outbox.answer(qid, text)
+        except (KairosError, ValueError) as e:
+            err_console.print(f"[bold red]error:[/] {_text(str(e))}")
+            q = self.questions.get(qid)
+            if q is not None and q.get("status", "pending") == "pending":
+                self._say_question(q)
+            return
+        self.questions.pop(qid, None)
+        self._update_prompt_open()
+
+    async def greet(self) -> None:
+        """Show what waits for the user: unread notifications and open questions of this session."""
+        if self.outbox is None:
+            return
+        try:
+            await self.outbox.wait_ready()
+            unread = [m for m in self.outbox.list(unread_only=True) if m["kind"] == "notify"]
+        except (TimeoutError, KairosError):  # the outbox did not start: nothing to show
+            return
+        for m in unread:
+            console.print(f"[bold yellow]notification ({_text(m['priority'])}, {m['created']}):[/] {_text(m['text'])}")
+        self.outbox.mark_read([m["id"] for m in unread])
+        for q in self.outbox.questions():
+            if q["session"] == self.session and q["id"] not in self.questions:
+                self.questions[q["id"]] = q
+                self._say_question(q)
+        self._update_prompt_open()
+
+
+async def run_chat(
+    runtime: Runtime, session: str, *, trace: bool, interactive: bool, approvals: ApprovalLine | None = None
+) -> int | None:
+    """Chat on ``session`` until the user quits; returns the signal that ended it (SIGTERM, SIGHUP), if one did.
+
+    ``runtime`` is not started yet (this runs it); ``approvals`` is the ``ask`` of its approver, if
+    approvals are asked in the terminal.
+    """
+    loop = asyncio.get_running_loop()
+    chat = Chat(runtime, session, trace=trace, interactive=interactive)
+    if approvals is not None:
+        approvals.chat = chat
+    runtime.agent_listeners.append(chat.on_agent_event)  # before the runtime starts: recovered runs show too
+    follower = asyncio.create_task(chat.follow(), name="chat:follow")
+    async with runtime:
+        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        for sig in stops:
+            loop.add_signal_handler(sig, chat.on_signal, sig)
+        try:
+            await chat.greet()
+            await chat.loop()
+        finally:
+            for sig in stops:
+                loop.remove_signal_handler(sig)
+            chat.quit.set()
+            chat._settle_approval(None)
+            await runtime.aclose(GRACE_S)
+            chat._settle_approval(None)
+            if approvals is not None:
+                approvals.chat = None
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+    return chat.stopped_by
+
+
+__all__ = ["GRACE_S", "HELP", "ApprovalLine", "Chat", "LineReader", "run_chat"]
