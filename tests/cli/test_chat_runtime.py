@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import pty
 import signal
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +89,8 @@ def test_a_timer_wakes_the_chat_and_its_run_is_printed_without_typed_input(
         _end_input(proc)
         assert proc.wait() == 0, proc.stderr
     assert "→ set_timer" in out and "Timer set for one second." in out
-    assert out.index("Timer set for one second.") < out.index("Your tea is ready!")
+    woke = "» timer.trigger: tell the user the tea is ready"  # what woke the agent, before its reply
+    assert out.index("Timer set for one second.") < out.index(woke) < out.index("Your tea is ready!")
     assert len(model.requests) == 3
     woken = json.dumps(model.bodies()[2]["messages"])
     assert "tell the user the tea is ready" in woken  # the third request is the timer's, not the user's
@@ -188,3 +192,51 @@ def test_an_unknown_session_is_a_clear_error(
         assert proc.wait() == 1
         assert "no session 'nope'" in " ".join(proc.stderr.split()) and "Traceback" not in proc.stderr
     assert model.requests == []
+
+
+def test_on_a_terminal_approvals_are_typed_answers_and_a_line_typed_during_a_run_joins_it(
+    workspace: Path, model: OpenAIServer, user_config_dir: Path, logs: Path
+) -> None:
+    """stdin is a pseudo-terminal: the chat reads ahead, so a line typed while a tool runs is queued at once."""
+    command = "touch started; while [ ! -f go ]; do sleep 0.02; done; echo released"
+    model.script(
+        tool_calls_reply(("c1", "bash", json.dumps({"command": command}))), text_reply("Released, and hi to you.")
+    )
+    (user_config_dir / "config.toml").write_text("[defences]\nconfirm_side_effects = true\n", encoding="utf-8")
+    controller, terminal = pty.openpty()
+    try:
+        with KairosProcess(
+            "chat", "-w", workspace, "--model", "openai:fake-model", "--base-url", model.openai_base_url,
+            config_dir=user_config_dir, logs=logs, stdin=terminal,
+        ) as proc:  # fmt: skip
+            os.write(controller, b"run the waiting command\n")
+            proc.wait_until("the approval prompt", lambda: "Allow bash(" in proc.stdout)
+            os.write(controller, b"y\n")  # the auto approver asks on a terminal; the chat's next line answers
+            proc.wait_until("the command runs", lambda: (workspace / "started").exists())
+            os.write(controller, b"and say hi\n")  # typed while the tool runs: queued for its next safe point
+            proc.wait_until("the line was accepted", lambda: _accepted(workspace, "and say hi"))
+            (workspace / "go").touch()
+            proc.wait_until("the answer", lambda: "Released, and hi to you." in proc.stdout)
+            os.write(controller, b"/exit\n")
+            assert proc.wait() == 0, proc.stderr
+            assert "Fatal Python error" not in proc.stderr and "Traceback" not in proc.stderr
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert len(model.requests) == 2  # one run: the typed line joined it instead of starting another
+    sent = model.bodies()[1]["messages"]
+    roles = [m["role"] for m in sent]
+    tool_at = roles.index("tool")
+    assert "released" in sent[tool_at]["content"]
+    assert any(m["role"] == "user" and "and say hi" in m["content"] for m in sent[tool_at + 1 :])
+    _, messages = _stored(workspace)
+    assert trajectory_problems(messages) == []
+
+
+def _accepted(workspace: Path, text: str) -> bool:
+    """Whether an event with ``text`` is in the session's inbox (durably accepted by the runtime)."""
+    con = sqlite3.connect(workspace / ".kairos" / "kairos.db")
+    try:
+        return bool(con.execute("SELECT 1 FROM inbox WHERE record LIKE ?", (f"%{text}%",)).fetchall())
+    finally:
+        con.close()

@@ -205,6 +205,11 @@ class Chat:
                 self._clear_prompt()
                 said = f"; the agent uses the default: {data['answer']}" if data.get("answer") else ""
                 console.print(f"[yellow]question {_text(str(data['id']))} is {_text(str(data['status']))}{said}[/]")
+        elif ev.type == "event.accepted" and data.get("channel") != "cli":  # what wakes the agent besides you
+            self._clear_prompt()
+            first = (str(data.get("content", "")).strip().splitlines() or [""])[0]
+            kind, how = _text(str(data.get("type", "event"))), _text(str(data.get("strategy", "")))
+            console.print(f"[dim]» {kind}: {_text(first[:160])} ({how})[/]")
         elif ev.type == "parallel.answer":
             self._clear_prompt()
             question, answer = _text(str(data.get("question", ""))), _text(str(data.get("answer", "")))
@@ -318,8 +323,9 @@ class Chat:
                 if line is None or line.strip() in ("/exit", "/quit"):
                     break
                 submitted = await self.handle(line)
-                if self.interactive and not submitted and not self.prompt_open.is_set():
-                    self._show_prompt()  # a run shows it again when it ends
+                idle = not self.prompt_open.is_set() and not self.runtime.busy(self.session)
+                if self.interactive and not submitted and idle:
+                    self._show_prompt()  # else the run shows it again when it ends
         finally:
             reader.close()
             self._settle_approval(None)
