@@ -129,6 +129,8 @@ def test_answer_by_id_and_a_bad_id_is_a_clear_error(
     ask = json.dumps({"question": "Which colour?", "timeout_s": 0})
     model.script(tool_calls_reply(("c1", "ask_user", ask)), text_reply("Blue it is."))
     with _chat(workspace, model, user_config_dir, logs) as proc:
+        _type(proc, "/help")
+        proc.wait_until("the help", lambda: "Ctrl-C stops a running turn" in proc.stdout)
         _type(proc, "paint it")
         proc.wait_until("the question", lambda: "? Which colour? (question q-" in proc.stdout)
         qid = proc.stdout.split("(question ", 1)[1].split(")", 1)[0].split(";")[0]
@@ -138,8 +140,25 @@ def test_answer_by_id_and_a_bad_id_is_a_clear_error(
         proc.wait_until("the answer", lambda: "Blue it is." in proc.stdout)
         _end_input(proc)
         assert proc.wait() == 0, proc.stderr
+    assert len(model.requests) == 2  # /help and /answer were commands, not messages
     tool_results = [m["content"] for m in model.bodies()[1]["messages"] if m["role"] == "tool"]
     assert len(tool_results) == 1 and "The user answered: blue" in tool_results[0]
+
+
+def test_an_unanswered_question_is_closed_with_its_default_and_the_terminal_says_so(
+    workspace: Path, model: OpenAIServer, user_config_dir: Path, logs: Path
+) -> None:
+    ask = json.dumps({"question": "Deploy now?", "options": ["yes", "no"], "timeout_s": 1, "default": "no"})
+    model.script(tool_calls_reply(("c1", "ask_user", ask)), text_reply("Not deploying, then."))
+    with _chat(workspace, model, user_config_dir, logs) as proc:
+        _type(proc, "build it")
+        proc.wait_until("the answer", lambda: "Not deploying, then." in proc.stdout)
+        _end_input(proc)
+        assert proc.wait() == 0, proc.stderr
+        out = proc.stdout
+    assert "is expired; the agent uses the default: no" in out
+    (result,) = [m["content"] for m in model.bodies()[1]["messages"] if m["role"] == "tool"]
+    assert "using the declared default: no" in result
 
 
 def test_ctrl_c_interrupts_a_run_the_session_stays_valid_and_ctrl_c_at_the_prompt_quits(

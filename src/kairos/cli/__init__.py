@@ -226,14 +226,13 @@ def chat(
     session: SessionOpt = None,
     trace: TraceOpt = False,
 ) -> None:
-    """Multi-turn chat on the event runtime `kairos serve` runs, with the same tools and sources.
+    """Multi-turn chat on the event runtime that `kairos serve` runs, with the same tools and sources.
 
-    Timers, finished async tasks, file watches and mail wake the agent here too, and those runs
-    are printed as they happen; notify_user messages and ask_user questions appear in the
-    terminal. When the agent asks something, the next line you type answers it (or
-    /answer ID TEXT). You can type while the agent works. Ctrl-C stops a running turn; Ctrl-C at
-    the prompt, Ctrl-D or /exit quits (running work gets a short grace, then is interrupted;
-    nothing is lost). /help lists this.
+    Timers, finished async tasks, file watches and mail wake the agent here too; those runs print as they happen.
+    notify_user messages and ask_user questions (and approvals) appear in the terminal.
+    When the agent asks something, the next line you type answers it (or: /answer ID TEXT).
+    You can type while the agent works: the line goes to the running turn at its next safe point.
+    Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help repeats this.
     """
     from kairos.cli._chat import ApprovalLine, run_chat
     from kairos.cli._runtime import build_runtime
