@@ -229,8 +229,9 @@ def test_on_a_terminal_approvals_are_typed_answers_and_a_line_typed_during_a_run
             config_dir=user_config_dir, logs=logs, stdin=terminal,
         ) as proc:  # fmt: skip
             os.write(controller, b"run the waiting command\n")
-            proc.wait_until("the approval prompt", lambda: "Allow bash(" in proc.stdout)
-            os.write(controller, b"y\n")  # the auto approver asks on a terminal; the chat's next line answers
+            proc.wait_until("the approval question", lambda: "? Allow bash(" in proc.stdout)
+            assert "[approve / deny]" in proc.stdout
+            os.write(controller, b"y\n")  # an outbox question (approve / deny); the next line answers, y for approve
             proc.wait_until("the command runs", lambda: (workspace / "started").exists())
             os.write(controller, b"and say hi\n")  # typed while the tool runs: queued for its next safe point
             proc.wait_until("the line was accepted", lambda: _accepted(workspace, "and say hi"))

@@ -234,9 +234,8 @@ def chat(
     You can type while the agent works: the line goes to the running turn at its next safe point.
     Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help repeats this.
     """
-    from kairos.cli._chat import ApprovalLine, run_chat
+    from kairos.cli._chat import run_chat
     from kairos.cli._runtime import build_runtime
-    from kairos.security.approval import InteractiveApprover, make_approver
 
     workspace, config, llm = _load(workspace, model, base_url)
     store = SessionStore(workspace)
@@ -246,17 +245,15 @@ def chat(
         resumed = f", resumed with {len(probe)} messages" if session else ""
         asyncio.run(probe.aclose())
         interactive = sys.stdin.isatty()
-        approvals = ApprovalLine()  # approvals are answered by the chat's next line: one reader of stdin
-        asks = isinstance(make_approver(config.defences.approver), InteractiveApprover)
-        approver = InteractiveApprover(ask=approvals) if asks else None
-        runtime = build_runtime(llm, workspace, config, store, approver=approver, default_session=sid)
+        # approvals (approver auto or interactive) are outbox questions: the chat shows them, a typed line answers
+        runtime = build_runtime(llm, workspace, config, store, default_session=sid)
     except KairosError as e:
         store.close()
         raise _fail(str(e)) from e
     console.print(f"[dim]session {sid}{resumed}. /help for help, /exit to quit.[/]")
     stopped_by: int | None = None
     try:
-        stopped_by = asyncio.run(run_chat(runtime, sid, trace=trace, interactive=interactive, approvals=approvals))
+        stopped_by = asyncio.run(run_chat(runtime, sid, trace=trace, interactive=interactive))
     except KeyboardInterrupt:  # Ctrl-C before the chat took the signal over
         stopped_by = None
     console.print(f"\n[dim]session {sid} saved.[/]")

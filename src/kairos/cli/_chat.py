@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import concurrent.futures
 import contextlib
 import os
 import signal
@@ -38,8 +37,8 @@ SETTLE_S = 1e9
 HELP = """\
 Type a message and press Enter; you can type while the agent works.
 Timers, finished tasks, file watches and mail wake the agent here too, and their runs are shown.
-When the agent asks something (a question or an approval), the next line you type answers it,
-or answer a question by id with: /answer ID TEXT
+When the agent asks something (a question or an approval), the next line you type answers it
+(an option's first letters are enough; y or n for approve or deny), or by id: /answer ID TEXT
 Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help shows this."""
 
 
@@ -120,27 +119,6 @@ def _raw_lines(fd: int | None) -> Iterator[str] | None:
     return lines()
 
 
-class ApprovalLine:
-    """The ``ask`` of the chat's :class:`~kairos.security.approval.InteractiveApprover`.
-
-    Made before the chat runs (the runtime's agent needs its approver first); asks the running
-    chat, whose next typed line is the answer. Before or after the chat: no answer (a no).
-    """
-
-    def __init__(self) -> None:
-        self.chat: Chat | None = None
-
-    def __call__(self, prompt: str) -> str:
-        """Blocking (the approver calls it in a thread).
-
-        Raises:
-            EOFError: no chat runs, or it ended before an answer.
-        """
-        if self.chat is None:
-            raise EOFError("no chat is running")
-        return self.chat.ask_approval(prompt)
-
-
 class Chat:
     """One terminal chat on a running :class:`Runtime`, bound to one session."""
 
@@ -152,12 +130,10 @@ class Chat:
         self.outbox = runtime.service(Outbox)
         self.questions: dict[str, dict[str, Any]] = {}
         """Open ``ask_user`` questions of this session, oldest first."""
-        self.approval: concurrent.futures.Future[str | None] | None = None
         self.prompt_open = asyncio.Event()
-        """Set while the agent waits for the user (a question or an approval)."""
+        """Set while the agent waits for the user (a question, an approval)."""
         self.quit = asyncio.Event()
         self.stopped_by: int | None = None
-        self._loop = asyncio.get_running_loop()
         self._prompt_shown = False
 
     # -- output -------------------------------------------------------------------------------------
@@ -229,53 +205,16 @@ class Chat:
         console.print("[dim]type your answer (or /answer ID TEXT)[/]")
 
     def _update_prompt_open(self) -> None:
-        if self.questions or self.approval is not None:
+        if self.questions:
             self.prompt_open.set()
         else:
             self.prompt_open.clear()
-
-    # -- approvals (called in the approver's thread) ---------------------------------------------------
-
-    def ask_approval(self, prompt: str) -> str:
-        """The ``ask`` of an :class:`~kairos.security.approval.InteractiveApprover`: the next typed line.
-
-        Raises:
-            EOFError: the chat ended (or the turn was stopped) before an answer: a no.
-        """
-        fut: concurrent.futures.Future[str | None] = concurrent.futures.Future()
-
-        def show() -> None:
-            if self.quit.is_set():
-                fut.set_result(None)
-                return
-            self.approval = fut
-            self._clear_prompt()
-            console.print(prompt.strip(), end=" ", markup=False)
-            self._prompt_shown = True
-            self._update_prompt_open()
-
-        try:
-            self._loop.call_soon_threadsafe(show)
-        except RuntimeError:  # the chat's loop is gone
-            raise EOFError("the chat ended") from None
-        answer = fut.result()
-        if answer is None:
-            raise EOFError("no answer")
-        return answer
-
-    def _settle_approval(self, answer: str | None) -> None:
-        fut, self.approval = self.approval, None
-        if fut is not None and not fut.done():
-            fut.set_result(answer)
-        self._prompt_shown = False
-        self._update_prompt_open()
 
     # -- input ------------------------------------------------------------------------------------------
 
     def on_signal(self, signum: int) -> None:
         """Ctrl-C stops a running turn (or quits at the prompt); SIGTERM and SIGHUP quit."""
         if signum == signal.SIGINT and self.runtime.busy(self.session):
-            self._settle_approval(None)
             self.runtime.interrupt(self.session, reason="Ctrl-C")
             return
         if signum != signal.SIGINT:
@@ -328,7 +267,6 @@ class Chat:
                     self._show_prompt()  # else the run shows it again when it ends
         finally:
             reader.close()
-            self._settle_approval(None)
 
     async def handle(self, line: str) -> bool:
         """One typed line: an answer to what the agent asked, a command, or a message for the session.
@@ -344,8 +282,6 @@ class Chat:
                 err_console.print("usage: /answer ID TEXT", markup=False)
             else:
                 self._answer(qid, answer.strip())
-        elif self.approval is not None:
-            self._settle_approval(line)
         elif self.questions and text:
             self._answer(next(iter(self.questions)), text)
         elif text:
@@ -362,11 +298,13 @@ class Chat:
         if self.outbox is None:
             err_console.print("[bold red]error:[/] the outbox is not running")
             return
+        q = self.questions.get(qid)
+        if q is not None and q.get("options"):
+            text = _shortcut(text, q["options"])
         try:
             self.outbox.answer(qid, text)
         except (KairosError, ValueError) as e:
             err_console.print(f"[bold red]error:[/] {_text(str(e))}")
-            q = self.questions.get(qid)
             if q is not None and q.get("status", "pending") == "pending":
                 self._say_question(q)
             return
@@ -392,18 +330,28 @@ class Chat:
         self._update_prompt_open()
 
 
-async def run_chat(
-    runtime: Runtime, session: str, *, trace: bool, interactive: bool, approvals: ApprovalLine | None = None
-) -> int | None:
+_YES_NO = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny"}
+
+
+def _shortcut(text: str, options: list[str]) -> str:
+    """The option ``text`` stands for: y/n for approve/deny, or the one option it begins (else ``text``)."""
+    folded = {o.casefold(): o for o in options}
+    wanted = text.strip().casefold()
+    if wanted in folded:
+        return folded[wanted]
+    if _YES_NO.get(wanted) in folded:
+        return folded[_YES_NO[wanted]]
+    starting = [o for f, o in folded.items() if wanted and f.startswith(wanted)]
+    return starting[0] if len(starting) == 1 else text
+
+
+async def run_chat(runtime: Runtime, session: str, *, trace: bool, interactive: bool) -> int | None:
     """Chat on ``session`` until the user quits; returns the signal that ended it (SIGTERM, SIGHUP), if one did.
 
-    ``runtime`` is not started yet (this runs it); ``approvals`` is the ``ask`` of its approver, if
-    approvals are asked in the terminal.
+    ``runtime`` is not started yet: this runs it, and closes it at the end.
     """
     loop = asyncio.get_running_loop()
     chat = Chat(runtime, session, trace=trace, interactive=interactive)
-    if approvals is not None:
-        approvals.chat = chat
     runtime.agent_listeners.append(chat.on_agent_event)  # before the runtime starts: recovered runs show too
     follower = asyncio.create_task(chat.follow(), name="chat:follow")
     async with runtime:
@@ -417,15 +365,11 @@ async def run_chat(
             for sig in stops:
                 loop.remove_signal_handler(sig)
             chat.quit.set()
-            chat._settle_approval(None)
             await runtime.aclose(GRACE_S)
-            chat._settle_approval(None)
-            if approvals is not None:
-                approvals.chat = None
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
     return chat.stopped_by
 
 
-__all__ = ["GRACE_S", "HELP", "ApprovalLine", "Chat", "LineReader", "run_chat"]
+__all__ = ["GRACE_S", "HELP", "Chat", "LineReader", "run_chat"]
