@@ -302,7 +302,7 @@ class Chat:
         if q is not None and q.get("options"):
             text = _shortcut(text, q["options"])
         try:
-            self.outbox.answer(qid, text)
+            self.outbox.answer(qid, text, user=self.outbox.user_of(self.session))  # only this user's questions
         except (KairosError, ValueError) as e:
             err_console.print(f"[bold red]error:[/] {_text(str(e))}")
             if q is not None and q.get("status", "pending") == "pending":
