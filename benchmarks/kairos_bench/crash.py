@@ -174,7 +174,11 @@ async def _one_run(
     acked_before = sum(e.acked for e in run.events.values())
     sent_before = len(run.events)
     started = time.monotonic()
-    run.url = url = await asyncio.to_thread(server.start)
+    try:
+        run.url = url = await asyncio.to_thread(server.start)
+    except RuntimeError as e:  # it did not come back: what it had stored is still verified
+        return _row(index, kill_after, sent_before, acked_before, [], time.monotonic() - started, run, workspace,
+                    [f"restart failed: {e}"])  # fmt: skip
     restart_s = time.monotonic() - started
     async with httpx.AsyncClient(timeout=30) as client:
         unacked = [e for e in run.events.values() if not e.acked]
@@ -186,14 +190,28 @@ async def _one_run(
             await run.send(client, run.new_event(channel))
         idle = await _idle(client, url, sessions, timeout_s=120)
     exit_code = await asyncio.to_thread(server.stop)
-    found = _verify(workspace, run)
-    problems = list(found["problems"])
-    if not idle:
-        problems.append("sessions still busy 120 s after the restart")
+    problems = [] if idle else ["sessions still busy 120 s after the restart"]
     if exit_code != 0:
         problems.append(f"kairos serve exited with {exit_code} on SIGTERM")
     problems += [f"event {e.id} never acknowledged after {e.tries} tries" for e in run.events.values()
                  if not e.acked]  # fmt: skip
+    return _row(index, kill_after, sent_before, acked_before, again, restart_s, run, workspace, problems)
+
+
+def _row(
+    index: int,
+    kill_after: float,
+    sent_before: int,
+    acked_before: int,
+    again: list[_Sent],
+    restart_s: float,
+    run: _Run,
+    workspace: Path,
+    problems: list[str],
+) -> dict[str, Any]:
+    """One run's row: what the clients saw and what the stopped server's state shows."""
+    found = _verify(workspace, run)
+    problems = [*found["problems"], *problems]
     return {
         "run": index,
         "kill_after_s": round(kill_after, 3),
@@ -202,6 +220,7 @@ async def _one_run(
         "acked_before_kill": acked_before,
         "resent": len(again),
         "duplicates_acked": run.duplicates,
+        "restart_ok": not any(p.startswith("restart failed") for p in problems),
         "restart_s": round(restart_s, 2),
         "cut_side_effect_calls": found["cut_calls"],
         "cut_before_start_calls": found["unstarted_calls"],
@@ -250,6 +269,7 @@ def run(
             **total,
             "runs": runs,
             "runs_with_problems": sum(1 for r in rows if r["problems"]),
+            "failed_restarts": sum(1 for r in rows if not r["restart_ok"]),
             "restart_s_median": round(statistics.median(r["restart_s"] for r in rows), 2),
             "model_requests": model.requests,
             "wall_s": round(time.monotonic() - started, 1),
