@@ -21,6 +21,8 @@ class Bench:
     doc: str
     takes_trials: bool = False
     """Its ``run`` takes ``trials`` (``kairos bench NAME --trials N``)."""
+    takes_duration: bool = False
+    """Its ``run`` takes ``duration`` in seconds (``kairos bench NAME --duration S``)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -36,3 +38,7 @@ COMPRESSION = Bench("compression", "Exp 2-10: six compression strategies under a
 INJECTION = Bench("injection", "Exp 2-5: attack success rate, 3 attacks x 4 defence configurations", True)
 SKILLS = Bench("skills", "Exp 2-6 in small: a task only a skill's script can do; progressive loading", True)
 RUNTIME = Bench("runtime_perf", "event runtime: interrupt-to-stop p99, dispatch events/s, RSS of 10k sessions", True)
+CRASH = Bench("crash", "kairos serve killed with SIGKILL 100 times mid-work: lost events, repeated side effects")
+LOAD = Bench(
+    "load", "signed webhooks to 1,000 sessions of kairos serve at 200/s: lost, dispatch p99", takes_duration=True
+)

@@ -336,6 +336,9 @@ def bench(
     model: ModelOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="fewer repeats (smoke run)")] = False,
     trials: Annotated[int | None, typer.Option("--trials", min=1, help="trials per cell (benches with trials)")] = None,
+    duration: Annotated[
+        float | None, typer.Option("--duration", min=1, help="seconds to run (benches with a duration)")
+    ] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -361,6 +364,11 @@ def bench(
             takes = sorted(k for k, ep in found.items() if getattr(ep.load(), "takes_trials", False))
             raise _fail(f"benchmark {name!r} does not take --trials (these do: {', '.join(takes)})")
         opts["trials"] = trials
+    if duration is not None:
+        if not getattr(bench_, "takes_duration", False):
+            takes = sorted(k for k, ep in found.items() if getattr(ep.load(), "takes_duration", False))
+            raise _fail(f"benchmark {name!r} does not take --duration (these do: {', '.join(takes) or 'none'})")
+        opts["duration"] = duration
     runner = bench_.run
     try:
         result = runner(console=console, **opts)
