@@ -18,12 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from kairos.context.session import SessionStore
-from kairos.models.types import Message
 from kairos.testing import trajectory_problems
 from tests.models.fake_servers import chat_stream
 from tests.support.kairos_cli import KairosProcess
 from tests.support.openai_server import OpenAIServer, text_reply, tool_calls_reply
+from tests.support.sessions import stored
 
 
 @pytest.fixture
@@ -64,15 +63,6 @@ def _end_input(proc: KairosProcess) -> None:
         stdin.close()
 
 
-def _stored(workspace: Path) -> tuple[str, list[Message]]:
-    store = SessionStore(workspace)
-    try:
-        (info,) = store.list()
-        return info.id, store.trajectories.load_messages(info.id)
-    finally:
-        store.close()
-
-
 def test_a_timer_wakes_the_chat_and_its_run_is_printed_without_typed_input(
     workspace: Path, model: OpenAIServer, user_config_dir: Path, logs: Path
 ) -> None:
@@ -94,7 +84,7 @@ def test_a_timer_wakes_the_chat_and_its_run_is_printed_without_typed_input(
     assert len(model.requests) == 3
     woken = json.dumps(model.bodies()[2]["messages"])
     assert "tell the user the tea is ready" in woken  # the third request is the timer's, not the user's
-    _, messages = _stored(workspace)
+    _, messages = stored(workspace)
     assert trajectory_problems(messages) == []
 
 
@@ -118,7 +108,7 @@ def test_notifications_and_questions_reach_the_terminal_and_a_typed_line_answers
     assert len(tool_results) == 2 and "notified" in tool_results[0]
     assert "The user answered: yes" in tool_results[1]
     assert len(model.requests) == 2  # "maybe" and "yes" answered the question; neither became a message
-    _, messages = _stored(workspace)
+    _, messages = stored(workspace)
     assert trajectory_problems(messages) == []
     assert not any(m.role == "user" and ("maybe" in m.content or m.content.endswith("yes")) for m in messages)
 
@@ -179,7 +169,7 @@ def test_ctrl_c_interrupts_a_run_the_session_stays_valid_and_ctrl_c_at_the_promp
         out, err = proc.stdout, proc.stderr
     assert out.count("zebra quokka") == 1 and "saved." in out
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
-    _, messages = _stored(workspace)
+    _, messages = stored(workspace)
     assert trajectory_problems(messages) == []
     assert [m.content for m in messages if m.role == "assistant"][-1] == "Back again."
     # the second request carried the cut reply that was shown, then the new message
@@ -200,7 +190,7 @@ def test_sigterm_or_sighup_during_a_run_closes_the_session_and_exits_128_plus_th
         proc.send(sig)
         assert proc.wait() == code, proc.stderr
         assert "Traceback" not in proc.stderr and "saved." in proc.stdout
-    _, messages = _stored(workspace)
+    _, messages = stored(workspace)
     assert trajectory_problems(messages) == []
 
 
@@ -249,7 +239,7 @@ def test_on_a_terminal_approvals_are_typed_answers_and_a_line_typed_during_a_run
     tool_at = roles.index("tool")
     assert "released" in sent[tool_at]["content"]
     assert any(m["role"] == "user" and "and say hi" in m["content"] for m in sent[tool_at + 1 :])
-    _, messages = _stored(workspace)
+    _, messages = stored(workspace)
     assert trajectory_problems(messages) == []
 
 

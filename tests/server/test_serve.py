@@ -19,6 +19,40 @@ from tests.support.openai_server import OpenAIServer, text_reply, tool_calls_rep
 TOKEN = "serve-test-token-9f2"
 
 
+def _serve(
+    workspace: Path, user_config_dir: Path, tmp_path: Path, model: OpenAIServer, env: dict[str, str] | None = None
+) -> KairosProcess:
+    return KairosProcess(
+        "serve",
+        "--port",
+        "0",
+        "-w",
+        workspace,
+        "--model",
+        "openai:fake-model",
+        "--base-url",
+        model.openai_base_url,
+        config_dir=user_config_dir,
+        logs=tmp_path / "logs",
+        env=env,
+    )
+
+
+def _client(proc: KairosProcess, headers: dict[str, str] | None = None) -> httpx.Client:
+    """A client of the served API, once the server says where it listens."""
+    proc.wait_until("serving", lambda: " on http://" in proc.stdout)
+    match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
+    assert match is not None
+    return httpx.Client(base_url=match.group(1), headers=headers, timeout=30)
+
+
+def _wait(what: str, check: Callable[[], bool], proc: KairosProcess) -> None:
+    deadline = time.monotonic() + 60
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {proc.stderr}"
+        time.sleep(0.05)
+
+
 def test_refuses_a_public_address_without_a_token(workspace: Path, user_config_dir: Path, tmp_path: Path) -> None:
     code, out, err = run_kairos(
         "serve", "--host", "0.0.0.0", "-w", workspace, config_dir=user_config_dir, logs=tmp_path / "logs"
@@ -33,32 +67,13 @@ def test_serves_answers_and_drains_on_a_stop_signal(
 ) -> None:
     with OpenAIServer() as model:
         model.script(text_reply("served answer"), text_reply("second answer"))
-        with KairosProcess(
-            "serve",
-            "--port",
-            "0",
-            "-w",
-            workspace,
-            "--model",
-            "openai:fake-model",
-            "--base-url",
-            model.openai_base_url,
-            config_dir=user_config_dir,
-            logs=tmp_path / "logs",
-            env={"KAIROS_API_TOKEN": TOKEN},
-        ) as proc:
-            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
-            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
-            assert match is not None
+        with _serve(workspace, user_config_dir, tmp_path, model, env={"KAIROS_API_TOKEN": TOKEN}) as proc:
             auth = {"Authorization": f"Bearer {TOKEN}"}
-            with httpx.Client(base_url=match.group(1), headers=auth, timeout=30) as client:
+            with _client(proc, headers=auth) as client:
                 assert client.get("/v1/sessions", headers={"Authorization": "Bearer no"}).status_code == 401
                 sid = client.post("/v1/sessions", json={"title": "served"}).json()["id"]
                 assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}).status_code == 202
-                deadline = time.monotonic() + 60
-                while client.get(f"/v1/sessions/{sid}").json()["messages"] < 2:
-                    assert time.monotonic() < deadline, proc.stderr
-                    time.sleep(0.05)
+                _wait("the answer", lambda: client.get(f"/v1/sessions/{sid}").json()["messages"] >= 2, proc)
                 second = client.post(f"/v1/sessions/{sid}/messages", json={"text": "and then?"})
                 assert second.status_code == 202
             proc.send(stop)
@@ -74,29 +89,6 @@ def test_serves_answers_and_drains_on_a_stop_signal(
     assert any("and then?" in c for c in contents) or any("and then?" in str(r) for r in pending)
 
 
-def _serve(workspace: Path, user_config_dir: Path, tmp_path: Path, model: OpenAIServer) -> KairosProcess:
-    return KairosProcess(
-        "serve",
-        "--port",
-        "0",
-        "-w",
-        workspace,
-        "--model",
-        "openai:fake-model",
-        "--base-url",
-        model.openai_base_url,
-        config_dir=user_config_dir,
-        logs=tmp_path / "logs",
-    )
-
-
-def _wait(what: str, check: Callable[[], bool], proc: KairosProcess) -> None:
-    deadline = time.monotonic() + 60
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {proc.stderr}"
-        time.sleep(0.05)
-
-
 def test_the_served_agent_has_the_runtime_tools_and_the_outbox_routes(
     workspace: Path, user_config_dir: Path, tmp_path: Path
 ) -> None:
@@ -105,10 +97,7 @@ def test_the_served_agent_has_the_runtime_tools_and_the_outbox_routes(
     with OpenAIServer() as model:
         model.script(tool_calls_reply(("c1", "notify_user", notify), ("c2", "ask_user", ask)), text_reply("deploying"))
         with _serve(workspace, user_config_dir, tmp_path, model) as proc:
-            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
-            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
-            assert match is not None
-            with httpx.Client(base_url=match.group(1), timeout=30) as client:
+            with _client(proc) as client:
                 sid = client.post("/v1/sessions", json={}).json()["id"]
                 assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "build it"}).status_code == 202
                 _wait("the question", lambda: bool(client.get("/v1/questions").json()["questions"]), proc)
@@ -144,10 +133,7 @@ def test_runtime_toolsets_come_from_the_config(workspace: Path, user_config_dir:
     with OpenAIServer() as model:
         model.script(text_reply("ok"))
         with _serve(workspace, user_config_dir, tmp_path, model) as proc:
-            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
-            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
-            assert match is not None
-            with httpx.Client(base_url=match.group(1), timeout=30) as client:
+            with _client(proc) as client:
                 sid = client.post("/v1/sessions", json={}).json()["id"]
                 client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"})
                 _wait("the answer", lambda: client.get(f"/v1/sessions/{sid}").json()["messages"] >= 2, proc)
@@ -176,10 +162,7 @@ def test_side_effects_are_approved_through_the_questions_api(
     with OpenAIServer() as model:
         model.script(tool_calls_reply(("c1", "write_file", write)), text_reply("written"))
         with _serve(workspace, user_config_dir, tmp_path, model) as proc:
-            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
-            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
-            assert match is not None
-            with httpx.Client(base_url=match.group(1), timeout=30) as client:
+            with _client(proc) as client:
                 sid = client.post("/v1/sessions", json={}).json()["id"]
                 client.post(f"/v1/sessions/{sid}/messages", json={"text": "write the note"})
                 _wait("the approval question", lambda: bool(client.get("/v1/questions").json()["questions"]), proc)
