@@ -36,3 +36,5 @@ COMPRESSION = Bench("compression", "Exp 2-10: six compression strategies under a
 INJECTION = Bench("injection", "Exp 2-5: attack success rate, 3 attacks x 4 defence configurations", True)
 SKILLS = Bench("skills", "Exp 2-6 in small: a task only a skill's script can do; progressive loading", True)
 RUNTIME = Bench("runtime_perf", "event runtime: interrupt-to-stop p99, dispatch events/s, RSS of 10k sessions", True)
+EMAIL_AGENT = Bench("email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True)
+ASYNC_AGENT = Bench("async_agent", "Exp 6-2: async commands, batched messages, interrupt, parallel jobs", True)
