@@ -79,6 +79,18 @@ def usage_since(rt: Runtime, session: str, cursor: int) -> Usage:
             return Usage(calls, tools, prompt, completion)
 
 
+def calls_since(rt: Runtime, session: str, cursor: int, limit: int = 160) -> list[str]:
+    """``name(arguments)`` of the tool calls the session started after ``cursor`` (arguments cut at ``limit``)."""
+    history = getattr(rt.bus, "history", None)
+    if history is None:
+        return []
+    return [
+        f"{ev.data.get('name')}({str(ev.data.get('arguments', ''))[:limit]})"
+        for ev in history(session, cursor, 10_000)
+        if ev.type == "agent.tool_started"
+    ]
+
+
 def calls_in(messages: Sequence[Message]) -> list[tuple[int, str, dict[str, Any]]]:
     """Every tool call of a trajectory: (message index, name, parsed arguments or {})."""
     found = []
@@ -149,6 +161,7 @@ __all__ = [
     "Usage",
     "bench_config",
     "calls_in",
+    "calls_since",
     "make_agent",
     "mean",
     "median",

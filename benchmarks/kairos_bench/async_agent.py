@@ -45,7 +45,16 @@ from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.runtime import Event, Runtime
 from kairos.runtime.tasks import TaskManager, tools
-from kairos_bench._agent_bench import N_CTX, calls_in, make_agent, settle, success_summary, until, usage_since
+from kairos_bench._agent_bench import (
+    N_CTX,
+    calls_in,
+    calls_since,
+    make_agent,
+    settle,
+    success_summary,
+    until,
+    usage_since,
+)
 from kairos_bench._local import bench_model, model_name
 
 SCENARIOS = ("time", "batch", "interrupt", "parallel")
@@ -269,7 +278,7 @@ async def _scenario(
         **usage_since(rt, sid, cursor).to_record(),
         "timed_out": not done,
         "checks": verdict["checks"],
-        "tool_sequence": [name for _, name, _ in calls_in(messages)],
+        "calls": calls_since(rt, sid, cursor),
         "answer": answers[-1][1][:300] if answers else "",
     }
 
@@ -317,7 +326,7 @@ async def run_all(
                 verdict = "ok" if r["success"] else "FAIL"
                 console.print(
                     f"  trial {trial} {r['scenario']:9s} {verdict:4s} {r['seconds']:6.1f} s "
-                    f"{r['model_calls']} calls  {r['tool_sequence']}  {r['checks']}"
+                    f"{r['model_calls']} calls  {r['calls']}  {r['checks']}"
                 )
     return rows
 

@@ -51,6 +51,7 @@ from kairos.testing.mailserver import ADDRESS, PASSWORD_ENV, MailServer
 from kairos_bench._agent_bench import (
     N_CTX,
     calls_in,
+    calls_since,
     make_agent,
     settle,
     success_summary,
@@ -275,6 +276,7 @@ async def run_trial(
                             "seconds": round(seconds, 2),
                             **usage.to_record(),
                             "timed_out": not done,
+                            "calls": calls_since(rt, sid, cursor),
                             "answer": str(finals[-1].data.get("text", ""))[:300] if finals else "",
                         },
                     )
