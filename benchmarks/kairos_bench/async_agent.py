@@ -8,6 +8,8 @@ prompt lean. The user's messages are plain requests (three phrasings, one per tr
 model decodes greedily); none names a tool. Events go through the default router (no classifier):
 user messages queue, ``user.interrupt`` interrupts.
 
+Each scenario has a budget of 180 s for all its waits (then the turn is interrupted and scored).
+
 1. ``time``: "run ./analyse_logs.sh (it takes a while) and tell me the result"; once the task runs
    the user asks "What time is it?". Success: an answer giving the current UTC time (±2 min) comes
    before the command's result reaches the model, and an answer after it reports the result.
@@ -212,6 +214,11 @@ async def _scenario(
     sid = rt.create_session(f"{scenario} {trial}")
     cursor = rt.bus.last_cursor()
     t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+
+    def left(at_least: float = 5.0) -> float:
+        """Seconds left of the scenario's budget (every wait shares it)."""
+        return max(at_least, deadline - time.monotonic())
 
     def started(n: int = 1) -> bool:
         return len(manager.tasks_of(sid)) >= n
@@ -226,26 +233,26 @@ async def _scenario(
     asked = datetime.now(UTC)
     if scenario == "time":
         await rt.submit(_user(ANALYSE[v], sid))
-        if await until(started_or_turn_over, START_S):
+        if await until(started_or_turn_over, min(START_S, left())):
             asked = datetime.now(UTC)
             await rt.submit(_user("What time is it?", sid))
-        await until(lambda: not running(), timeout_s)
+        await until(lambda: not running(), left())
     elif scenario == "batch":
         await rt.submit(_user(REPORT[v], sid))
-        if await until(started_or_turn_over, START_S):
+        if await until(started_or_turn_over, min(START_S, left())):
             await rt.submit(_user("Don't forget to reply in Japanese.", sid))
             await rt.submit(_user("Format it as a web page.", sid))
-        await until(lambda: not running(), timeout_s)
+        await until(lambda: not running(), left())
     elif scenario == "interrupt":
         await rt.submit(_user(INDEX[v], sid))
-        if await until(started_or_turn_over, START_S):
+        if await until(started_or_turn_over, min(START_S, left())):
             await asyncio.sleep(5 / speed)
             await rt.submit(_user(NEVER_MIND[v], sid, "user.interrupt"))
     else:
         await rt.submit(_user(PARALLEL[v], sid))
-        await until(started_or_turn_over, START_S)
-        await until(lambda: not running(), timeout_s)
-    done = await settle(rt, sid, timeout_s)
+        await until(started_or_turn_over, min(START_S, left()))
+        await until(lambda: not running(), left())
+    done = await settle(rt, sid, left(20.0))
     if scenario == "interrupt":  # a cancel requested at the very end may still be killing the group
         await until(lambda: not running(), 15)
     seconds = time.perf_counter() - t0
@@ -289,7 +296,7 @@ async def run_trial(
     root: Path,
     *,
     speed: float = 1.0,
-    timeout_s: float = 240.0,
+    timeout_s: float = 180.0,
     scenarios: Sequence[str] = SCENARIOS,
     progress: Any = None,
 ) -> list[dict[str, Any]]:
