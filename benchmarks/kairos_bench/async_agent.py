@@ -89,7 +89,8 @@ JAPANESE = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 HTML = re.compile(r"<\s*(html|body|h1|h2|p|table|div|ul)\b", re.IGNORECASE)
 START_S = 120.0
 """How long a scenario waits for the agent to start its first command."""
-CLOCK = re.compile(r"\b(\d{1,2}):(\d{2})\b")
+CLOCK = re.compile(r"(?<!\d)(\d{1,2}):(\d{2})(?!\d)")
+"""A time of day, also inside an ISO timestamp (``2026-12-01T04:27:15``)."""
 
 
 def write_scripts(ws: Path, trial: int, speed: float = 1.0) -> dict[str, Any]:

@@ -195,4 +195,5 @@ def test_the_parallel_score_needs_the_slow_job_cancelled_below_half_and_the_midd
 def test_the_clock_check_takes_12_and_24_hour_times_near_now_only() -> None:
     lo, hi = datetime(2026, 12, 1, 15, 4, tzinfo=UTC), datetime(2026, 12, 1, 15, 6, tzinfo=UTC)
     assert async_agent._clock_ok("It is 15:05 UTC.", lo, hi) and async_agent._clock_ok("It's 3:05 pm", lo, hi)
+    assert async_agent._clock_ok("The current time is 2026-12-01T15:05:40 UTC", lo, hi)
     assert not async_agent._clock_ok("It is 10:00.", lo, hi) and not async_agent._clock_ok("no idea", lo, hi)
