@@ -42,3 +42,5 @@ CRASH = Bench("crash", "kairos serve killed with SIGKILL 100 times mid-work: los
 LOAD = Bench(
     "load", "signed webhooks to 1,000 sessions of kairos serve at 200/s: lost, dispatch p99", takes_duration=True
 )
+EMAIL_AGENT = Bench("email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True)
+ASYNC_AGENT = Bench("async_agent", "Exp 6-2: async commands, batched messages, interrupt, parallel jobs", True)
