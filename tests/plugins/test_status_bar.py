@@ -12,6 +12,7 @@ import pytest
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, RequestStats, ToolCallFinished
 from kairos.context.builder import BasicStatus
+from kairos.context.inbox import TaskCompleted
 from kairos.context.session import Session, SessionStore
 from kairos.models.types import ModelRequest
 from kairos.plugins.status_bar import (
@@ -325,3 +326,15 @@ def test_real_clock_has_a_zone() -> None:
     bar = StatusBar(StatusBarConfig(), environment=ENV)
     assert bar.clock().tzinfo is not None
     assert StatusBar(StatusBarConfig(), clock=lambda: datetime(2026, 1, 1, tzinfo=UTC)).clock().year == 2026
+
+
+async def test_an_event_after_the_request_is_named_until_it_is_answered(session: Session) -> None:
+    model = ScriptedModel([reply("it is 10:30"), reply("the build passed"), reply("anything else?")])
+    await run(make(model, counters=False), session, "what time is it?")
+    session.post(TaskCompleted("t-42", "build: exit code 0", source="start_command"))
+    await run(make(model, counters=False), session, None)
+    await run(make(model, counters=False), session, "thanks")
+    first, after_event, after_answer = (status_of(r) for r in model.requests)
+    assert "Newest input" not in first and "Newest input" not in after_answer
+    assert "- Current request: what time is it?\n" in after_event
+    assert "- Newest input: start_command t-42 (arrived after the request; respond to it)\n" in after_event

@@ -88,6 +88,19 @@ def current_task(messages: Sequence[Message]) -> str | None:
     return None
 
 
+def newest_event(messages: Sequence[Message]) -> str | None:
+    """What came in after the last real user message (a finished task, mail, a timer), or None.
+
+    The status names it so a small model answers the event rather than the older request again.
+    """
+    for m in reversed(messages):
+        if m.from_user or (m.role == "assistant" and not m.tool_calls):  # none since, or already answered
+            return None
+        if m.role == "user" and m.origin is not None and m.origin.kind in ("event", "external"):
+            return m.origin.source or ("an event" if m.origin.kind == "event" else "external content")
+    return None
+
+
 def _shorten(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
