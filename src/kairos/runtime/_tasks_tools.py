@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kairos.errors import KairosError
 from kairos.runtime.runtime import runtime_service
-from kairos.runtime.tasks import TaskManager
+from kairos.runtime.tasks import TaskInfo, TaskManager
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.executor import idempotency_key
 from kairos.tools.function import tool
@@ -14,6 +14,18 @@ _NO_MANAGER = "async tasks are not enabled in this runtime (its components have 
 
 def _manager(ctx: ToolContext) -> tuple[TaskManager, str] | ToolResult:
     return runtime_service(ctx, TaskManager, _NO_MANAGER)
+
+
+def _own_task(ctx: ToolContext, task_id: str) -> tuple[TaskManager, TaskInfo] | ToolResult:
+    """The manager and one task of the caller's session, or the error result a tool returns."""
+    found = _manager(ctx)
+    if isinstance(found, ToolResult):
+        return found
+    manager, session = found
+    info = manager.get(task_id.strip())
+    if info is None or info.session != session:
+        return ToolResult(f"No task {task_id!r} in this session; call task_status() to list them.", is_error=True)
+    return manager, info
 
 
 async def _start(ctx: ToolContext, command: str, title: str, pattern: str) -> ToolResult:
@@ -110,13 +122,10 @@ async def cancel_task(task_id: str, *, ctx: ToolContext) -> ToolResult:
     Args:
         task_id: the task (``t-…``).
     """
-    found = _manager(ctx)
+    found = _own_task(ctx, task_id)
     if isinstance(found, ToolResult):
         return found
-    manager, session = found
-    info = manager.get(task_id.strip())
-    if info is None or info.session != session:
-        return ToolResult(f"No task {task_id!r} in this session; call task_status() to list them.", is_error=True)
+    manager, info = found
     if info.status != "running":
         return ToolResult(f"Task {info.line()}; nothing to cancel.")
     try:
@@ -138,13 +147,10 @@ async def wait_task(task_id: str, timeout_s: float = 300, *, ctx: ToolContext) -
         task_id: the task (``t-…``).
         timeout_s: give up waiting after this many seconds (the task keeps running).
     """
-    found = _manager(ctx)
+    found = _own_task(ctx, task_id)
     if isinstance(found, ToolResult):
         return found
-    manager, session = found
-    info = manager.get(task_id.strip())
-    if info is None or info.session != session:
-        return ToolResult(f"No task {task_id!r} in this session; call task_status() to list them.", is_error=True)
+    manager, info = found
     info, summary, ended = await manager.wait(info.id, max(0.0, min(timeout_s, 3000.0)))
     if not ended:
         return ToolResult(f"Still running after {timeout_s:g} s: {info.line()}. Its result will come as an event.")
