@@ -163,14 +163,9 @@ async def _start_or_call(
     runner = ctx.resources.get(BACKGROUND_RESOURCE) if getattr(t, "long_running", False) else None
     if runner is None:
         return await _call(call, t, args, ctx, format_error)
-    key = _IDEMPOTENCY_KEY.get()
 
-    async def in_background() -> str:
-        token = _IDEMPOTENCY_KEY.set(key)  # the task keeps the call's key (a task copies the context anyway)
-        try:
-            result = await _call(call, t, args, ctx, format_error)
-        finally:
-            _IDEMPOTENCY_KEY.reset(token)
+    async def in_background() -> str:  # its task copies this context, so idempotency_key() still works
+        result = await _call(call, t, args, ctx, format_error)
         if result.is_error:
             raise ToolFailed(result.content)  # the task ends "failed", with this text
         return result.content
