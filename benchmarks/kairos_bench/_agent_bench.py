@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
 
 from kairos.agent import Agent
 from kairos.app import build_agent
@@ -170,3 +173,27 @@ __all__ = [
     "until",
     "usage_since",
 ]
+
+
+TrialFn = Callable[[int, Callable[[], None]], Awaitable[list[dict[str, Any]]]]
+"""Runs trial ``i``, calling the progress function once per scenario; returns its rows."""
+
+
+async def run_trials(
+    console: Console, name: str, trials: int, per_trial: int, trial: TrialFn, shown: str
+) -> list[dict[str, Any]]:
+    """Every trial in turn, with a progress bar (one step per scenario) and one line per row."""
+    rows: list[dict[str, Any]] = []
+    with Progress(console=console, transient=False) as bar:
+        task = bar.add_task(name, total=trials * per_trial)
+        for i in range(trials):
+            bar.update(task, description=f"{name} trial {i + 1}/{trials}")
+            got = await trial(i, lambda: bar.advance(task))
+            rows.extend(got)
+            for r in got:
+                verdict = "ok" if r["success"] else "FAIL"
+                console.print(
+                    f"  trial {i} {r['scenario']:9s} {verdict:4s} {r['seconds']:6.1f} s "
+                    f"{r['model_calls']} calls  {r[shown]}  {r['checks']}"
+                )
+    return rows

@@ -34,13 +34,12 @@ import asyncio
 import re
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress
 
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
@@ -52,6 +51,7 @@ from kairos_bench._agent_bench import (
     calls_in,
     calls_since,
     make_agent,
+    run_trials,
     settle,
     success_summary,
     until,
@@ -322,21 +322,11 @@ async def run_all(
     llm: Model, trials: int, root: Path, console: Console, speed: float, scenarios: Sequence[str]
 ) -> list[dict[str, Any]]:
     """Every trial in turn, with a progress bar (one step per scenario)."""
-    rows: list[dict[str, Any]] = []
-    with Progress(console=console, transient=False) as bar:
-        task = bar.add_task("async-agent", total=trials * len(scenarios))
-        for trial in range(trials):
-            bar.update(task, description=f"async-agent trial {trial + 1}/{trials}")
-            step = lambda: bar.advance(task)  # noqa: E731
-            got = await run_trial(llm, trial, root, speed=speed, scenarios=scenarios, progress=step)
-            rows.extend(got)
-            for r in got:
-                verdict = "ok" if r["success"] else "FAIL"
-                console.print(
-                    f"  trial {trial} {r['scenario']:9s} {verdict:4s} {r['seconds']:6.1f} s "
-                    f"{r['model_calls']} calls  {r['calls']}  {r['checks']}"
-                )
-    return rows
+
+    def trial(i: int, step: Callable[[], None]) -> Awaitable[list[dict[str, Any]]]:
+        return run_trial(llm, i, root, speed=speed, scenarios=scenarios, progress=step)
+
+    return await run_trials(console, "async-agent", trials, len(scenarios), trial, "calls")
 
 
 def run(

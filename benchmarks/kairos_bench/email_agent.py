@@ -30,6 +30,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -37,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import Progress
 
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
@@ -53,6 +53,7 @@ from kairos_bench._agent_bench import (
     calls_in,
     calls_since,
     make_agent,
+    run_trials,
     settle,
     success_summary,
     until,
@@ -324,20 +325,11 @@ def _uids(messages: list[Any]) -> dict[str, int]:
 
 async def run_all(llm: Model, trials: int, root: Path, console: Console) -> list[dict[str, Any]]:
     """Every trial in turn, with a progress bar (one step per mail)."""
-    rows: list[dict[str, Any]] = []
-    with Progress(console=console, transient=False) as bar:
-        task = bar.add_task("email-agent", total=trials * len(SCENARIOS))
-        for trial in range(trials):
-            bar.update(task, description=f"email-agent trial {trial + 1}/{trials}")
-            got = await run_trial(llm, trial, root, progress=lambda: bar.advance(task))
-            rows.extend(got)
-            for r in got:
-                verdict = "ok" if r["success"] else "FAIL"
-                console.print(
-                    f"  trial {trial} {r['scenario']:9s} {verdict:4s} {r['seconds']:6.1f} s "
-                    f"{r['model_calls']} calls  {r['actions']}  {r['checks']}"
-                )
-    return rows
+
+    def trial(i: int, step: Callable[[], None]) -> Awaitable[list[dict[str, Any]]]:
+        return run_trial(llm, i, root, progress=step)
+
+    return await run_trials(console, "email-agent", trials, len(SCENARIOS), trial, "actions")
 
 
 def run(
