@@ -13,6 +13,7 @@ from kairos.context.inbox import ExternalContent
 from kairos.context.store import StoredEvent
 from kairos.runtime import Runtime
 from kairos.server import sign
+from kairos.server.auth import REPLAY_WINDOW_S
 from kairos.testing import ScriptedModel, reply
 from tests.server.conftest import SECRET, TOKEN, api
 
@@ -62,8 +63,8 @@ async def test_a_bad_signature_is_401_and_nothing_is_queued(tmp_path: Path, case
             "no_headers": {},
             "wrong_secret": sign("not-the-secret", body),
             "tampered_body": sign(SECRET, body.replace(b"failed", b"passed")),
-            "stale": sign(SECRET, body, int(time.time()) - 301),
-            "future": sign(SECRET, body, int(time.time()) + 301),
+            "stale": sign(SECRET, body, int(time.time()) - REPLAY_WINDOW_S - 60),
+            "future": sign(SECRET, body, int(time.time()) + REPLAY_WINDOW_S + 60),
             "bad_timestamp": {**sign(SECRET, body), "X-Kairos-Timestamp": "yesterday"},
             "bad_scheme": {**sign(SECRET, body), "X-Kairos-Signature": "md5=abc"},
             "empty_sig": {**sign(SECRET, body), "X-Kairos-Signature": ""},
