@@ -9,14 +9,15 @@ unless ``text_tool_calls="off"`` (see ``kairos.models._text_tools``).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import openai
 from openai import AsyncOpenAI, AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat import ChatCompletion
 
 from kairos.errors import ModelError
 from kairos.models._remote import IncompleteStreamError, RemoteModel, ReplyParts, TextToolCalls
@@ -31,23 +32,20 @@ from kairos.models.types import (
     ResponseDone,
     StreamEvent,
     ToolCallDelta,
+    ToolSpec,
     Usage,
     apply_reasoning_policy,
 )
-
-if TYPE_CHECKING:
-    from openai.types.chat.chat_completion_chunk import ChoiceDelta
-    from openai.types.completion_usage import CompletionUsage
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY_PLACEHOLDER = "sk-no-key-required"
 """Sent when no key is configured: local servers (llama.cpp, Ollama, vLLM) ignore it, the SDK needs one."""
 
-_Wire = tuple[list[dict[str, Any]], list[dict[str, Any]]]
-"""What every attempt sends: the ``messages`` and ``tools`` arrays."""
+_TOOLS_CACHE_SIZE = 16
+"""Tool lists whose JSON is kept (sessions of one agent share one list; sub-agents add a few)."""
 
 
-class OpenAICompatModel(RemoteModel[_Wire]):
+class OpenAICompatModel(RemoteModel[bytes]):
     """A chat model behind the OpenAI chat-completions API, streamed with tool calling.
 
     Args:
@@ -102,6 +100,7 @@ class OpenAICompatModel(RemoteModel[_Wire]):
         self.extra_body = dict(extra_body or {})
         self._sdk = openai
         self._client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s)
+        self._tools_json: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], str]] = {}
 
     def wire_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
         """The ``messages`` array sent: plain system text first, reasoning filtered by the policy."""
@@ -115,33 +114,48 @@ class OpenAICompatModel(RemoteModel[_Wire]):
         )
         return out
 
-    def _prepare(self, request: ModelRequest) -> _Wire:
-        return self.wire_messages(request), [t.to_openai() for t in request.tools]
+    def _prepare(self, request: ModelRequest) -> bytes:
+        """The request body, encoded once per call (retries resend the same bytes).
 
-    async def _attempt(
-        self, request: ModelRequest, prepared: _Wire, started: float
-    ) -> AsyncGenerator[StreamEvent, None]:
-        messages, tools = prepared
+        Encoded here rather than by the SDK: the tool schemas (most of the bytes on a short
+        trajectory) are the same for every session of an agent, so their JSON is kept.
+        """
         body: dict[str, Any] = {
             "model": self.name,
-            "messages": messages,
-            **({"tools": tools} if tools else {}),
+            "messages": self.wire_messages(request),
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
             "stream": True,
             "stream_options": {"include_usage": True},
             **self.extra_body,
         }
-        # The SDK's typed ``chat.completions.create`` first walks the whole body against its
-        # TypedDicts (``async_maybe_transform``): for plain JSON, as here, it changes nothing but
-        # took over half of ``kairos serve``'s CPU per event in the load bench. Same request, same
-        # errors, same stream class, without that walk.
+        text = _dumps(body)
+        if request.tools and "tools" not in self.extra_body:
+            text = f'{text[:-1]},"tools":{self._tools_text(request.tools)}}}'
+        return text.encode()
+
+    def _tools_text(self, tools: tuple[ToolSpec, ...]) -> str:
+        key = tuple(map(id, tools))  # the cached entry holds the specs, so their ids stay theirs
+        hit = self._tools_json.get(key)
+        if hit is None:
+            if len(self._tools_json) >= _TOOLS_CACHE_SIZE:
+                self._tools_json.pop(next(iter(self._tools_json)))
+            hit = self._tools_json[key] = (tools, _dumps([t.to_openai() for t in tools]))
+        return hit[1]
+
+    async def _attempt(
+        self, request: ModelRequest, prepared: bytes, started: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        # The SDK's typed ``chat.completions.create`` walks the whole body against its TypedDicts
+        # and builds a pydantic object per chunk: for plain JSON, as here, that took most of
+        # ``kairos serve``'s CPU per event in the load bench. Same endpoint, same errors (the
+        # stream still raises the SDK's APIError on an error event), chunks as plain dicts.
         stream = await self._client.post(
             "/chat/completions",
-            body=body,
+            content=prepared,
             cast_to=ChatCompletion,
             stream=True,
-            stream_cls=AsyncStream[ChatCompletionChunk],
+            stream_cls=AsyncStream[object],
         )
         state = _StreamState(started, self._text_scanner(request))
         try:
@@ -217,36 +231,41 @@ class _StreamState:
         self.positions: dict[int, int] = {}
         """Server tool-call index -> position in ``parts.calls`` (servers need not start at 0)."""
         self.last_id: str | None = None
-        self.usage: CompletionUsage | None = None
+        self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
 
-    def feed(self, chunk: ChatCompletionChunk) -> list[ModelDelta]:
-        if chunk.usage is not None:
-            self.usage = chunk.usage
+    def feed(self, chunk: object) -> list[ModelDelta]:
+        """Take one chunk (parsed JSON; shapes vary by server, so nothing is assumed)."""
+        if not isinstance(chunk, dict):
+            return []
+        if isinstance(usage := chunk.get("usage"), dict):
+            self.usage = usage
         parts = self.parts
         out: list[ModelDelta] = []
-        for choice in chunk.choices:
-            if choice.index not in (0, None):  # n=1; some servers leave the index out
+        for choice in _dicts(chunk.get("choices")):
+            if choice.get("index") not in (0, None):  # n=1; some servers leave the index out
                 continue
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-            delta = cast("ChoiceDelta | None", choice.delta)  # absent in some servers' final chunk
-            if delta is None:
+            if finish := choice.get("finish_reason"):
+                self.finish_reason = str(finish)
+            delta = choice.get("delta")  # absent in some servers' final chunk
+            if not isinstance(delta, dict):
                 continue
-            out += parts.add_reasoning(_reasoning_text(delta.model_extra))
-            out += parts.add_text(delta.content or "")
-            for fragment in delta.tool_calls or ():
-                function = fragment.function
-                name = function.name if function is not None else None
-                arguments = (function.arguments if function is not None else None) or ""
-                position = self._position(fragment.index, fragment.id, out)
+            out += parts.add_reasoning(_reasoning_text(delta))
+            out += parts.add_text(_text(delta.get("content")))
+            for fragment in _dicts(delta.get("tool_calls")):
+                function = fragment.get("function")
+                function = function if isinstance(function, dict) else {}
+                name, arguments = _text(function.get("name")), _text(function.get("arguments"))
+                call_id = _text(fragment.get("id"))
+                index = fragment.get("index")
+                position = self._position(index if isinstance(index, int) else None, call_id, out)
                 call = parts.calls[position]
-                if fragment.id and call.id is None:
-                    call.id = fragment.id
+                if call_id and call.id is None:
+                    call.id = call_id
                 if name and call.name is None:
                     call.name = name
                 call.arguments += arguments
-                out.append(ToolCallDelta(position, fragment.id or None, name or None, arguments))
+                out.append(ToolCallDelta(position, call_id or None, name or None, arguments))
         return parts.mark(out)
 
     def _position(self, index: int | None, call_id: str | None, out: list[ModelDelta]) -> int:
@@ -269,8 +288,8 @@ class _StreamState:
         now = time.monotonic()
         usage = Usage(ttft_s=self.parts.ttft(), total_s=now - self.started)
         if self.usage is not None:
-            usage.prompt_tokens = int(self.usage.prompt_tokens or 0)
-            usage.completion_tokens = int(self.usage.completion_tokens or 0)
+            usage.prompt_tokens = _count(self.usage.get("prompt_tokens"))
+            usage.completion_tokens = _count(self.usage.get("completion_tokens"))
             usage.cached_prompt_tokens = _cached_tokens(self.usage)
         else:
             # Servers that ignore stream_options send no usage; an estimate keeps context accounting alive.
@@ -281,21 +300,37 @@ class _StreamState:
         return ModelResponse(message, usage, self.parts.finish_reason(self.finish_reason))
 
 
-def _reasoning_text(extra: dict[str, Any] | None) -> str:
+def _dumps(value: object) -> str:
+    """JSON as the SDK sends it (compact, UTF-8, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    """The objects of a JSON array (nothing when it is not one)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _reasoning_text(delta: dict[str, Any]) -> str:
     """``reasoning_content`` (vLLM < 0.10, DeepSeek, llama.cpp) or ``reasoning`` (newer vLLM, OpenRouter)."""
-    if not extra:
-        return ""
     for key in ("reasoning_content", "reasoning"):
-        value = extra.get(key)
+        value = delta.get(key)
         if isinstance(value, str) and value:
             return value
     return ""
 
 
-def _cached_tokens(usage: CompletionUsage) -> int:
-    details = getattr(usage, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     if cached is None:
         # DeepSeek reports its context cache as prompt_cache_hit_tokens.
-        cached = (usage.model_extra or {}).get("prompt_cache_hit_tokens")
-    return int(cached) if isinstance(cached, int) else 0
+        cached = usage.get("prompt_cache_hit_tokens")
+    return _count(cached)

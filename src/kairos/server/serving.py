@@ -84,6 +84,7 @@ def make_server(
         host=host,
         port=port,
         log_level=log_level,
+        http="h11",  # its header-size limit refuses oversized headers (httptools has none)
         ws="websockets-sansio",
         lifespan="on",
         timeout_graceful_shutdown=int(state.grace_s) + 5,
