@@ -376,7 +376,7 @@ def _network_refusal(box: Sandbox) -> str | None:
     """Why a call that asks for the network may not have it (None: it may)."""
     policy = box.config.network
     if policy == "deny":
-        return "Not run: network access is switched off for commands ([sandbox] network = \"deny\")."
+        return 'Not run: network access is switched off for commands ([sandbox] network = "deny").'
     if policy == "ask" and not granted("network"):
         return "Not run: network access needs the user's approval, and it was not given. Run it without network."
     return None

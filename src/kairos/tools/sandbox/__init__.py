@@ -22,22 +22,28 @@ from __future__ import annotations
 
 from kairos.tools.sandbox._bwrap import (
     SANDBOX_RESOURCE,
+    Grant,
     Sandbox,
     SandboxConfig,
     SandboxMode,
     SandboxUnavailable,
+    call_scope,
     grant,
     granted,
+    granting,
     sandbox_of,
 )
 
 __all__ = [
     "SANDBOX_RESOURCE",
+    "Grant",
     "Sandbox",
     "SandboxConfig",
     "SandboxMode",
     "SandboxUnavailable",
+    "call_scope",
     "grant",
     "granted",
+    "granting",
     "sandbox_of",
 ]

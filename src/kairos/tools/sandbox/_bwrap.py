@@ -31,8 +31,8 @@ HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".netrc", ".docker", ".kube", ".config
 _PROBE_TIMEOUT_S = 15.0
 _INSTALL = (
     "Install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap; "
-    "`make test-deps` does it as root), or opt out in YOUR user config ({config}): [sandbox] mode = \"ask\" "
-    "(asks once per session before running commands unconfined) or mode = \"off\" (runs them unconfined)."
+    '`make test-deps` does it as root), or opt out in YOUR user config ({config}): [sandbox] mode = "ask" '
+    '(asks once per session before running commands unconfined) or mode = "off" (runs them unconfined).'
 )
 
 
@@ -76,6 +76,16 @@ def granted(what: Grant) -> bool:
 def grant(*what: Grant) -> contextvars.Token[frozenset[str]]:
     """Grant the current call (this task's context) ``what``; the decision point calls it after approval."""
     return _GRANTS.set(_GRANTS.get() | frozenset(what))
+
+
+@contextlib.contextmanager
+def call_scope() -> Iterator[None]:
+    """No grants inside (the executor runs each call in one, so a grant never outlives its call)."""
+    token = _GRANTS.set(frozenset())
+    try:
+        yield
+    finally:
+        _GRANTS.reset(token)
 
 
 @contextlib.contextmanager
@@ -336,7 +346,7 @@ def _homes() -> list[str]:
 
 
 def _visible_python() -> list[str]:
-    """kairos's interpreter and virtual environment, when a hidden home holds them (code, not secrets)."""
+    """The interpreter and virtual environment of kairos, when a hidden home holds them (code, not secrets)."""
     homes = _homes()
     out: list[str] = []
     for p in {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}:
