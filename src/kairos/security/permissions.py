@@ -186,7 +186,10 @@ class Permissions:
             return Verdict("deny", "; ".join(deny), "default: dangerous command", grants)
         if asks:
             return Verdict("ask", "; ".join(asks), "default: " + asks[0].split(":")[0], grants)
-        why = "read-only tool" if tool.read_only else "sandboxed command" if tool.name in SANDBOXED_TOOLS else "tool"
+        if tool.name in SANDBOXED_TOOLS:
+            why = "sandboxed command"
+        else:
+            why = "read-only tool" if tool.read_only or not tool.side_effects else "side effects allowed"
         return Verdict("allow", "allowed by default", f"default: {why}", grants)
 
 
