@@ -82,9 +82,13 @@ class InjectionDefences(Plugin):
     async def open(self, ctx: RunContext) -> None:
         """Learn which of the session's tools are external (for provenance); install the sandbox."""
         self._learn(ctx)
-        resources = ctx.session.tool_context.resources
-        if self.sandbox is not None and not isinstance(resources.get(SANDBOX_RESOURCE), Sandbox):
-            resources[SANDBOX_RESOURCE] = Sandbox(self.sandbox)
+        self._sandbox(ctx.session.tool_context)
+
+    def _sandbox(self, tc: ToolContext) -> Sandbox:
+        """The session's sandbox, set up with ``[sandbox]`` (a sub-agent's session gets one on its first call)."""
+        if self.sandbox is not None and not isinstance(tc.resources.get(SANDBOX_RESOURCE), Sandbox):
+            tc.resources[SANDBOX_RESOURCE] = Sandbox(self.sandbox)
+        return sandbox_of(tc.resources)
 
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
         """At a turn start the tool set may have changed: learn it again."""
@@ -136,7 +140,7 @@ class InjectionDefences(Plugin):
         except ArgumentsError:  # validated before this hook; kept total for direct callers
             args = {}
         tc = ctx.session.tool_context
-        box = sandbox_of(tc.resources)
+        box = self._sandbox(tc)
         verdict = await self.permissions.evaluate(tool, args, sandbox=box, cwd=tc.cwd)
         audit, log = audit_of(tc), security_log(tc)
         if verdict.action == "allow":

@@ -5,10 +5,16 @@ started in its own process group. Commands are sent on stdin wrapped in ``eval``
 error cannot swallow what follows) with stdin from ``/dev/null``; a sentinel line carrying a fresh
 UUID, the exit status and the physical cwd marks the end of each command's output.
 
+The shell runs inside the session's sandbox (:mod:`kairos.tools.sandbox`: bubblewrap, started with
+the shell, so one PID namespace lasts the session). After every command everything in that
+namespace but the shell is killed, and the result says how many were: no background process
+outlives its call (``setsid``, ``nohup`` and double forks included). A call that asks for the
+network runs in a one-off sandbox that has it. Where the sandbox cannot run, the call is refused
+with how to fix it, unless ``[sandbox] mode`` says otherwise (see there).
+
 The shell's cwd is kept inside the workspace: after a command that leaves it outside, the shell
-``cd``s back to the last good directory and the result says so. This is a guard against
-mistakes, **not a sandbox**: within one command a program can still read and write anything
-the user running kairos can. Isolation is the job of the sandbox layer, not of this module.
+``cd``s back to the last good directory and the result says so (a guard against mistakes; the
+sandbox is what stops writes elsewhere).
 
 The shell gets kairos's environment without secrets (:meth:`ToolContext.environment`). Long
 outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`). The shell never
