@@ -265,3 +265,16 @@ async def test_bwrap_that_cannot_create_namespaces_is_reported(ctx: ToolContext,
     with_sandbox(ctx, bwrap=str(fake))
     r = await sh(ctx, "echo hi")
     assert r.is_error and "cannot create its namespaces" in r.content and "No permissions" in r.content
+
+
+async def test_state_elsewhere_is_hidden(tmp_path: Path, ws: Path) -> None:
+    other = tmp_path / "kairos-home"
+    other.mkdir()
+    (other / "sessions.txt").write_text("another session's secrets")
+    ctx = ToolContext(workspace=ws, state_dirs=(other,))
+    try:
+        r = await sh(ctx, f"cat {other}/sessions.txt; echo x > {other}/planted; echo end")
+        assert "another session" not in r.content and r.content.endswith("end")
+        assert not (other / "planted").exists()
+    finally:
+        await ctx.aclose()

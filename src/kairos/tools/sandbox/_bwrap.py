@@ -248,6 +248,9 @@ class Sandbox:
     ) -> list[str]:
         """``argv`` wrapped in bubblewrap: the workspace read-write, its state read-only, secrets hidden.
 
+        State dirs inside the workspace are shown read-only; those elsewhere (``$KAIROS_HOME``) are
+        hidden behind an empty read-only tmpfs.
+
         Raises:
             SandboxUnavailable: bubblewrap is not found.
         """
@@ -262,7 +265,9 @@ class Sandbox:
             if _inside(state, ws) and not os.path.lexists(state):
                 with contextlib.suppress(OSError):  # created here, so that it can be shown read-only
                     os.makedirs(state)
-            if os.path.exists(state):
+            if os.path.isdir(state) and not _inside(state, ws):  # another place's state (KAIROS_HOME): hidden
+                out += ["--tmpfs", state, "--remount-ro", state]
+            elif os.path.exists(state):
                 out += ["--ro-bind", state, state]
         for home in _homes():
             for secret in HOME_SECRETS:
