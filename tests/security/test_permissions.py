@@ -266,3 +266,12 @@ def test_an_unwritable_audit_log_never_fails_a_call(tmp_path: Path, caplog: pyte
         log.record(session="s", call_id="c", tool="t", arguments={}, outcome="ok")
     assert log.problem is not None
     assert len([r for r in caplog.records if "audit log" in r.getMessage()]) == 1  # reported once
+
+
+async def test_an_allow_rule_can_give_one_command_the_network() -> None:
+    p = rules({"action": "allow", "tool": "bash", "command": "pip download *", "network": "true"})
+    box = Sandbox()
+    pip = await p.evaluate(bash, {"command": "pip download requests", "network": True}, sandbox=box)
+    assert (pip.action, pip.grants) == ("allow", ("network",))
+    other = await p.evaluate(bash, {"command": "curl http://x", "network": True}, sandbox=box)
+    assert other.action == "ask"
