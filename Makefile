@@ -47,6 +47,18 @@ test-deps:
 		echo "==> dovecot is not installed: the mail tests will be skipped (sudo apt-get install dovecot-imapd)"; \
 	fi
 
+# bash and python run inside bubblewrap (the sandbox tests start it): install Debian's bubblewrap when missing.
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing bubblewrap (the sandbox bash and python run in)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; } \
+			|| { echo "could not install bubblewrap: the sandbox tests will be skipped and bash refuses to run"; }; \
+	else \
+		echo "==> bubblewrap is not installed: bash and python refuse to run unconfined (sudo apt-get install bubblewrap)"; \
+	fi
+
 test: lint test-deps
 	@$(PY) -m pytest
 

@@ -42,7 +42,10 @@ def default_plugins(
 
     Their hooks run by stage (defences first, compression last), whatever the order of this list.
     """
-    plugins: list[Plugin] = [InjectionDefences(config.defences, approver=approver)]
+    defences = InjectionDefences(
+        config.defences, approver=approver, permissions=config.permissions, sandbox=config.sandbox
+    )
+    plugins: list[Plugin] = [defences]
     if config.status_bar.enabled:
         plugins.append(StatusBar(config.status_bar))
         if config.status_bar.todo:

@@ -19,8 +19,10 @@ trust and approval is ignored with a notice (:attr:`KairosConfig.notices`): ``ba
 outside the workspace, ``defences.approver`` looser than the user's, ``defences.exempt_tools``,
 ``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
 ``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
-``skills.dirs`` outside the workspace, and ``[runtime.mail]``. Lists that add protection (``defences.secrets``,
-``confirm_tools``, ``external_tools``) are added to the user's, never replace them.
+``skills.dirs`` outside the workspace, ``[runtime.mail]``, a ``[sandbox]`` that confines less than
+the user's (``mode``, ``network``, ``bwrap``, higher limits, more paths) and ``allow`` permission
+rules. Lists that add protection (``defences.secrets``, ``confirm_tools``, ``external_tools``,
+deny and ask ``permissions.rules``) are added to the user's, never replace them.
 
 Example ``kairos.toml``::
 
@@ -89,8 +91,10 @@ from kairos.paths import user_config_file
 from kairos.plugins.status_bar.config import StatusBarConfig
 from kairos.plugins.subagents.envelope import SubAgentConfig
 from kairos.security.defences import DefencesConfig
+from kairos.security.permissions import PermissionsConfig
 from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
+from kairos.tools.sandbox import SandboxConfig
 
 CONFIG_FILE = "kairos.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -223,6 +227,8 @@ class KairosConfig(BaseModel):
     )
     defences: DefencesConfig = Field(default_factory=DefencesConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

@@ -39,8 +39,10 @@ from tests.support.kairos_cli import KairosProcess, kill_quietly, run_kairos, wa
 from tests.support.openai_server import OpenAIServer, protocol_problem, text_reply, tool_calls_reply
 from tests.support.sessions import frozen_in_db, new_session_id, results, stored
 
-SLOW = "sleep 60 & echo $! > slow.pid; wait"
-"""A bash command that blocks for a minute; ``slow.pid`` holds the pid of its ``sleep`` once it runs."""
+SLOW_TAG = f"60.{os.getpid()}"
+SLOW = f"sleep {SLOW_TAG} & echo started > slow.pid; wait"
+"""A bash command that blocks for a minute; ``slow.pid`` appears once its ``sleep`` runs. The sleep is
+found by its unique argument in ``/proc`` (inside the sandbox ``$!`` is a pid of its own namespace)."""
 
 
 @pytest.fixture
@@ -71,11 +73,18 @@ def bash_args(command: str) -> str:
 
 def sleep_pid(workspace: Path) -> int | None:
     """The pid of the slow command's ``sleep``, once it is running."""
-    try:
-        text = (workspace / "slow.pid").read_text().strip()
-    except FileNotFoundError:
+    if not (workspace / "slow.pid").exists():
         return None
-    return int(text) if text.isdigit() else None
+    wanted = f"sleep\0{SLOW_TAG}\0".encode()
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit():
+                try:
+                    if Path(entry.path, "cmdline").read_bytes() == wanted:
+                        return int(entry.name)
+                except OSError:
+                    continue
+    return None
 
 
 def resume_against_strict_server(

@@ -14,6 +14,7 @@ import pytest
 from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.builtins.files import read_file
 from kairos.tools.builtins.shell import MAX_TIMEOUT_S, RESOURCE_KEY, BashSession, bash
+from kairos.tools.sandbox import SANDBOX_RESOURCE, Sandbox, SandboxConfig
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_tool_declaration() -> None:
     assert bash.name == "bash"
     assert bash.side_effects
     assert bash.timeout_s > MAX_TIMEOUT_S  # the command's own timeout fires first
-    assert list(bash.spec.parameters["properties"]) == ["command", "timeout_s"]
+    assert list(bash.spec.parameters["properties"]) == ["command", "timeout_s", "network"]
     assert bash.spec.parameters["required"] == ["command"]
 
 
@@ -127,7 +128,14 @@ async def test_a_deleted_cwd_moves_the_shell_back(ctx: ToolContext) -> None:
     assert (await sh(ctx, "pwd")).content == str(ctx.workspace)
 
 
+def unconfined(ctx: ToolContext) -> ToolContext:
+    """Tests that follow a process by its pid outside the sandbox's PID namespace run without it."""
+    ctx.resources[SANDBOX_RESOURCE] = Sandbox(SandboxConfig(mode="off"))
+    return ctx
+
+
 async def test_timeout_kills_the_process_group_and_the_next_call_works(ctx: ToolContext) -> None:
+    unconfined(ctx)
     await sh(ctx, "cd sub; export KEEP=1")
     r = await sh(ctx, "sleep 30 & echo $!; echo started; wait", timeout_s=1)
     assert r.is_error and r.metadata["timed_out"]
@@ -223,7 +231,7 @@ async def test_concurrent_sessions_have_separate_shells(tmp_path: Path) -> None:
 
 
 async def test_aclose_kills_the_shell_and_its_background_jobs(tmp_path: Path) -> None:
-    ctx = ToolContext(workspace=tmp_path)
+    ctx = unconfined(ToolContext(workspace=tmp_path))
     r = await sh(ctx, "sleep 60 >/dev/null 2>&1 & echo $!")
     bg = int(r.content)
     proc = session_of(ctx).process

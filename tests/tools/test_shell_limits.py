@@ -122,7 +122,7 @@ async def test_a_short_output_is_not_saved(ctx: ToolContext) -> None:
     r = await sh(ctx, "seq 1 1000")
     assert r.metadata["total_bytes"] == len(r.content) + 1
     assert "full_output" not in r.metadata
-    assert not (ctx.workspace / ".kairos").exists()
+    assert not (ctx.workspace / ".kairos" / "spill").exists()
 
 
 async def test_the_spill_file_stops_at_its_cap_and_says_so(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:

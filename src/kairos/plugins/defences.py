@@ -2,11 +2,13 @@
 
 A ``guard``-stage plugin, so it runs first and fails closed.
 
-It wraps external tool output before any other plugin annotates it, asks the approver before
-side-effecting calls, adds the fixed warning to the deployment part of the system prompt,
-guards every streamed reply against leaking the system prompt, and provides the agent's
-:class:`~kairos.security.provenance.ProvenanceGuard` as a service. What each part does and its
-settings: :mod:`kairos.security.defences`.
+It wraps external tool output before any other plugin annotates it, decides every call through
+the permission rules (:mod:`kairos.security.permissions`: deny, ask the approver, or allow; the one
+decision point, so confirmation of side effects, dangerous commands, network and the sandbox are
+asked about in one place) and installs the session's sandbox, adds the fixed warning to the
+deployment part of the system prompt, guards every streamed reply against leaking the system
+prompt, and provides the agent's :class:`~kairos.security.provenance.ProvenanceGuard` as a service.
+What each part does and its settings: :mod:`kairos.security.defences`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 
 from kairos.agent.plugin import Plugin, ReplyGuard, RunContext, SafePoint
 from kairos.models.types import ArgumentsError, Message, SystemPrompt, ToolCall
-from kairos.security.approval import ApprovalRequest, Approver, make_approver
+from kairos.security.approval import ApprovalRequest, Approver, Decision, make_approver
 from kairos.security.defences import (
     DENIED,
     INJECTION_WARNING,
@@ -26,9 +28,12 @@ from kairos.security.defences import (
     source_of,
 )
 from kairos.security.leak import Leak, LeakGuard, LeakStream
+from kairos.security.permissions import Permissions, PermissionsConfig, Verdict
 from kairos.security.provenance import ProvenanceGuard
 from kairos.security.sanitize import sanitize, wrap_external
+from kairos.tools.audit import audit_of
 from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.sandbox import SANDBOX_RESOURCE, Sandbox, SandboxConfig, grant, sandbox_of
 
 
 class InjectionDefences(Plugin):
@@ -36,14 +41,32 @@ class InjectionDefences(Plugin):
 
     Args:
         config: which defences are on; default :class:`DefencesConfig`'s defaults.
-        approver: who confirms side-effecting calls; default the one ``config.approver`` names.
+        approver: who confirms calls the rules send to "ask"; default the one ``config.approver`` names.
+        permissions: ``[permissions]``, the rules (default: none, so only the defaults decide).
+        sandbox: ``[sandbox]``; each session gets a :class:`~kairos.tools.sandbox.Sandbox` with it
+            (default: leave the session's sandbox as it is, which is the default one).
     """
 
     stage = "guard"
 
-    def __init__(self, config: DefencesConfig | None = None, *, approver: Approver | None = None) -> None:
+    def __init__(
+        self,
+        config: DefencesConfig | None = None,
+        *,
+        approver: Approver | None = None,
+        permissions: PermissionsConfig | None = None,
+        sandbox: SandboxConfig | None = None,
+    ) -> None:
         self.config = config or DefencesConfig()
         self.approver: Approver = approver or make_approver(self.config.approver)
+        self.sandbox = sandbox
+        c = self.config
+        self.permissions = Permissions(
+            permissions,
+            confirm=c.confirm_tools if c.confirm_side_effects else (),
+            confirm_side_effects=c.confirm_side_effects,
+            exempt=c.exempt_tools,
+        )
         self._external: set[str] = set(self.config.external_tools)
         self.guard = ProvenanceGuard(self.is_external)
         self._leak: tuple[SystemPrompt, LeakGuard] | None = None
@@ -57,8 +80,15 @@ class InjectionDefences(Plugin):
         return INJECTION_WARNING if self.config.warning else ""
 
     async def open(self, ctx: RunContext) -> None:
-        """Learn which of the session's tools are external (for provenance)."""
+        """Learn which of the session's tools are external (for provenance); install the sandbox."""
         self._learn(ctx)
+        self._sandbox(ctx.session.tool_context)
+
+    def _sandbox(self, tc: ToolContext) -> Sandbox:
+        """The session's sandbox, set up with ``[sandbox]`` (a sub-agent's session gets one on its first call)."""
+        if self.sandbox is not None and not isinstance(tc.resources.get(SANDBOX_RESOURCE), Sandbox):
+            tc.resources[SANDBOX_RESOURCE] = Sandbox(self.sandbox)
+        return sandbox_of(tc.resources)
 
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
         """At a turn start the tool set may have changed: learn it again."""
@@ -100,21 +130,37 @@ class InjectionDefences(Plugin):
         return self._leak[1].stream(record)
 
     async def before_tool(self, ctx: RunContext, call: ToolCall, tool: Tool) -> ToolResult | None:
-        """Ask the approver; a "no" becomes the call's (error) result and the tool does not run."""
-        if not (self.config.confirm_side_effects and self.needs_confirmation(tool)):
-            return None
+        """Decide the call by the permission rules; "ask" goes to the approver.
+
+        A refusal (a deny rule, or the approver's no) becomes the call's error result and the tool
+        does not run. What was decided, and by whom, goes to the audit log.
+        """
         try:
             args = call.parsed_arguments()
         except ArgumentsError:  # validated before this hook; kept total for direct callers
             args = {}
         tc = ctx.session.tool_context
-        decision = await self.approver.decide(ApprovalRequest(tool.name, args, call.id, tc.session_id))
-        log = security_log(tc)
+        box = self._sandbox(tc)
+        verdict = await self.permissions.evaluate(tool, args, sandbox=box, cwd=tc.cwd)
+        audit, log = audit_of(tc), security_log(tc)
+        if verdict.action == "allow":
+            audit.decided(call.id, f"allow ({verdict.source})")
+            _grant(verdict, box)
+            return None
+        if verdict.action == "deny":
+            audit.decided(call.id, f"deny ({verdict.source})")
+            log.record(SecurityEvent("denied", tool.name, call.id, verdict.reason))
+            return refused(tool.name, verdict, None)
+        request = ApprovalRequest(tool.name, args, call.id, tc.session_id, reason=verdict.reason)
+        decision = await self.approver.decide(request)
+        audit.decided(call.id, f"{'approved' if decision.approved else 'denied'} by {decision.by or 'approver'} "
+                      f"(ask: {verdict.source})")  # fmt: skip
         if decision.approved:
             log.record(SecurityEvent("approved", tool.name, call.id, decision.by))
+            _grant(verdict, box)
             return None
         log.record(SecurityEvent("denied", tool.name, call.id, decision.reason))
-        return denied_result(tool.name, decision)
+        return refused(tool.name, verdict, decision)
 
     async def after_tool(self, ctx: RunContext, call: ToolCall, tool: Tool | None, result: ToolResult) -> ToolResult:
         """Sanitise (flag/redact) and wrap the output of external tools."""
@@ -139,4 +185,26 @@ class InjectionDefences(Plugin):
         return ToolResult(content, result.is_error, metadata)
 
 
-__all__ = ["InjectionDefences"]
+def _grant(verdict: Verdict, box: Sandbox) -> None:
+    """Give the call what was approved with it (network, running unconfined); the tool checks it."""
+    if verdict.grants:
+        grant(*verdict.grants)
+        if "unconfined" in verdict.grants:
+            box.unconfined_approved = True
+
+
+def refused(tool_name: str, verdict: Verdict, decision: Decision | None) -> ToolResult:
+    """The error result of a call that does not run: why, and not to retry."""
+    if decision is not None and verdict.reason == "this tool has side effects":
+        return denied_result(tool_name, decision)
+    if decision is None:
+        text = f"Not run: '{tool_name}' is not allowed here: {verdict.reason} ({verdict.source})."
+        by = "rules"
+    else:
+        text = f"Not run: '{tool_name}' needs the user's approval ({verdict.reason}), but {decision.reason}."
+        by = decision.by
+    text += " Do not retry this call; tell the user what you wanted to do and let them decide."
+    return ToolResult(text, is_error=True, metadata={DENIED: True, "approver": by, "permission": verdict.source})
+
+
+__all__ = ["InjectionDefences", "refused"]

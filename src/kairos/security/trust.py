@@ -187,6 +187,12 @@ def restrict_untrusted(
     skills = out.get("skills")
     if isinstance(skills, dict):
         _restrict_skills(skills, baseline["skills"], workspace, ignored)
+    sandbox = out.get("sandbox")
+    if isinstance(sandbox, dict):
+        _restrict_sandbox(sandbox, baseline["sandbox"], ignored)
+    permissions = out.get("permissions")
+    if isinstance(permissions, dict):
+        _restrict_permissions(permissions, baseline["permissions"], ignored)
     runtime = out.get("runtime")
     if isinstance(runtime, dict):
         if "mail" in runtime:
@@ -220,6 +226,42 @@ def _restrict_defences(table: dict[str, Any], base: Mapping[str, Any], ignored: 
     for key in _ADDITIVE:
         if key in table:
             table[key] = [*base[key], *(v for v in table[key] if v not in base[key])]
+
+
+_MODE_RANK = {"off": 0, "ask": 1, "bwrap": 2}
+_NETWORK_RANK = {"allow": 0, "ask": 1, "deny": 2}
+_LIMITS = ("cpu_s", "memory_mb", "max_processes", "max_file_mb")
+
+
+def _restrict_sandbox(table: dict[str, Any], base: Mapping[str, Any], ignored: list[tuple[str, Any, str]]) -> None:
+    """Only a stricter sandbox: no weaker mode or network policy, no other program, no higher limit, no paths."""
+    if "mode" in table and _MODE_RANK[table["mode"]] < _MODE_RANK[base["mode"]]:
+        ignored.append(("sandbox.mode", table.pop("mode"), "it would let commands run outside the sandbox"))
+    if "network" in table and _NETWORK_RANK[table["network"]] < _NETWORK_RANK[base["network"]]:
+        ignored.append(("sandbox.network", table.pop("network"), "it would give commands the network"))
+    if "bwrap" in table and table["bwrap"] != base["bwrap"]:
+        ignored.append(("sandbox.bwrap", table.pop("bwrap"), "it names the program that confines commands"))
+    for key in _LIMITS:
+        if key in table and table[key] > base[key]:
+            ignored.append((f"sandbox.{key}", table.pop(key), "a workspace may only lower the sandbox's limits"))
+    for key in ("read_only_paths", "writable_paths"):
+        if table.get(key):
+            ignored.append((f"sandbox.{key}", table.pop(key), "it would show the sandbox more of your files"))
+
+
+def _restrict_permissions(table: dict[str, Any], base: Mapping[str, Any], ignored: list[tuple[str, Any, str]]) -> None:
+    """Deny and ask rules are added to the user's; allow rules and a looser ``dangerous`` are dropped."""
+    if "dangerous" in table and _NETWORK_RANK[table["dangerous"]] < _NETWORK_RANK[base["dangerous"]]:
+        ignored.append(
+            ("permissions.dangerous", table.pop("dangerous"), "it would stop asking about dangerous commands")
+        )
+    rules = table.get("rules")
+    if rules is None:
+        return
+    allows = [r for r in rules if r.get("action") == "allow"]
+    if allows:
+        ignored.append(("permissions.rules (allow)", allows, "a workspace may add deny and ask rules, never allow"))
+    table["rules"] = [*base["rules"], *(r for r in rules if r.get("action") != "allow")]
 
 
 def _restrict_skills(

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kairos.models.types import ArgumentsError, ToolCall
+from kairos.tools.audit import audit_of, outcome_of
 from kairos.tools.base import InvalidArguments, Tool, ToolContext, ToolResult, ToolSet
+from kairos.tools.sandbox import call_scope
 
 BeforeTool = Callable[[ToolCall, Tool], Awaitable[ToolResult | None]]
 """Runs before a valid call; returning a result short-circuits the call (e.g. denied)."""
@@ -109,10 +111,22 @@ async def execute(
 ) -> Executed:
     """Run ``call`` against ``tools``; never raises for anything the model did.
 
-    ``effects``: records calls of side-effecting tools (see the module docstring).
+    ``effects``: records calls of side-effecting tools (see the module docstring). Every call gets a
+    line in the session's audit log (:mod:`kairos.tools.audit`), whatever its outcome.
     """
     t = tools.get(call.name)
-    raw = await _run(call, t, tools, ctx, before, format_error, effects)
+    audit = audit_of(ctx)
+    try:
+        with call_scope():  # what the permission check grants (network) holds for this call only
+            raw = await _run(call, t, tools, ctx, before, format_error, effects)
+    except asyncio.CancelledError:
+        audit.record(
+            session=ctx.session_id, call_id=call.id, tool=call.name, arguments=_args(call), outcome="cancelled"
+        )
+        raise
+    audit.record(
+        session=ctx.session_id, call_id=call.id, tool=call.name, arguments=_args(call), outcome=outcome_of(raw)
+    )
     result = await after(call, t, raw) if after is not None else raw
     return Executed(result, raw)
 
@@ -199,6 +213,13 @@ async def _call(
     except Exception as e:  # a tool bug must reach the model as a result, never crash the run
         return ToolResult(format_error(call, t, args, e), is_error=True, metadata={"exception": e})
     return cap_output(result, t.max_output_chars)
+
+
+def _args(call: ToolCall) -> dict[str, Any] | str:
+    try:
+        return call.parsed_arguments()
+    except ArgumentsError:
+        return call.arguments
 
 
 def _schema(t: Tool) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kairos.tools.base import Tool
 from kairos.tools.builtins.clock import current_time
 from kairos.tools.builtins.files import edit_file, grep, list_dir, read_file, write_file
+from kairos.tools.builtins.python import python
 from kairos.tools.builtins.shell import BashSession, bash
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "edit_file",
     "grep",
     "list_dir",
+    "python",
     "read_file",
     "write_file",
 ]
@@ -26,4 +28,4 @@ __all__ = [
 
 def default_tools() -> list[Tool]:
     """All built-in tools, sorted by name."""
-    return [bash, current_time, edit_file, grep, list_dir, read_file, write_file]
+    return [bash, current_time, edit_file, grep, list_dir, python, read_file, write_file]

@@ -5,10 +5,16 @@ started in its own process group. Commands are sent on stdin wrapped in ``eval``
 error cannot swallow what follows) with stdin from ``/dev/null``; a sentinel line carrying a fresh
 UUID, the exit status and the physical cwd marks the end of each command's output.
 
+The shell runs inside the session's sandbox (:mod:`kairos.tools.sandbox`: bubblewrap, started with
+the shell, so one PID namespace lasts the session). After every command everything in that
+namespace but the shell is killed, and the result says how many were: no background process
+outlives its call (``setsid``, ``nohup`` and double forks included). A call that asks for the
+network runs in a one-off sandbox that has it. Where the sandbox cannot run, the call is refused
+with how to fix it, unless ``[sandbox] mode`` says otherwise (see there).
+
 The shell's cwd is kept inside the workspace: after a command that leaves it outside, the shell
-``cd``s back to the last good directory and the result says so. This is a guard against
-mistakes, **not a sandbox**: within one command a program can still read and write anything
-the user running kairos can. Isolation is the job of the sandbox layer, not of this module.
+``cd``s back to the last good directory and the result says so (a guard against mistakes; the
+sandbox is what stops writes elsewhere).
 
 The shell gets kairos's environment without secrets (:meth:`ToolContext.environment`). Long
 outputs are kept whole in a spill file and shown cut (:mod:`._bash_output`). The shell never
@@ -22,23 +28,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import functools
 import math
 import os
 import shlex
 import signal
-import sys
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, is_secret_name
 from kairos.tools.builtins._bash_output import Capture, Spill, render
+from kairos.tools.builtins._proc import Watchdog, die_with_kairos, kill_group
 from kairos.tools.function import tool
+from kairos.tools.sandbox import Sandbox, granted, sandbox_of
 
 RESOURCE_KEY = "bash"
 MAX_TIMEOUT_S = 600.0
@@ -46,92 +51,17 @@ MIN_TIMEOUT_S = 1.0
 _CHUNK = 64 * 1024
 _GRACE_S = 2.0
 """How long to wait for the pipe to drain once the shell's process group has been killed."""
+_REAPER = (
+    "__kn=0; for __k in 1 2 3 4 5 6 7 8; do __kp=; for __p in /proc/[0-9]*; do __p=${__p#/proc/}; "
+    '[[ $__p == 1 || $__p == "$$" ]] || { builtin kill -9 "$__p" 2>/dev/null && __kp=1 && ((__k > 1 || ++__kn)); }; '
+    "done; [[ -z $__kp ]] && break; done; { builtin wait; } 2>/dev/null; ((__kn)) && builtin printf "
+    "'[stopped %s process(es) left running in the background: in the sandbox nothing outlives its call]\\n' $__kn; "
+    "builtin unset __k __kp __p __kn\n"
+)
+"""Inside the sandbox's PID namespace, after each command: kill everything but its init and the shell
+(builtins only, so it forks nothing), so no background process outlives the call."""
 _DROP_ENV = ("BASH_ENV", "ENV", "PROMPT_COMMAND")
 _EXTRA_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "TERM": "dumb", "GIT_TERMINAL_PROMPT": "0"}
-_PR_SET_PDEATHSIG = 1
-_WATCHDOG = 'read -r _ || kill -s KILL -- "-$1" 2>/dev/null'
-"""The watchdog's script: its stdin reaches end of file when kairos is gone, then it kills the group ``$1``."""
-
-
-@functools.cache
-def _prctl() -> Any:
-    """The C library's ``prctl`` on Linux, else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-def _die_with_kairos() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child get SIGKILL when kairos dies (Linux); None elsewhere.
-
-    The kernel sends it when the *thread* that started the child exits: the event loop's thread,
-    which lives as long as the session's shell is of any use. Kept minimal, as code between fork
-    and exec must be.
-    """
-    prctl = _prctl()
-    if prctl is None:
-        return None
-    parent = os.getpid()
-
-    def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # kairos died before the request took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-@dataclass(slots=True)
-class _Watchdog:
-    """A ``sh`` that kills the shell's process group once kairos is gone, however it went.
-
-    ``PR_SET_PDEATHSIG`` takes bash down with kairos, but not what bash started: after a
-    ``kill -9`` a ``sleep 60`` or a dev server would run on, orphaned. The watchdog blocks on a
-    pipe whose only writer is kairos (the write end is close-on-exec, so no child inherits it);
-    the kernel closes it however kairos ends, the read sees end of file and the group is killed.
-    """
-
-    proc: asyncio.subprocess.Process
-    write_fd: int
-
-    @classmethod
-    async def start(cls, pgid: int) -> _Watchdog | None:
-        """Watch ``pgid``; None if no watchdog could be started (the shell still works without)."""
-        read_fd, write_fd = os.pipe()
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                "sh", "-c", _WATCHDOG, "kairos-shell-watchdog", str(pgid),
-                stdin=read_fd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-                start_new_session=True,  # a Ctrl-C or hangup of the terminal must not take it down first
-            )  # fmt: skip
-        except BaseException as e:
-            os.close(write_fd)
-            if isinstance(e, OSError):  # no sh: the shell still works, unwatched
-                return None
-            raise
-        finally:
-            os.close(read_fd)
-        return cls(proc, write_fd)
-
-    async def dismiss(self) -> None:
-        """The group is dead already: stop watching without killing anything (its pid may be reused)."""
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
-        os.close(self.write_fd)
-        await self.proc.wait()
 
 
 def default_environment() -> dict[str, str]:
@@ -173,6 +103,9 @@ class BashSession:
         *,
         env: Mapping[str, str] | None = None,
         spill_dir: Path | None = None,
+        sandbox: Sandbox | None = None,
+        state_dirs: Sequence[Path] = (),
+        network: bool = False,
     ) -> None:
         """Set up a session; bash itself starts on the first :meth:`run`.
 
@@ -181,6 +114,10 @@ class BashSession:
             cwd: where the shell starts (default: the workspace).
             env: the shell's environment (default: :func:`default_environment`, without secrets).
             spill_dir: where long outputs are saved whole (default: ``<workspace>/.kairos/spill``).
+            sandbox: run bash inside it (bubblewrap); None runs it unconfined. The caller checks first
+                that it can run (:meth:`Sandbox.check`).
+            state_dirs: kairos's state, shown read-only inside the sandbox.
+            network: give the sandbox the network.
         """
         self.workspace = workspace.resolve()
         self.cwd = (cwd or workspace).resolve()
@@ -192,11 +129,16 @@ class BashSession:
         self._exited: asyncio.Task[int] | None = None
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
-        self._watchdog: _Watchdog | None = None
+        self._watchdog: Watchdog | None = None
         self._lock = asyncio.Lock()
         self._closing: asyncio.Future[int | None] | None = None
         self._closed = False
         self._death_reported = True
+        self.sandbox = sandbox
+        self.state_dirs = tuple(state_dirs)
+        self.network = network
+        self._confined = False
+        self._cleanup: Callable[[], None] | None = None
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
@@ -210,24 +152,31 @@ class BashSession:
         if not self.cwd.is_dir():
             self.cwd = self.workspace
         env = {k: v for k, v in self.env.items() if k not in _DROP_ENV} | _EXTRA_ENV
+        argv = ["bash", "--noprofile", "--norc"]
+        preexec = die_with_kairos()
+        self._confined = self.sandbox is not None and await self.sandbox.confined()
+        if self.sandbox is not None and self._confined:
+            argv = self.sandbox.command(
+                argv, workspace=self.workspace, cwd=self.cwd, state_dirs=self.state_dirs, network=self.network
+            )
+            preexec, self._cleanup = self.sandbox.preexec(preexec)
         read_fd, write_fd = os.pipe()
         try:
             # stdout/stderr go to a pipe we own (not asyncio's): wait() then returns as soon as
             # bash exits, even while a background job still holds the pipe open.
             proc = await asyncio.create_subprocess_exec(
-                "bash",
-                "--noprofile",
-                "--norc",
+                *argv,
                 cwd=self.cwd,
                 env=env,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=write_fd,
                 stderr=write_fd,
                 start_new_session=True,
-                preexec_fn=_die_with_kairos(),
+                preexec_fn=preexec,
             )
         except BaseException:
             os.close(read_fd)
+            self._release_cgroup()
             raise
         finally:
             os.close(write_fd)
@@ -245,8 +194,8 @@ class BashSession:
         self._exited = asyncio.ensure_future(proc.wait())
         # Kills the group (background jobs included) if the session is dropped unclosed or
         # the interpreter exits first; bash is its group's leader, so pgid == pid.
-        self._finalizer = weakref.finalize(self, _kill_group, proc.pid)
-        self._watchdog = await _Watchdog.start(proc.pid)
+        self._finalizer = weakref.finalize(self, kill_group, proc.pid)
+        self._watchdog = await Watchdog.start(proc.pid)
 
     async def _shutdown(self, pump: asyncio.Future[Any] | None = None) -> int | None:
         """Kill the shell's whole process group and release everything; returns bash's exit code.
@@ -262,7 +211,16 @@ class BashSession:
             self._finalizer = None
         watchdog, self._watchdog = self._watchdog, None
         self._closing = asyncio.ensure_future(_reap(proc, exited, transport, pump, watchdog))
-        return await asyncio.shield(self._closing)
+        try:
+            return await asyncio.shield(self._closing)
+        finally:
+            if self._closing.done():
+                self._release_cgroup()
+
+    def _release_cgroup(self) -> None:
+        cleanup, self._cleanup = self._cleanup, None
+        if cleanup is not None:
+            cleanup()
 
     async def aclose(self) -> None:
         """End the shell and its whole process group; the session cannot run commands after this."""
@@ -291,8 +249,10 @@ class BashSession:
         assert proc is not None and proc.stdin is not None and exited is not None and reader is not None
         marker = f"__KAIROS_{uuid.uuid4().hex}__"
         script = (
-            f"builtin eval {shlex.quote(command)} < /dev/null\n"
-            f'builtin printf \'\\n%s %s %s\\n\' {marker} "$?" "$(builtin pwd -P 2>/dev/null)"\n'
+            f"builtin eval {shlex.quote(command)} < /dev/null\n__kairos_rc=$?\n"
+            + (_REAPER if self._confined else "")
+            + f'builtin printf \'\\n%s %s %s\\n\' {marker} "$__kairos_rc" "$(builtin pwd -P 2>/dev/null)"\n'
+            + "builtin unset __kairos_rc\n"
         )
         cap = Capture(b"\n" + marker.encode() + b" ", Spill(self.spill_dir, self.workspace))
         pump: asyncio.Future[None] | None = None
@@ -376,7 +336,7 @@ async def _reap(
     exited: asyncio.Future[int],
     transport: asyncio.ReadTransport | None = None,
     pump: asyncio.Future[None] | None = None,
-    watchdog: _Watchdog | None = None,
+    watchdog: Watchdog | None = None,
 ) -> int | None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -404,37 +364,74 @@ def _real(pwd: str) -> Path | None:
     return Path(pwd).resolve() if pwd else None
 
 
-def _session(ctx: ToolContext) -> BashSession:
+def _new_session(ctx: ToolContext, box: Sandbox, *, network: bool) -> BashSession:
+    return BashSession(
+        ctx.workspace, ctx.cwd, env=ctx.environment(), sandbox=box, state_dirs=ctx.state_dirs, network=network
+    )
+
+
+def _session(ctx: ToolContext, box: Sandbox) -> BashSession:
     session = ctx.resources.get(RESOURCE_KEY)
     if not isinstance(session, BashSession):
-        session = BashSession(ctx.workspace, ctx.cwd, env=ctx.environment())
+        session = _new_session(ctx, box, network=box.config.network == "allow")
         ctx.resources[RESOURCE_KEY] = session
     return session
 
 
+def _network_refusal(box: Sandbox) -> str | None:
+    """Why a call that asks for the network may not have it (None: it may)."""
+    policy = box.config.network
+    if policy == "deny":
+        return 'Not run: network access is switched off for commands ([sandbox] network = "deny").'
+    if policy == "ask" and not granted("network"):
+        return "Not run: network access needs the user's approval, and it was not given. Run it without network."
+    return None
+
+
 @tool(side_effects=True, timeout_s=MAX_TIMEOUT_S + 30)
-async def bash(command: str, timeout_s: float = 60, *, ctx: ToolContext) -> ToolResult:
+async def bash(command: str, timeout_s: float = 60, network: bool = False, *, ctx: ToolContext) -> ToolResult:
     """Run a command in a persistent bash shell and return its output (stdout and stderr together).
     State carries over between calls: variables, functions and the current directory (cd).
     Use it to run programs, tests and git. Stdin is empty, so interactive programs and prompts won't work.
-    The current directory must stay inside the workspace.
+    It runs in a sandbox: the workspace is writable (except .kairos/), everything else is read-only, the home
+    folder is empty, /tmp is private, there is no network, and no process outlives the call.
 
     Args:
         command: bash command line(s), e.g. "ls -la" or "cd src && python -m pytest -q".
         timeout_s: seconds before the command is killed (at most 600); raise it for slow builds.
+        network: true only when the command needs the internet (pip install, git clone); the user is asked,
+            and it runs in a one-off shell (variables and cd are not kept).
     """
     if "\0" in command:
         return ToolResult("The command contains a NUL character, which bash cannot run; remove it.", is_error=True)
+    return await run_command(command, timeout_s, network, ctx)
+
+
+async def run_command(command: str, timeout_s: float, network: bool, ctx: ToolContext) -> ToolResult:
+    """Run ``command`` as the ``bash`` tool does (sandbox checks, limits, the result's notes)."""
     limit = min(max(timeout_s, MIN_TIMEOUT_S), MAX_TIMEOUT_S) if not math.isnan(timeout_s) else 60.0
-    session = _session(ctx)
+    box = sandbox_of(ctx.resources)
+    refusal = await box.check()
+    confined = await box.confined()
+    if refusal is None and network and confined and box.config.network != "allow":
+        refusal = _network_refusal(box)
+    if refusal is not None:
+        return ToolResult(refusal, is_error=True, metadata={"sandbox": "refused"})
+    one_off = network and confined and box.config.network != "allow"
+    session = _new_session(ctx, box, network=True) if one_off else _session(ctx, box)
     try:
         outcome = await session.run(command, limit)
     except OSError as exc:
         return ToolResult(f"Could not start bash: {exc}.", is_error=True)
     finally:
         ctx.cwd = session.cwd
+        if one_off:
+            await session.aclose()
     parts = [outcome.output.rstrip("\n")] if outcome.output.strip() else []
     metadata: dict[str, Any] = {"cwd": str(session.cwd), "total_bytes": outcome.total_bytes}
+    metadata["sandbox"] = "bwrap" if confined else "none"
+    if one_off:
+        parts.append("[ran with network access in a one-off shell: its variables and cd are not kept]")
     if outcome.full_output is not None:
         metadata["full_output"] = outcome.full_output.relative_to(ctx.workspace).as_posix()  # checked inside
         if outcome.full_output_capped:
