@@ -8,7 +8,20 @@ Each returns plain :class:`~kairos.tools.base.Tool` objects, so the same tools s
 agent and an MCP server.
 """
 
+from kairos.tools.toolsets.checkers import execution_checkers
+from kairos.tools.toolsets.collaboration import HUMAN_RESOURCE, Human, TerminalHuman, collaboration_tools
 from kairos.tools.toolsets.config import NotifyChannel, NotifyConfig, ToolsConfig, WebSearchConfig
 from kairos.tools.toolsets.perception import perception_tools
 
-__all__ = ["NotifyChannel", "NotifyConfig", "ToolsConfig", "WebSearchConfig", "perception_tools"]
+__all__ = [
+    "HUMAN_RESOURCE",
+    "Human",
+    "NotifyChannel",
+    "NotifyConfig",
+    "TerminalHuman",
+    "ToolsConfig",
+    "WebSearchConfig",
+    "collaboration_tools",
+    "execution_checkers",
+    "perception_tools",
+]
