@@ -91,6 +91,7 @@ from kairos.plugins.subagents.envelope import SubAgentConfig
 from kairos.security.defences import DefencesConfig
 from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
+from kairos.tools.toolsets.config import NotifyConfig, ToolsConfig
 
 CONFIG_FILE = "kairos.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -223,6 +224,8 @@ class KairosConfig(BaseModel):
     )
     defences: DefencesConfig = Field(default_factory=DefencesConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig, description="perception toolset (web_search endpoint)")
+    notify: NotifyConfig = Field(default_factory=NotifyConfig, description="notification channels (user config)")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())
