@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kairos.config import KairosConfig, load_config
+from kairos.tools.base import Tool
 
 USER = """
 [tools.web_search]
@@ -71,3 +72,22 @@ def test_untrusted_workspace_may_repeat_the_users_own_channel(tmp_path: Path) ->
     ws, user_file = _files(tmp_path, USER, same)
     cfg = load_config(ws, user_file=user_file, trusted=False, env={})
     assert [c.name for c in cfg.notify.channels] == ["me"] and not cfg.notices
+
+
+def test_toolsets_are_opt_in_and_reach_the_agent(tmp_path: Path) -> None:
+    from kairos.app import build_agent
+    from kairos.testing import ScriptedModel, reply
+
+    def names(cfg: KairosConfig) -> set[str]:
+        agent = build_agent(ScriptedModel([reply("ok")]), tmp_path, cfg)
+        return {t.name for t in agent.tools if isinstance(t, Tool)}
+
+    base = names(KairosConfig())
+    assert not base & {"read_document", "fetch_url", "request_approval", "notify"}
+    on = KairosConfig.model_validate(
+        {
+            "tools": {"toolsets": ["perception", "collaboration"]},
+            "notify": {"channels": [{"name": "me", "kind": "webhook", "url": "https://h.example/x"}]},
+        }
+    )
+    assert names(on) - base == {"read_document", "fetch_url", "request_approval", "request_input", "notify"}

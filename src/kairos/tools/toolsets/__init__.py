@@ -8,6 +8,7 @@ Each returns plain :class:`~kairos.tools.base.Tool` objects, so the same tools s
 agent and an MCP server.
 """
 
+from kairos.tools.base import Tool
 from kairos.tools.toolsets.checkers import execution_checkers
 from kairos.tools.toolsets.collaboration import HUMAN_RESOURCE, Human, TerminalHuman, collaboration_tools
 from kairos.tools.toolsets.config import NotifyChannel, NotifyConfig, ToolsConfig, WebSearchConfig
@@ -24,4 +25,15 @@ __all__ = [
     "collaboration_tools",
     "execution_checkers",
     "perception_tools",
+    "toolset_tools",
 ]
+
+
+def toolset_tools(tools: ToolsConfig, notify: NotifyConfig) -> list[Tool]:
+    """The tools of the toolsets ``[tools] toolsets`` switches on (none by default)."""
+    out: list[Tool] = []
+    if "perception" in tools.toolsets:
+        out += perception_tools(tools)
+    if "collaboration" in tools.toolsets:
+        out += collaboration_tools(notify)
+    return out

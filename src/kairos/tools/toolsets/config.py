@@ -2,6 +2,9 @@
 
 Example ``config.toml``::
 
+    [tools]
+    toolsets = ["perception", "collaboration"]   # read_document, fetch_url, web_search; request_*, notify
+
     [tools.web_search]
     url = "https://search.example.com/api"   # GET ?q=...&n=... returning JSON results
     api_key_env = "SEARCH_API_KEY"            # sent as a bearer token; never shown to the model
@@ -97,6 +100,10 @@ class ToolsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    toolsets: tuple[Literal["perception", "collaboration"], ...] = ()
+    """Toolsets the agent of ``kairos run``/``chat`` gets. Off by default: their schemas cost prompt tokens on
+    every request, about 620 for perception (800 with web_search) and 520 for collaboration (740 with notify),
+    estimated at 4 characters a token of the schemas' JSON."""
     page_chars: int = Field(8_000, ge=500, le=100_000)
     """Characters per page of ``read_document`` and ``fetch_url``."""
     compress_over_chars: int = Field(16_000, ge=1_000)
