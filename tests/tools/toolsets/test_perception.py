@@ -265,3 +265,34 @@ def test_descriptions_say_when_and_what_not(ctx: ToolContext) -> None:
     for t in perception_tools(ToolsConfig(web_search=WebSearchConfig(url="https://s.example"))):
         d = t.spec.description
         assert "Cannot" in d and "Example" in d, t.name
+
+
+async def test_latest_user_request_is_the_default_focus(ctx: ToolContext) -> None:
+    from kairos.tools.toolsets.perception import FOCUS_RESOURCE
+
+    (ctx.workspace / "long.md").write_text(LONG)
+    t = tools(page_chars=2000, compress_over_chars=5000)["read_document"]
+    ctx.resources[FOCUS_RESOURCE] = "What is the rocket's launch code?"
+    res = await run(t, ctx, path="long.md")
+    assert res.metadata["compressed"] and "AURORA-7" in res.content
+    assert "rocket's launch code" in res.content  # the focus used is named
+    page2 = await run(t, ctx, path="long.md", offset=2000)
+    assert "compressed" not in page2.metadata  # reading on by offset is never compressed
+
+
+async def test_a_hanging_server_ends_in_a_clear_timeout(ctx: ToolContext, http_fixture: HttpFixture) -> None:
+    import threading
+
+    release = threading.Event()
+
+    def hang() -> Route:
+        release.wait(60)
+        return Route(content_type="text/plain", body=b"late")
+
+    http_fixture.routes["/hang"] = hang
+    t = tools(fetch={"timeout_s": 0.5})["fetch_url"]
+    try:
+        res = await run(t, ctx, url=http_fixture.url("/hang"))
+    finally:
+        release.set()
+    assert res.is_error and "did not answer within 0.5 s" in res.content

@@ -67,7 +67,7 @@ async def _webhook(channel: NotifyChannel, message: str, subject: str, session: 
     try:
         async with asyncio.timeout(channel.timeout_s), httpx.AsyncClient(timeout=channel.timeout_s) as client:
             resp = await client.post(channel.url, content=body, headers=headers)
-    except TimeoutError as e:
+    except (TimeoutError, httpx.TimeoutException) as e:
         raise NotifyError(f"the webhook did not answer within {channel.timeout_s:g} s") from e
     except httpx.HTTPError as e:
         raise NotifyError(f"the webhook cannot be reached ({type(e).__name__})") from e

@@ -35,6 +35,9 @@ from kairos.tools.toolsets.documents import (
     kind_of,
 )
 
+FOCUS_RESOURCE = "kairos.focus"
+"""``ctx.resources`` key of the latest user request (set by the front end or a plugin): the focus of a long
+text read without one, so it is still compressed with the task in view."""
 CACHE_KEY = "kairos.toolsets.texts"
 """``ctx.resources`` key of the per-session cache of extracted texts (so reading on does not re-parse)."""
 _CACHE_SIZE = 16
@@ -59,14 +62,28 @@ def _remember(ctx: ToolContext, key: tuple[Any, ...], doc: Document) -> None:
 
 
 def present(
-    ctx: ToolContext, doc: Document, *, name: str, offset: int, focus: str, cfg: ToolsConfig, again: str
+    ctx: ToolContext,
+    doc: Document,
+    *,
+    name: str,
+    offset: int,
+    focus: str,
+    cfg: ToolsConfig,
+    again: str,
+    compress: bool = True,
 ) -> ToolResult:
     """A document as the model sees it: a header, notes, then a page or (long + focus) the relevant parts.
 
     ``again`` is how to read another part, with ``{offset}`` left to fill, e.g.
-    ``read_document(path='a.pdf', offset={offset})``.
+    ``read_document(path='a.pdf', offset={offset})``. Without ``focus``, the latest user request
+    (``ctx.resources[FOCUS_RESOURCE]``) is the focus; ``compress=False`` never compresses (spill files).
     """
     text = doc.text
+    if not compress:
+        focus = ""
+    elif not focus.strip() and offset == 0:
+        latest = ctx.resources.get(FOCUS_RESOURCE)
+        focus = latest[:500] if isinstance(latest, str) else ""
     what = doc.kind.upper() + (f", {doc.parts} {'slides' if doc.kind == 'pptx' else 'pages'}" if doc.parts else "")
     meta: dict[str, Any] = {"kind": doc.kind, "total_chars": len(text), "offset": offset}
     notes = "".join(f"Note: {n}.\n" for n in doc.notes)
@@ -156,9 +173,10 @@ def _read_document_fn(cfg: ToolsConfig) -> Any:
             _remember(ctx, key, doc)
         else:
             f.close()
-        if is_spill(ctx, p):
-            focus = ""  # a spilled text is read back page by page, never compressed again
-        return present(ctx, doc, name=name, offset=offset, focus=focus, cfg=cfg, again=again)
+        # a spilled text is read back page by page, never compressed again
+        return present(
+            ctx, doc, name=name, offset=offset, focus=focus, cfg=cfg, again=again, compress=not is_spill(ctx, p)
+        )
 
     return read_document
 
@@ -237,7 +255,7 @@ async def _download(url: str, timeout_s: float, max_bytes: int) -> Document | To
                 data = b"".join(chunks)[:max_bytes]
                 ctype = resp.headers.get("content-type", "")
                 final = str(resp.url)
-    except TimeoutError:
+    except (TimeoutError, httpx.TimeoutException):  # the whole download, or one read, took too long
         return error(f"{url} did not answer within {timeout_s:g} s; try again later or another source.")
     except httpx.TooManyRedirects:
         return error(f"{url} redirects more than 5 times; give the final address.")
@@ -285,7 +303,7 @@ def _web_search_fn(cfg: ToolsConfig) -> Any:
         try:
             async with asyncio.timeout(ws.timeout_s), httpx.AsyncClient(timeout=ws.timeout_s) as client:
                 resp = await client.get(ws.url, params={"q": query, "n": n}, headers=headers)
-        except TimeoutError:
+        except (TimeoutError, httpx.TimeoutException):
             return error(f"the search service did not answer within {ws.timeout_s:g} s; try again later.")
         except httpx.HTTPError as e:
             return error(_redact(f"the search service cannot be reached ({type(e).__name__}: {e}).", key))
@@ -359,4 +377,4 @@ def perception_tools(config: ToolsConfig | None = None) -> list[Tool]:
     return out
 
 
-__all__ = ["CACHE_KEY", "perception_tools", "present"]
+__all__ = ["CACHE_KEY", "FOCUS_RESOURCE", "perception_tools", "present"]
