@@ -112,3 +112,10 @@ def test_many_findings_are_counted_not_dropped(tmp_path: Path) -> None:
 def test_registry_covers_the_promised_types() -> None:
     suffixes = {s for c in execution_checkers for s in c.suffixes}
     assert {".py", ".json", ".toml", ".yaml", ".yml"} <= suffixes
+
+
+async def test_without_a_ruff_config_only_errors_not_style(ctx: ToolContext) -> None:
+    assert not checkers.has_ruff_config(ctx.workspace)
+    res = await run(write_file, ctx, path="st.py", content="import sys, os\nfrom pathlib import Path\nprint(sys)\n")
+    codes = sorted(f["code"] for f in res.metadata["checks"]["findings"])
+    assert codes == ["E401", "F401", "F401"]  # no import-sorting or other style rules

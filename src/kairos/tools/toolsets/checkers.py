@@ -1,7 +1,8 @@
 """Execution checkers: after ``write_file``/``edit_file``, check what was written and say what is wrong.
 
-Python goes through ``ruff check`` (the workspace's own ruff settings apply; without ruff, Python's
-compiler still catches syntax errors); JSON, TOML and YAML through their parsers. Findings come
+Python goes through ``ruff check`` (the workspace's own ruff settings apply, else only the error
+rules :data:`DEFAULT_RUFF_RULES`, not style; without ruff, Python's compiler still catches syntax
+errors); JSON, TOML and YAML through their parsers. Findings come
 back in the tool result, with line numbers, so the model fixes its mistake on the next call instead
 of finding it three steps later. A checker never fails the write: a crash, a timeout or a missing
 program is reported as such, and the file stays written.
@@ -134,6 +135,23 @@ def ruff_command() -> list[str] | None:
     return [found] if found else None
 
 
+DEFAULT_RUFF_RULES = "E4,E7,E9,F"
+"""Rules checked where no ruff configuration applies: errors (syntax, undefined names, unused imports), not style."""
+
+
+def has_ruff_config(folder: Path) -> bool:
+    """Whether ruff would find a configuration for files in ``folder`` (it looks in every parent)."""
+    for d in (folder, *folder.parents):
+        if (d / "ruff.toml").is_file() or (d / ".ruff.toml").is_file():
+            return True
+        try:
+            if "[tool.ruff" in (d / "pyproject.toml").read_text(encoding="utf-8", errors="replace"):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _check_python(path: Path, text: str, env: Mapping[str, str]) -> list[Finding]:
     cmd = ruff_command()
     if cmd is None:  # no ruff: at least the syntax
@@ -142,8 +160,11 @@ def _check_python(path: Path, text: str, env: Mapping[str, str]) -> list[Finding
         except SyntaxError as e:
             return [Finding(e.lineno or 0, e.offset or 0, f"SyntaxError: {e.msg}")]
         return []
+    args = [*cmd, "check", "--output-format", "json", "--no-cache", "--exit-zero", "--stdin-filename", str(path)]
+    if not has_ruff_config(path.parent):
+        args += ["--select", DEFAULT_RUFF_RULES]
     proc = subprocess.run(
-        [*cmd, "check", "--output-format", "json", "--no-cache", "--exit-zero", "--stdin-filename", str(path), "-"],
+        [*args, "-"],
         input=text.encode("utf-8"),
         capture_output=True,
         timeout=RUFF_TIMEOUT_S,
@@ -220,6 +241,7 @@ def with_checks(path: Path, text: str, result: ToolResult, env: Mapping[str, str
 
 
 __all__ = [
+    "DEFAULT_RUFF_RULES",
     "MAX_CHECK_BYTES",
     "CheckReport",
     "Checker",
@@ -227,6 +249,7 @@ __all__ = [
     "check_file",
     "checker_for",
     "execution_checkers",
+    "has_ruff_config",
     "ruff_command",
     "with_checks",
 ]
