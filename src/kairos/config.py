@@ -224,7 +224,7 @@ class KairosConfig(BaseModel):
     )
     defences: DefencesConfig = Field(default_factory=DefencesConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
-    tools: ToolsConfig = Field(default_factory=ToolsConfig, description="perception toolset (web_search endpoint)")
+    tools: ToolsConfig = Field(default_factory=ToolsConfig, description="opt-in toolsets, page sizes, web_search")
     notify: NotifyConfig = Field(default_factory=NotifyConfig, description="notification channels (user config)")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())

@@ -114,6 +114,11 @@ async def test_pagination_is_explicit_and_reads_on(ctx: ToolContext) -> None:
     assert text == LONG and seen
     past = await run(t, ctx, path="long.txt", offset=len(LONG) + 5)
     assert past.is_error and f"has {len(LONG)} characters" in past.content
+    negative = await run(t, ctx, path="long.txt", offset=-1)
+    assert negative.is_error and "offset=-1 is outside the text" in negative.content
+    os.mkfifo(ctx.workspace / "pipe.txt")
+    fifo = await run(t, ctx, path="pipe.txt")  # refused at once, never blocks
+    assert fifo.is_error and "named pipe" in fifo.content
 
 
 async def test_focus_compresses_with_pointer_to_full_text(ctx: ToolContext) -> None:
