@@ -17,6 +17,7 @@ from kairos.plugins.todo import TodoTools
 from kairos.prompts.builder import default_prompt
 from kairos.security.approval import Approver
 from kairos.tools.base import Tool
+from kairos.tools.toolsets import toolset_tools
 
 
 def default_system_prompt(workspace: Path, config: KairosConfig) -> SystemPrompt:
@@ -81,7 +82,7 @@ def build_agent(
     config = config or KairosConfig()
     return Agent(
         model,
-        tools=[*default_tools(), *(tools or [])],
+        tools=[*default_tools(), *toolset_tools(config.tools, config.notify), *(tools or [])],
         system=default_system_prompt(workspace, config),
         max_iterations=config.max_iterations,
         max_tokens=config.max_tokens,

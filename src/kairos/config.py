@@ -95,6 +95,7 @@ from kairos.security.permissions import PermissionsConfig
 from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
 from kairos.tools.sandbox import SandboxConfig
+from kairos.tools.toolsets.config import NotifyConfig, ToolsConfig
 
 CONFIG_FILE = "kairos.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -229,6 +230,8 @@ class KairosConfig(BaseModel):
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig, description="opt-in toolsets, page sizes, web_search")
+    notify: NotifyConfig = Field(default_factory=NotifyConfig, description="notification channels (user config)")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

@@ -23,6 +23,7 @@ from typing import Any
 
 from kairos.paths import is_inside, user_config_dir
 from kairos.security.review import JsonFile
+from kairos.tools.toolsets.config import NotifyChannel
 
 TRUST_FILE = "trusted-workspaces.json"
 
@@ -202,6 +203,7 @@ def restrict_untrusted(
             drop(runtime, "classifier", "runtime.classifier", why)
         if "mail" in runtime.get("toolsets", []):  # lossless: a mailbox in the user config brings the tools back
             runtime["toolsets"] = [t for t in runtime["toolsets"] if t != "mail"]
+    _restrict_toolsets(out, baseline, ignored)
     if not ignored:
         return out, []
     notices = [f"{path}: ignored {name} = {_show(value)}: {why}" for name, value, why in ignored]
@@ -210,6 +212,22 @@ def restrict_untrusted(
         f"if you trust its content, run: kairos trust {shlex.quote(str(workspace))}"
     )
     return out, notices
+
+
+def _restrict_toolsets(out: dict[str, Any], baseline: Mapping[str, Any], ignored: list[tuple[str, Any, str]]) -> None:
+    """``[tools.web_search]`` endpoint and key, and new ``[[notify.channels]]``: they send data (or a key) away."""
+    search = (out.get("tools") or {}).get("web_search")
+    if isinstance(search, dict):
+        for key in ("url", "api_key_env"):
+            if key in search:
+                why = _ENDPOINT if key == "url" else "it picks which secret is sent to the search endpoint"
+                ignored.append((f"tools.web_search.{key}", search.pop(key), why))
+    notify = out.get("notify")
+    if isinstance(notify, dict) and "channels" in notify:
+        known = [NotifyChannel.model_validate(c).model_dump() for c in baseline.get("notify", {}).get("channels", ())]
+        if any(NotifyChannel.model_validate(c).model_dump() not in known for c in notify["channels"]):
+            why = "it adds notification channels: where messages (and the session's data) are sent"
+            ignored.append(("notify.channels", notify.pop("channels"), why))
 
 
 def _restrict_defences(table: dict[str, Any], base: Mapping[str, Any], ignored: list[tuple[str, Any, str]]) -> None:

@@ -6,7 +6,8 @@ back relative to that cwd so the model can pass them straight to the next call. 
 its own output under ``OUTPUT_BUDGET`` characters, so the harness's cap never cuts a listing in
 a way the header does not explain. Files are opened with :func:`~._fs.open_regular`, so a named
 pipe or device in the workspace is refused instead of blocking the tool forever; ``grep`` lives
-in :mod:`._grep`.
+in :mod:`._grep`. After a write, the file is checked (ruff, JSON/TOML/YAML parsers) and the
+findings are appended to the result (:mod:`kairos.tools.toolsets.checkers`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from kairos.tools.builtins._fs import (
 )
 from kairos.tools.builtins._grep import GREP_TIME_BUDGET_S, MAX_GREP_FILE_BYTES, OUTPUT_BUDGET, SKIP_DIRS, grep
 from kairos.tools.function import tool
+from kairos.tools.toolsets.checkers import with_checks
 
 __all__ = [
     "GREP_TIME_BUDGET_S",
@@ -199,8 +201,10 @@ def write_file(path: str, content: str, *, ctx: ToolContext) -> ToolResult:
         return error(f"Cannot write {path!r}: {exc.strerror or exc}.")
     size = f"{len(data)} bytes, {_count_lines(content)} lines"
     if existed:
-        return ToolResult(f"Overwrote {show(ctx, p)} ({size}; it had {st.st_size} bytes).")
-    return ToolResult(f"Created {show(ctx, p)} ({size}).")
+        done = ToolResult(f"Overwrote {show(ctx, p)} ({size}; it had {st.st_size} bytes).")
+    else:
+        done = ToolResult(f"Created {show(ctx, p)} ({size}).")
+    return with_checks(p, content, done, ctx.environment())
 
 
 def _line_of(text: str, index: int) -> int:
@@ -329,6 +333,7 @@ def edit_file(path: str, old: str, new: str, *, ctx: ToolContext) -> ToolResult:
     width = len(str(hi))
     shown = zip(range(lo, hi + 1), _lines(updated, at, hi - lo + 1), strict=False)
     body = "\n".join(f"{n:>{width}}\t{clip(line)}" for n, line in shown)
-    return ToolResult(
+    done = ToolResult(
         f"Edited {name}: lines {lo}–{hi} now read:\n{body}" if body else f"Edited {name}; it is now empty."
     )
+    return with_checks(p, updated, done, ctx.environment())
