@@ -15,9 +15,9 @@ from kairos.context.session import INTERRUPTED_TOOL_RESULT, SessionStore
 from kairos.models.types import Message, ModelRequest, ModelResponse
 from kairos.runtime import Event, Runtime
 from kairos.runtime._tasks_proc import alive
-from kairos.runtime.runtime import gather_answers
 from kairos.runtime.tasks import TaskManager, tools
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
+from kairos.testing.runtime import gather_answers
 
 STARTED = re.compile(r"Started task (t-[0-9a-f]+) \(([^)]*)\)")
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kairos.runtime.runtime import gather_answers
 from kairos.testing import ScriptedModel, reply
+from kairos.testing.runtime import gather_answers
 from tests.server.conftest import TOKEN, api
 
 

@@ -28,9 +28,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RunError
@@ -39,106 +38,27 @@ from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
-from kairos.runtime.events import Event, Strategy, inbox_event
+from kairos.runtime.events import Event, inbox_event
+from kairos.runtime.handle import (
+    NO_RUNTIME,
+    RUNTIME_RESOURCE,
+    Component,
+    Receipt,
+    RuntimeHandle,
+    runtime_handle,
+    runtime_service,
+)
 from kairos.runtime.records import agent_record
 from kairos.runtime.urgency import Router, RuleRouter
-from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.executor import BACKGROUND_RESOURCE
 
 log = logging.getLogger("kairos.runtime")
 T = TypeVar("T")
-RUNTIME_RESOURCE = "kairos.runtime"
-"""Key of the :class:`RuntimeHandle` in a session's ``ToolContext.resources`` (what runtime tools use)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS active (session TEXT PRIMARY KEY, since REAL NOT NULL);
 """
-
-
-@runtime_checkable
-class Component(Protocol):
-    """A part of the runtime with its own life: an event source or a service tools use.
-
-    ``run`` restores what it persisted, then works until cancelled (submitting events through the
-    runtime). A component is also a service: :meth:`Runtime.service` finds it by type.
-    """
-
-    name: str
-
-    async def run(self, runtime: Runtime) -> None:
-        """Work until cancelled."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Receipt:
-    """What :meth:`Runtime.submit` did with an event."""
-
-    session: str
-    strategy: Strategy
-    reason: str
-    seq: int | None = None
-    """Its place in the session's inbox (None: not queued, e.g. parallel, dropped or a duplicate)."""
-    duplicate: bool = False
-    """An event with this id was accepted before; nothing was queued again."""
-
-    def to_record(self) -> dict[str, Any]:
-        """The JSON form (the HTTP API's reply)."""
-        return {
-            "session": self.session,
-            "strategy": self.strategy,
-            "reason": self.reason,
-            "seq": self.seq,
-            "duplicate": self.duplicate,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeHandle:
-    """What a session's tools see of the runtime (no ``aclose``: closing a session leaves the runtime alone)."""
-
-    runtime: Runtime
-    session_id: str
-
-    def service(self, kind: type[T]) -> T | None:
-        """A runtime component of that type, if one runs."""
-        return self.runtime.service(kind)
-
-    def start_background(self, title: str, run: Callable[[], Awaitable[str]]) -> str | None:
-        """A long-running tool's call as an async task of this session (see :mod:`kairos.tools.executor`)."""
-        from kairos.runtime.tasks import TaskManager  # tasks imports this module
-
-        manager = self.service(TaskManager)
-        if manager is None:
-            return None
-        try:
-            return manager.spawn_coroutine(self.session_id, title, run).id
-        except KairosError:  # not running (starting or stopping): the call runs inline instead
-            return None
-
-
-NO_RUNTIME = "this tool needs the runtime: run under `kairos serve` or `kairos chat`"
-
-
-def runtime_handle(ctx: ToolContext) -> RuntimeHandle | ToolResult:
-    """The runtime a tool runs under, or the error result it returns outside one."""
-    handle = ctx.resources.get(RUNTIME_RESOURCE)
-    return handle if isinstance(handle, RuntimeHandle) else ToolResult(NO_RUNTIME, is_error=True)
-
-
-def runtime_service(ctx: ToolContext, kind: type[T], missing: str) -> tuple[T, str] | ToolResult:
-    """The runtime component ``kind`` and the caller's session, or the error result a tool returns.
-
-    ``missing`` is that result's text when the runtime runs without such a component.
-    """
-    handle = runtime_handle(ctx)
-    if isinstance(handle, ToolResult):
-        return handle
-    service = handle.service(kind)
-    if service is None:
-        return ToolResult(missing, is_error=True)
-    return service, handle.session_id
 
 
 class _Worker:
@@ -579,20 +499,6 @@ class Runtime:
             log.exception("publishing %s failed", type)
 
 
-async def gather_answers(
-    runtime: Runtime, session_id: str, until: Callable[[list[str]], bool], timeout_s: float = 60.0
-) -> list[str]:
-    """Final answers published for a session until ``until(answers)`` holds (tests and benches)."""
-    answers: list[str] = []
-    async with asyncio.timeout(timeout_s):
-        async for ev in runtime.bus.subscribe(session_id, after=runtime.bus.last_cursor()):
-            if ev.type == "agent.final":
-                answers.append(str(ev.data.get("text", "")))
-                if until(answers):
-                    return answers
-    return answers
-
-
 __all__ = [
     "NO_RUNTIME",
     "RUNTIME_RESOURCE",
@@ -600,7 +506,6 @@ __all__ = [
     "Receipt",
     "Runtime",
     "RuntimeHandle",
-    "gather_answers",
     "runtime_handle",
     "runtime_service",
 ]

@@ -41,6 +41,8 @@ SECRET_ENV_PATTERNS: tuple[str, ...] = (
 """Environment variables a tool's processes never see (case-insensitive fnmatch patterns)."""
 READABLE_STATE = ("spill",)
 """Sub-folders of kairos's state that file tools may read (spilled outputs point there)."""
+RUNTIME_RESOURCE = "kairos.runtime"
+"""Key of the runtime's handle in ``ToolContext.resources`` when a session runs under the runtime."""
 
 
 @dataclass(slots=True)

@@ -24,15 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from kairos.errors import KairosError
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.base import RUNTIME_RESOURCE, Tool, ToolContext, ToolResult
 from kairos.tools.function import make_tool
 from kairos.tools.toolsets.config import NotifyConfig
 from kairos.tools.toolsets.notify import NotifyError, send
 
 HUMAN_RESOURCE = "kairos.human"
 """``ctx.resources`` key of the :class:`Human` that answers (overrides the runtime's outbox and the terminal)."""
-RUNTIME_RESOURCE = "kairos.runtime"
-"""Where the runtime puts its handle (``kairos.runtime.runtime.RUNTIME_RESOURCE``; tools may not import it)."""
 MAX_WAIT_S = 86_400.0
 
 

@@ -1,0 +1,22 @@
+"""Runtime helpers for tests and benches."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from kairos.runtime import Runtime
+
+
+async def gather_answers(
+    runtime: Runtime, session_id: str, until: Callable[[list[str]], bool], timeout_s: float = 60.0
+) -> list[str]:
+    """Final answers published for a session until ``until(answers)`` holds (tests and benches)."""
+    answers: list[str] = []
+    async with asyncio.timeout(timeout_s):
+        async for ev in runtime.bus.subscribe(session_id, after=runtime.bus.last_cursor()):
+            if ev.type == "agent.final":
+                answers.append(str(ev.data.get("text", "")))
+                if until(answers):
+                    return answers
+    return answers
