@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kairos.context.session import SessionStore
 from kairos.testing import trajectory_problems
 from tests.models.fake_servers import chat_stream
 from tests.support.kairos_cli import KairosProcess
@@ -250,3 +251,18 @@ def _accepted(workspace: Path, text: str) -> bool:
         return bool(con.execute("SELECT 1 FROM inbox WHERE record LIKE ?", (f"%{text}%",)).fetchall())
     finally:
         con.close()
+
+
+def test_a_configuration_error_stops_the_chat_before_it_creates_a_session(
+    workspace: Path, model: OpenAIServer, user_config_dir: Path, logs: Path
+) -> None:
+    (user_config_dir / "config.toml").write_text('[runtime]\ntoolsets = ["mail"]\n', encoding="utf-8")
+    with _chat(workspace, model, user_config_dir, logs) as proc:
+        assert proc.wait() != 0
+        err = proc.stderr
+    assert "no mailbox is configured" in err and "Traceback" not in err
+    store = SessionStore(workspace)
+    try:
+        assert store.trajectories.list_sessions() == []  # no empty session left behind by the failed start
+    finally:
+        store.close()

@@ -236,17 +236,22 @@ def chat(
     """
     from kairos.cli._chat import run_chat
     from kairos.cli._runtime import build_runtime
+    from kairos.context.store import new_session_id
 
     workspace, config, llm = _load(workspace, model, base_url)
     store = SessionStore(workspace)
     try:
-        sid = session or store.trajectories.create_session("")
-        probe = store.resume(sid)  # unknown or held by another process: a clear error now
-        resumed = f", resumed with {len(probe)} messages" if session else ""
-        asyncio.run(probe.aclose())
+        resumed = ""
+        if session:
+            probe = store.resume(session)  # unknown or held by another process: a clear error now
+            resumed = f", resumed with {len(probe)} messages"
+            asyncio.run(probe.aclose())
+        sid = session or new_session_id()
         interactive = sys.stdin.isatty()
         # approvals (approver auto or interactive) are outbox questions: the chat shows them, a typed line answers
         runtime = build_runtime(llm, workspace, config, store, default_session=sid)
+        if not session:  # only once the configuration is known to work: a failed start leaves no empty session
+            store.trajectories.create_session("", session_id=sid)
     except KairosError as e:
         store.close()
         raise _fail(str(e)) from e

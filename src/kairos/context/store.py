@@ -93,6 +93,11 @@ def _unusable(path: Path, e: Exception) -> StoreError:
     )
 
 
+def new_session_id() -> str:
+    """A fresh session id (what :meth:`TrajectoryStore.create_session` gives when none is asked for)."""
+    return uuid.uuid4().hex[:12]
+
+
 class TrajectoryStore:
     """One SQLite file per workspace; safe to share between sessions and threads of one process.
 
@@ -174,7 +179,7 @@ class TrajectoryStore:
 
     def create_session(self, title: str = "", meta: dict[str, Any] | None = None, session_id: str | None = None) -> str:
         """A new, empty session; returns its id."""
-        sid = session_id or uuid.uuid4().hex[:12]
+        sid = session_id or new_session_id()
         row = (sid, time.time(), title, json.dumps(meta or {}))
         self._write([("INSERT INTO sessions (id, created_at, title, meta) VALUES (?, ?, ?, ?)", row, False)])
         return sid
