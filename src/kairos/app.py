@@ -51,6 +51,10 @@ def default_plugins(
         plugins.append(Skills.from_config(workspace, config.skills))
     if config.subagents.enabled:
         plugins.append(SubAgents(config.subagents))
+    if config.mcp.enabled():
+        from kairos.mcp.manager import McpTools
+
+        plugins.append(McpTools(config.mcp, workspace))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model

@@ -19,7 +19,8 @@ trust and approval is ignored with a notice (:attr:`KairosConfig.notices`): ``ba
 outside the workspace, ``defences.approver`` looser than the user's, ``defences.exempt_tools``,
 ``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
 ``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
-``skills.dirs`` outside the workspace, and ``[runtime.mail]``. Lists that add protection (``defences.secrets``,
+``skills.dirs`` outside the workspace, ``[runtime.mail]`` and ``[[mcp.servers]]`` (they would start
+programs or connect to servers; see :mod:`kairos.mcp.config`). Lists that add protection (``defences.secrets``,
 ``confirm_tools``, ``external_tools``) are added to the user's, never replace them.
 
 Example ``kairos.toml``::
@@ -84,6 +85,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from kairos.context.compression.config import CompressionConfig
 from kairos.errors import ConfigError
+from kairos.mcp.config import McpConfig
 from kairos.models.settings import LocalConfig, ModelSettings, RemoteConfig
 from kairos.paths import user_config_file
 from kairos.plugins.status_bar.config import StatusBarConfig
@@ -223,6 +225,7 @@ class KairosConfig(BaseModel):
     )
     defences: DefencesConfig = Field(default_factory=DefencesConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())
