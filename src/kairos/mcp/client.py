@@ -26,7 +26,8 @@ import logging
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import IO, Any
 
@@ -95,6 +96,7 @@ class McpServerSource:
         self._lost = asyncio.Event()  # the connection is gone: reconnect
         self._stale = True  # the server said its list changed (or it reconnected): list again
         self._version = 0
+        self._closing = False
         self._tools: list[Tool] = []
         self._delay = RETRY_START_S
 
@@ -128,21 +130,22 @@ class McpServerSource:
         if self._task is None:
             self.state = "connecting"
             self._ready = asyncio.Event()
+            self._closing = False
             self._task = asyncio.create_task(self._run(), name=f"mcp:{self.name}")
 
     async def aclose(self) -> None:
         """Disconnect (a stdio server is stopped) and stop reconnecting."""
         task, self._task = self._task, None
-        self.state = "closed"
+        self.state, self._closing = "closed", True
         if task is not None:
-            task.cancel()
+            task.cancel()  # the SDK may turn a cancel into a closed connection: _closing ends the loop then
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._client = None
 
     async def _run(self) -> None:
         self._delay = delay = RETRY_START_S
-        while True:
+        while not self._closing:
             self._lost.clear()
             errlog = self._errlog()
             try:
@@ -157,11 +160,14 @@ class McpServerSource:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # whatever the transport raised: the server is unusable
-                self.error = self.error or _describe(e)
+                if not self._lost.is_set():  # else the call that noticed said why
+                    self.error = _describe(e)
             finally:
                 self._client = None
                 if errlog is not None:
                     errlog.close()
+            if self._closing:
+                return
             self.state = "down"
             self.retry_at = time.monotonic() + delay
             self._version += 1
@@ -171,7 +177,7 @@ class McpServerSource:
             self._delay = delay = min(delay * 2, self.config.retry_max_s)
             self.state, self.retry_at = "connecting", None
 
-    def _connect(self, errlog: IO[str] | None) -> Client:
+    def _connect(self, errlog: IO[str] | None) -> AbstractAsyncContextManager[Client]:
         c = self.config
         common: dict[str, Any] = {
             "mode": "legacy",
@@ -193,8 +199,16 @@ class McpServerSource:
             if not value:
                 raise ServerDown(f"set the environment variable {var} (the {header} header)")
             headers[header] = value
-        http = create_mcp_http_client(headers=headers)
-        return Client(streamable_http_client(str(c.url), http_client=http), **common)
+        url = str(c.url)
+
+        @contextlib.asynccontextmanager
+        async def connected() -> AsyncIterator[Client]:
+            # the transport leaves a client it was given open: this closes it (and its sockets)
+            async with create_mcp_http_client(headers=headers) as http:
+                async with Client(streamable_http_client(url, http_client=http), **common) as client:
+                    yield client
+
+        return connected()
 
     def _errlog(self) -> IO[str] | None:
         """Where a stdio server's stderr goes (closed when the connection ends)."""
@@ -346,6 +360,8 @@ def _is_disconnect(e: BaseException) -> bool:
 
 
 def _describe(e: BaseException) -> str:
+    if isinstance(e, ServerDown):
+        return str(e)
     if isinstance(e, BaseExceptionGroup):
         return "; ".join(_describe(x) for x in e.exceptions)
     text = str(e).strip()

@@ -1,0 +1,73 @@
+"""kairos as an MCP client over Streamable HTTP (a real uvicorn on a loopback port)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kairos.mcp.client import McpServerSource
+from kairos.mcp.config import McpServerConfig
+from kairos.mcp.review import McpReview
+from kairos.tools.base import ToolContext
+from tests.mcp.conftest import WAIT_S, free_port
+
+
+async def test_http_server_tools_are_listed_and_called(
+    http_server: tuple[str, subprocess.Popen[bytes]], workspace: Path, review: McpReview
+) -> None:
+    url, _ = http_server
+    source = McpServerSource(McpServerConfig(name="web", url=url, timeout_s=20), workspace, review=review)
+    try:
+        assert await source.list_tools() == []
+        review.approve("web", url, source.listing)
+        tools = {t.name: t for t in await source.list_tools()}
+        ctx = ToolContext(workspace)
+        assert (await tools["web__echo"].call({"text": "over http"}, ctx)).content == "over http"
+        failed = await tools["web__boom"].call({}, ctx)
+        assert failed.is_error and "failed" in failed.content
+    finally:
+        await source.aclose()
+
+
+async def test_http_server_that_dies_reports_down(
+    http_server: tuple[str, subprocess.Popen[bytes]], workspace: Path, review: McpReview
+) -> None:
+    url, proc = http_server
+    source = McpServerSource(McpServerConfig(name="web", url=url, timeout_s=20), workspace, review=review)
+    try:
+        await source.list_tools()
+        review.approve("web", url, source.listing)
+        echo = {t.name: t for t in await source.list_tools()}["web__echo"]
+        proc.kill()
+        proc.wait()
+        async with asyncio.timeout(WAIT_S):
+            result = await echo.call({"text": "x"}, ToolContext(workspace))
+        assert result.is_error and result.content.startswith("MCP server 'web' is down")
+    finally:
+        await source.aclose()
+
+
+async def test_nothing_listening_is_down_not_a_crash(workspace: Path, review: McpReview) -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    source = McpServerSource(McpServerConfig(name="gone", url=url, timeout_s=5), workspace, review=review)
+    try:
+        assert await source.list_tools() == []
+        assert source.state in ("down", "connecting") and source.error
+        assert source.describe().startswith("gone: ")
+        assert (await source.call("echo", {})).content.startswith("MCP server 'gone' is down")
+    finally:
+        await source.aclose()
+
+
+async def test_missing_header_secret_is_named(workspace: Path, review: McpReview, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_SUCH_TOKEN_VAR", raising=False)
+    cfg = McpServerConfig(name="auth", url="http://127.0.0.1:9/mcp", headers_env={"Authorization": "NO_SUCH_TOKEN_VAR"})
+    source = McpServerSource(cfg, workspace, review=review)
+    try:
+        assert await source.list_tools() == []
+        assert source.error == "set the environment variable NO_SUCH_TOKEN_VAR (the Authorization header)"
+    finally:
+        await source.aclose()
