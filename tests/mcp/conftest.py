@@ -69,3 +69,12 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]
         proc.kill()
         proc.wait()
         log.close()
+
+
+@pytest.fixture(autouse=True)
+def _wide_mcp_cli_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kairos mcp`` prints through its own consoles: wide, so no message wraps (see tests/conftest.py)."""
+    import kairos.cli.mcp
+
+    for console in (kairos.cli.mcp.console, kairos.cli.mcp.err_console):
+        monkeypatch.setattr(console, "_width", 10_000)

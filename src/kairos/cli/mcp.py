@@ -59,14 +59,14 @@ def _server(config: KairosConfig, name: str) -> McpServerConfig:
     return found
 
 
-async def _probe(server: McpServerConfig, workspace: Path, review: McpReview) -> McpServerSource:
-    """Connect, list, disconnect: the source keeps the listing and its digest."""
+async def _probe(server: McpServerConfig, workspace: Path, review: McpReview) -> tuple[McpServerSource, str]:
+    """Connect, list, disconnect: the source keeps the listing and its digest; plus how it was."""
     source = McpServerSource(server, workspace, review=review)
     try:
         await source.list_tools()
+        return source, source.describe()
     finally:
         await source.aclose()
-    return source
 
 
 @mcp_app.command("serve")
@@ -127,21 +127,20 @@ def list_servers(workspace: WorkspaceOpt = Path(".")) -> None:
         if not server.enabled:
             _out(f"{server.name}: disabled ({server.target})")
             continue
-        source = asyncio.run(_probe(server, workspace.resolve(), review))
-        _out(f"{source.describe()} [{server.target}]")
+        _, line = asyncio.run(_probe(server, workspace.resolve(), review))
+        _out(f"{line} [{server.target}]")
 
 
 @mcp_app.command("show")
 def show(name: NameArg, workspace: WorkspaceOpt = Path(".")) -> None:
     """A server's tools as the model would read them, and what changed since the approval."""
     config = _config(workspace)
-    source = asyncio.run(_probe(_server(config, name), workspace.resolve(), McpReview()))
-    _show(source)
+    _show(*asyncio.run(_probe(_server(config, name), workspace.resolve(), McpReview())))
 
 
-def _show(source: McpServerSource) -> None:
+def _show(source: McpServerSource, line: str) -> None:
     if not source.digest:
-        _out(f"error: {source.describe()}", err=True)
+        _out(f"error: {line}", err=True)
         raise typer.Exit(1)
     _out(f"MCP server {source.name} [{source.config.target}]: {source.review_status()}, digest {source.digest[:16]}")
     for line in render_listing(source.listing):
@@ -162,8 +161,8 @@ def approve(
     """Show a server's tools (and the diff since the last approval) and approve exactly this listing."""
     config = _config(workspace)
     review = McpReview()
-    source = asyncio.run(_probe(_server(config, name), workspace.resolve(), review))
-    _show(source)
+    source, line = asyncio.run(_probe(_server(config, name), workspace.resolve(), review))
+    _show(source, line)
     if source.review_status() == "approved":
         _out(f"{name} is already approved")
         return
