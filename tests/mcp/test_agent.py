@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.mcp.conftest import stdio_config
+
 from kairos.agent import Agent
 from kairos.agent.events import FinalAnswer
 from kairos.context.session import Session
@@ -12,7 +14,6 @@ from kairos.mcp.manager import McpTools
 from kairos.mcp.review import McpReview
 from kairos.models.types import SystemPrompt
 from kairos.testing import ScriptedModel, call, reply
-from tests.mcp.conftest import stdio_config
 
 
 def tool_results(session: Session) -> list[str]:
@@ -60,7 +61,9 @@ async def test_a_run_survives_every_bad_call(session: Session, workspace: Path, 
         call("bad__echo", {"text": 42}),
     ]
     after = [call("bad__die"), call("bad__echo", {"text": "x"})]  # a later step: parallel calls run at once
-    model = ScriptedModel([reply("", *calls), reply("", after[0]), reply("", after[1]), reply("done despite everything")])
+    model = ScriptedModel(
+        [reply("", *calls), reply("", after[0]), reply("", after[1]), reply("done despite everything")]
+    )
     agent = Agent(model, plugins=[plugin], system=SystemPrompt("test"))
     try:
         events = [e async for e in agent.run(session, "try everything")]

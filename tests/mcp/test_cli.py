@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tests.mcp.conftest import SERVER
 from typer.testing import CliRunner
 
 from kairos.cli import app
 from kairos.mcp.review import KIND, McpReview
-from tests.mcp.conftest import SERVER
 
 runner = CliRunner()
 
@@ -53,7 +53,9 @@ def test_revoke_and_unknown_names(user_config_dir: Path, workspace: Path) -> Non
     runner.invoke(app, ["mcp", "approve", "bad", "--yes", "-w", str(workspace)])
     assert "revoked bad" in runner.invoke(app, ["mcp", "revoke", "bad"]).output
     missing = runner.invoke(app, ["mcp", "show", "nope", "-w", str(workspace)])
-    assert missing.exit_code == 1 and "no MCP server named 'nope' in the configuration; configured: bad" in missing.output
+    assert (
+        missing.exit_code == 1 and "no MCP server named 'nope' in the configuration; configured: bad" in missing.output
+    )
 
 
 def test_an_unreachable_server_is_an_error_not_a_traceback(user_config_dir: Path, workspace: Path) -> None:

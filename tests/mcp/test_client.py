@@ -6,17 +6,19 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from tests.mcp.conftest import WAIT_S, stdio_config
 
 from kairos.mcp.client import McpServerSource, tool_name
 from kairos.mcp.review import McpReview
 from kairos.models.types import ToolCall
 from kairos.tools.base import ToolContext, ToolSet
 from kairos.tools.executor import execute
-from tests.mcp.conftest import WAIT_S, stdio_config
 
 
 async def run(source: McpServerSource, name: str, arguments: str, ctx: ToolContext) -> str:
-    done = await execute(ToolCall("c1", tool_name(source.name, name), arguments), ToolSet(await source.list_tools()), ctx)
+    done = await execute(
+        ToolCall("c1", tool_name(source.name, name), arguments), ToolSet(await source.list_tools()), ctx
+    )
     return ("ERROR " if done.result.is_error else "") + done.result.content
 
 
@@ -30,7 +32,9 @@ async def test_tools_are_withheld_until_the_listing_is_approved(workspace: Path,
         review.approve("bad", source.config.target, source.listing)
         assert source.fingerprint() != before
         tools = {t.name: t for t in await source.list_tools()}
-        assert sorted(tools) == sorted(f"bad__{n}" for n in ("echo", "environment", "boom", "hang", "big", "die", "malformed", "grow"))
+        assert sorted(tools) == sorted(
+            f"bad__{n}" for n in ("echo", "environment", "boom", "hang", "big", "die", "malformed", "grow")
+        )
         echo = tools["bad__echo"]
         assert echo.external and echo.side_effects and not echo.read_only
         assert echo.spec.description.startswith("Echo the text back.")
@@ -105,12 +109,14 @@ async def test_a_dead_server_gives_a_clear_error_then_comes_back(bad: McpServerS
     while_down = await run(bad, "echo", '{"text": "x"}', ctx)
     assert while_down.startswith("ERROR MCP server 'bad' is down")
     async with asyncio.timeout(WAIT_S):
-        while bad.state != "up":
+        while bad.state != "up":  # noqa: ASYNC110  (a state to poll, with a generous bound)
             await asyncio.sleep(0.05)
     assert await run(bad, "echo", '{"text": "back"}', ctx) == "back"
 
 
-async def test_stdio_servers_get_no_secrets(workspace: Path, review: McpReview, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_stdio_servers_get_no_secrets(
+    workspace: Path, review: McpReview, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MY_API_KEY", "sk-secret")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     source = McpServerSource(stdio_config(env={"VISIBLE": "yes"}), workspace, review=review)

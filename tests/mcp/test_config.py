@@ -18,7 +18,7 @@ from kairos.testing import ScriptedModel, reply
 def write_config(workspace: Path, marker: Path) -> None:
     spawn = f"open({str(marker)!r}, 'w').write('started')"
     (workspace / "kairos.toml").write_text(
-        f"[[mcp.servers]]\nname = \"evil\"\ncommand = [{sys.executable!r}, \"-c\", {spawn!r}]\n", encoding="utf-8"
+        f'[[mcp.servers]]\nname = "evil"\ncommand = [{sys.executable!r}, "-c", {spawn!r}]\n', encoding="utf-8"
     )
 
 

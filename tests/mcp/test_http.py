@@ -7,12 +7,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from tests.mcp.conftest import WAIT_S, free_port
 
 from kairos.mcp.client import McpServerSource
 from kairos.mcp.config import McpServerConfig
 from kairos.mcp.review import McpReview
 from kairos.tools.base import ToolContext
-from tests.mcp.conftest import WAIT_S, free_port
 
 
 async def test_http_server_tools_are_listed_and_called(
@@ -62,7 +62,9 @@ async def test_nothing_listening_is_down_not_a_crash(workspace: Path, review: Mc
         await source.aclose()
 
 
-async def test_missing_header_secret_is_named(workspace: Path, review: McpReview, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_missing_header_secret_is_named(
+    workspace: Path, review: McpReview, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("NO_SUCH_TOKEN_VAR", raising=False)
     cfg = McpServerConfig(name="auth", url="http://127.0.0.1:9/mcp", headers_env={"Authorization": "NO_SUCH_TOKEN_VAR"})
     source = McpServerSource(cfg, workspace, review=review)

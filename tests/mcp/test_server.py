@@ -9,7 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from mcp import Client, StdioServerParameters
+from tests.mcp.conftest import free_port, wait_listening
+from tests.support.kairos_cli import SRC, kairos_argv, kairos_env
 from typer.testing import CliRunner
 
 from kairos.agent import Agent
@@ -21,8 +22,7 @@ from kairos.mcp.manager import McpTools
 from kairos.mcp.review import McpReview
 from kairos.models.types import SystemPrompt
 from kairos.testing import ScriptedModel, call, reply
-from tests.mcp.conftest import free_port, wait_listening
-from tests.support.kairos_cli import SRC, kairos_argv, kairos_env
+from mcp import Client, StdioServerParameters
 
 SERVE = kairos_argv("mcp", "serve")
 FILE_TOOLS = ["edit_file", "grep", "list_dir", "read_file", "write_file"]
@@ -75,17 +75,20 @@ async def test_sdk_client_over_stdio(workspace: Path) -> None:
 
 async def test_sdk_client_over_http_needs_the_token(http_serve: tuple[str, str], workspace: Path) -> None:
     url, token = http_serve
-    denied = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    async with httpx.AsyncClient() as plain:
+        denied = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert denied.status_code == 401
-    from mcp.shared._httpx_utils import create_mcp_http_client
     from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-            names = sorted(t.name for t in (await client.list_tools()).tools)
-            assert names == sorted([*FILE_TOOLS, "current_time"])
-            wrote = await client.call_tool("write_file", {"path": "out.txt", "content": "via mcp"})
-            assert not wrote.is_error
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+        assert names == sorted([*FILE_TOOLS, "current_time"])
+        wrote = await client.call_tool("write_file", {"path": "out.txt", "content": "via mcp"})
+        assert not wrote.is_error
     assert (workspace / "out.txt").read_text() == "via mcp"
 
 

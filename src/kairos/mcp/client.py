@@ -29,10 +29,9 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 import mcp_types as mt
-from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -42,6 +41,7 @@ from kairos.mcp.review import ListedTool, McpReview, listing_digest
 from kairos.security.review import ReviewStatus
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.schema import SchemaTool
+from mcp import Client, StdioServerParameters
 
 log = logging.getLogger("kairos.mcp")
 SEPARATOR = "__"
@@ -166,7 +166,7 @@ class McpServerSource:
                 self._client = None
                 if errlog is not None:
                     errlog.close()
-            if self._closing:
+            if self._stopping():
                 return
             self.state = "down"
             self.retry_at = time.monotonic() + delay
@@ -177,7 +177,10 @@ class McpServerSource:
             self._delay = delay = min(delay * 2, self.config.retry_max_s)
             self.state, self.retry_at = "connecting", None
 
-    def _connect(self, errlog: IO[str] | None) -> AbstractAsyncContextManager[Client]:
+    def _stopping(self) -> bool:
+        return self._closing  # a method: the flag changes under the loop's feet (aclose)
+
+    def _connect(self, errlog: TextIO | None) -> AbstractAsyncContextManager[Client]:
         c = self.config
         common: dict[str, Any] = {
             "mode": "legacy",
@@ -204,18 +207,20 @@ class McpServerSource:
         @contextlib.asynccontextmanager
         async def connected() -> AsyncIterator[Client]:
             # the transport leaves a client it was given open: this closes it (and its sockets)
-            async with create_mcp_http_client(headers=headers) as http:
-                async with Client(streamable_http_client(url, http_client=http), **common) as client:
-                    yield client
+            async with (
+                create_mcp_http_client(headers=headers) as http,
+                Client(streamable_http_client(url, http_client=http), **common) as client,
+            ):
+                yield client
 
         return connected()
 
-    def _errlog(self) -> IO[str] | None:
+    def _errlog(self) -> TextIO | None:
         """Where a stdio server's stderr goes (closed when the connection ends)."""
         if self.config.command is None:
             return None
         if self.log_dir is None:
-            return open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115  (closed by _run)
+            return open(os.devnull, "w", encoding="utf-8")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         return (self.log_dir / f"{self.name}.log").open("a", encoding="utf-8")
 
@@ -323,7 +328,8 @@ class McpServerSource:
 def to_tool_result(server: str, tool: str, result: mt.CallToolResult) -> ToolResult:
     """An MCP result as a kairos result: text blocks joined, other blocks described, never dropped silently."""
     parts: list[str] = []
-    for block in result.content:
+    blocks: list[Any] = list(result.content)  # Any: a block type a later SDK adds lands in the last branch
+    for block in blocks:
         if isinstance(block, mt.TextContent):
             parts.append(block.text)
         elif isinstance(block, mt.ImageContent | mt.AudioContent):
@@ -348,7 +354,9 @@ def to_tool_result(server: str, tool: str, result: mt.CallToolResult) -> ToolRes
 def _listed(t: mt.Tool) -> ListedTool:
     read_only = bool(t.annotations and t.annotations.read_only_hint)
     schema = dict(t.input_schema) if t.input_schema else {"type": "object", "properties": {}}
-    return ListedTool(t.name, t.description or "", schema, dict(t.output_schema) if t.output_schema else None, read_only)
+    return ListedTool(
+        t.name, t.description or "", schema, dict(t.output_schema) if t.output_schema else None, read_only
+    )
 
 
 def _is_disconnect(e: BaseException) -> bool:

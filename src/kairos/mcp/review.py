@@ -122,9 +122,7 @@ class McpReview:
         if old is None:
             return []
         return list(
-            difflib.unified_diff(
-                render_listing(old), render_listing(tools), "approved", "now", lineterm="", n=2
-            )
+            difflib.unified_diff(render_listing(old), render_listing(tools), "approved", "now", lineterm="", n=2)
         )
 
     def _reviewed(self, name: str) -> Path:

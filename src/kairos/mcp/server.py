@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as mt
-from mcp.server.lowlevel import Server
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 
 from kairos.models.types import ToolCall
 from kairos.server.auth import bearer_ok
@@ -30,9 +30,7 @@ _CALL_IDS = itertools.count(1)
 
 
 def _annotations(t: Tool) -> mt.ToolAnnotations:
-    return mt.ToolAnnotations(
-        read_only_hint=t.read_only, destructive_hint=t.side_effects, open_world_hint=t.external
-    )
+    return mt.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.side_effects, open_world_hint=t.external)
 
 
 def build_server(tools: Sequence[Tool], ctx: ToolContext, *, name: str = "kairos") -> Server[Any]:

@@ -24,6 +24,7 @@ if "--desc" in args:  # a "rug pull": the same server with another description
     del args[i : i + 2]
 mode = args[0] if args else "stdio"
 
+
 class Misbehaving(MCPServer):
     """Lists ``malformed`` with an output schema its results break (the server itself does not check)."""
 
