@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from kairos.agent import Agent, Plugin
@@ -52,9 +53,10 @@ def default_plugins(
     if config.subagents.enabled:
         plugins.append(SubAgents(config.subagents))
     if config.mcp.enabled():
-        from kairos.mcp.manager import McpTools
+        from kairos.mcp.manager import McpTools, terminal_review
 
-        plugins.append(McpTools(config.mcp, workspace))
+        on_terminal = approver is None and config.defences.approver in ("auto", "interactive") and sys.stdin.isatty()
+        plugins.append(McpTools(config.mcp, workspace, ask=terminal_review if on_terminal else None))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model

@@ -23,15 +23,15 @@ def test_approve_then_list(user_config_dir: Path, workspace: Path) -> None:
     configure(user_config_dir)
     listed = runner.invoke(app, ["mcp", "list", "-w", str(workspace)])
     assert listed.exit_code == 0, listed.output
-    assert "bad: up, 8 tools, tools withheld (needs approval: run kairos mcp approve bad)" in listed.output
+    assert "bad: up, 9 tools, tools withheld (needs approval: run kairos mcp approve bad)" in listed.output
     refused = runner.invoke(app, ["mcp", "approve", "bad", "-w", str(workspace)])
     assert refused.exit_code == 1 and "not a terminal; pass --yes" in refused.output
     assert "tool echo" in refused.output and "  | Echo the text back." in refused.output  # shown before asking
     approved = runner.invoke(app, ["mcp", "approve", "bad", "--yes", "-w", str(workspace)])
-    assert approved.exit_code == 0 and "approved bad (8 tools)" in approved.output
+    assert approved.exit_code == 0 and "approved bad (9 tools)" in approved.output
     assert McpReview().store.get(KIND, "bad") is not None
     listed = runner.invoke(app, ["mcp", "list", "-w", str(workspace)])
-    assert "bad: up, 8 tools [" in listed.output and "withheld" not in listed.output
+    assert "bad: up, 9 tools [" in listed.output and "withheld" not in listed.output
 
 
 def test_show_prints_the_change_since_the_approval(user_config_dir: Path, workspace: Path) -> None:

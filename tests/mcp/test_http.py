@@ -32,6 +32,28 @@ async def test_http_server_tools_are_listed_and_called(
         await source.aclose()
 
 
+async def test_headers_come_from_the_environment(
+    http_server: tuple[str, subprocess.Popen[bytes]],
+    workspace: Path,
+    review: McpReview,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, _ = http_server
+    monkeypatch.setenv("MCP_TEST_AUTH", "Bearer s3cret")
+    cfg = McpServerConfig(name="web", url=url, headers_env={"Authorization": "MCP_TEST_AUTH"}, timeout_s=20)
+    source = McpServerSource(cfg, workspace, review=review)
+    try:
+        await source.list_tools()
+        review.approve("web", url, source.listing)
+        check = {t.name: t for t in await source.list_tools()}["web__has_header"]
+        ctx = ToolContext(workspace)
+        assert (await check.call({"name": "Authorization", "value": "Bearer s3cret"}, ctx)).content == "yes"
+        assert (await check.call({"name": "Authorization", "value": "Bearer other"}, ctx)).content == "no"
+        assert "s3cret" not in cfg.model_dump_json()  # the config holds the variable's name only
+    finally:
+        await source.aclose()
+
+
 async def test_http_server_that_dies_reports_down(
     http_server: tuple[str, subprocess.Popen[bytes]], workspace: Path, review: McpReview
 ) -> None:

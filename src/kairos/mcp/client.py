@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TextIO
@@ -48,6 +48,8 @@ SEPARATOR = "__"
 """Between the server's name and the tool's: ``files__read``."""
 RETRY_START_S = 1.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+Ask = Callable[["McpServerSource"], Awaitable[bool]]
+"""Shows a server's unapproved listing to the user; True approves it."""
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -67,6 +69,8 @@ class McpServerSource:
         workspace: where a stdio server runs (and relative ``cwd`` is anchored).
         review: the approvals of server listings (default: the user's review store).
         log_dir: where a stdio server's stderr goes (``<name>.log``); default: discarded.
+        ask: asks the user to approve a listing that is not approved yet (once per listing); None:
+            never ask (``kairos mcp approve`` is the way then).
     """
 
     def __init__(
@@ -76,8 +80,11 @@ class McpServerSource:
         *,
         review: McpReview | None = None,
         log_dir: Path | None = None,
+        ask: Ask | None = None,
     ) -> None:
         self.config = config
+        self.ask = ask
+        self._asked: set[str] = set()
         self.name = config.name
         self.workspace = workspace
         self.review = review or McpReview()
@@ -115,6 +122,13 @@ class McpServerSource:
                     await self._ready.wait()
         if self._stale and self._client is not None:
             await self._refresh()
+        status = self.review_status()
+        if status in ("needs_approval", "changed") and self.digest not in self._asked:
+            self._asked.add(self.digest)
+            if self.ask is not None and await self.ask(self):
+                self.review.approve(self.name, self.config.target, self.listing)
+                return list(self._tools)
+            log.warning("%s", self.describe())
         return list(self._tools) if self.review_status() == "approved" else []
 
     def review_status(self) -> ReviewStatus | None:
@@ -376,4 +390,4 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
-__all__ = ["SEPARATOR", "McpServerSource", "ServerDown", "to_tool_result", "tool_name"]
+__all__ = ["SEPARATOR", "Ask", "McpServerSource", "ServerDown", "to_tool_result", "tool_name"]

@@ -47,6 +47,12 @@ def environment() -> str:
     return " ".join(sorted(os.environ))
 
 
+@server.tool(description="Whether the HTTP request carried the header `name` with this `value`.")
+def has_header(name: str, value: str, ctx: Context) -> str:
+    headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+    return "yes" if headers.get(name.lower()) == value else "no"
+
+
 @server.tool(description="Always raises an error.")
 def boom() -> str:
     raise RuntimeError("boom: the tool failed on purpose")
