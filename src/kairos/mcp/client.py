@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -96,6 +97,8 @@ class McpServerSource:
         self.listing: list[ListedTool] = []
         """The server's tools as last listed (approved or not)."""
         self.digest = ""
+        self.skipped: list[str] = []
+        """Listed tools that are not offered, and why (an invalid schema, a duplicate name)."""
         self.retry_at: float | None = None
         self._client: Client | None = None
         self._task: asyncio.Task[None] | None = None
@@ -275,16 +278,44 @@ class McpServerSource:
             return
         self.listing = [_listed(t) for t in listed]
         self.digest = listing_digest(self.config.target, self.listing)
-        self._tools = [self._tool(t) for t in self.listing]
+        self._tools = self._usable(self.listing)
         self._version += 1
 
-    def _tool(self, t: ListedTool) -> SchemaTool:
+    def _usable(self, listing: Sequence[ListedTool]) -> list[Tool]:
+        """Tools for the listing; a duplicate name or an invalid schema is left out (and said so), never a crash."""
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
+        tools: list[Tool] = []
+        names: set[str] = set()
+        listed: set[str] = set()
+        self.skipped = []
+        for t in listing:
+            if t.name in listed:
+                self.skipped.append(f"{t.name} (listed twice)")
+                continue
+            listed.add(t.name)
+            try:
+                Draft202012Validator.check_schema(t.input_schema)
+            except SchemaError as e:
+                self.skipped.append(f"{t.name} (its input schema is invalid: {e.message})")
+                continue
+            name = tool_name(self.name, t.name)
+            if name in names:  # two names that differ only after the 64th character, or in unsafe characters
+                name = name[:55] + "_" + hashlib.sha256(t.name.encode()).hexdigest()[:8]
+            names.add(name)
+            tools.append(self._tool(t, name))
+        for why in self.skipped:
+            log.warning("MCP server %s: tool %s is left out", self.name, why)
+        return tools
+
+    def _tool(self, t: ListedTool, name: str) -> SchemaTool:
         async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
             return await self.call(t.name, arguments)
 
         origin = f"(Tool '{t.name}' of the MCP server '{self.name}'; its output is external content.)"
         return SchemaTool(
-            name=tool_name(self.name, t.name),
+            name=name,
             description=f"{t.description}\n{origin}" if t.description else origin,
             parameters=t.input_schema,
             handler=handler,
@@ -336,6 +367,8 @@ class McpServerSource:
             parts.append(f"tools withheld ({status.replace('_', ' ')}: run kairos mcp approve {self.name})")
         if self.error and self.state != "up":
             parts.append(self.error)
+        if self.skipped:
+            parts.append("left out: " + "; ".join(self.skipped))
         return ", ".join(parts)
 
 

@@ -52,6 +52,13 @@ class McpServerConfig(BaseModel):
     retry_max_s: float = Field(60.0, gt=0)
     """Longest wait between reconnect attempts (backoff doubles from 1 s up to this)."""
 
+    @field_validator("name")
+    @classmethod
+    def _no_separator(cls, v: str) -> str:
+        if "__" in v:
+            raise ValueError("must not contain '__' (it separates the server's name from its tools' names)")
+        return v
+
     @field_validator("command")
     @classmethod
     def _non_empty(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
