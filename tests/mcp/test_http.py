@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from tests.mcp.conftest import WAIT_S, free_port
+from tests.mcp.conftest import SERVER, WAIT_S, free_port, wait_listening
 
 from kairos.mcp.client import McpServerSource
 from kairos.mcp.config import McpServerConfig
@@ -70,6 +71,38 @@ async def test_http_server_that_dies_reports_down(
         assert result.is_error and result.content.startswith("MCP server 'web' is down")
     finally:
         await source.aclose()
+
+
+async def test_http_server_restarted_on_its_port_is_reconnected(
+    workspace: Path, review: McpReview, tmp_path: Path
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    argv = [sys.executable, str(SERVER), "http", str(port)]
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=log)
+    source = McpServerSource(
+        McpServerConfig(name="web", url=url, timeout_s=20, retry_max_s=1), workspace, review=review
+    )
+    try:
+        wait_listening(port, proc)
+        await source.list_tools()
+        review.approve("web", url, source.listing)
+        echo = {t.name: t for t in await source.list_tools()}["web__echo"]
+        proc.kill()
+        proc.wait()
+        assert (await echo.call({"text": "x"}, ToolContext(workspace))).content.startswith("MCP server 'web' is down")
+        proc = subprocess.Popen(argv, stdout=log, stderr=log)
+        wait_listening(port, proc)
+        async with asyncio.timeout(WAIT_S):
+            while source.state != "up":  # noqa: ASYNC110  (a state to poll, with a generous bound)
+                await asyncio.sleep(0.05)
+        assert (await echo.call({"text": "back"}, ToolContext(workspace))).content == "back"
+    finally:
+        await source.aclose()
+        proc.kill()
+        proc.wait()
+        log.close()
 
 
 async def test_nothing_listening_is_down_not_a_crash(workspace: Path, review: McpReview) -> None:

@@ -96,18 +96,25 @@ def serve(
     except KeyError as e:
         _out(f"error: {e.args[0]}", err=True)
         raise typer.Exit(1) from e
-    server = build_server(tools, workspace_context(workspace))
-    if http is None:
-        asyncio.run(serve_stdio(server))
-        return
+    ctx = workspace_context(workspace)
+    server = build_server(tools, ctx)
     token = os.environ.get(token_env) or None
 
     def started(url: str) -> None:
         auth = "bearer token required" if token else "no auth (loopback only)"
         _out(f"kairos MCP server on {url} ({auth}); tools: {', '.join(t.name for t in tools)}")
 
+    async def main() -> None:
+        try:
+            if http is None:
+                await serve_stdio(server)
+            else:
+                await serve_http(server, host, http, token=token, on_started=started)
+        finally:
+            await ctx.aclose()  # the tools' per-session resources (a shell, clients)
+
     try:
-        asyncio.run(serve_http(server, host, http, token=token, on_started=started))
+        asyncio.run(main())
     except (KairosError, OSError) as e:
         _out(f"error: {e}", err=True)
         raise typer.Exit(1) from e

@@ -118,8 +118,8 @@ class McpServerSource:
 
     async def list_tools(self) -> Sequence[Tool]:
         """The server's tools if the user approved its listing, else none (connects on first use)."""
-        if self._task is None:
-            self.start()
+        self.start()
+        if not self._ready.is_set():  # the first connect: wait for it (a later reconnect never blocks a turn)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.timeout_s):
                     await self._ready.wait()

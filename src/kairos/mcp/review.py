@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.paths import user_config_dir, write_text_atomic
+from kairos.paths import write_text_atomic
 from kairos.security.review import ApprovalStore, ReviewStatus
 
 KIND = "mcp-server"
@@ -81,11 +81,6 @@ class McpReview:
         """Use ``store`` (default: the user's approvals file) and keep reviewed listings in ``reviewed_dir``."""
         self.store = store or ApprovalStore()
         self.reviewed_dir = reviewed_dir or self.store.path.parent / REVIEWED_DIR
-
-    @classmethod
-    def default(cls) -> McpReview:
-        """The user's review store."""
-        return cls(ApprovalStore(user_config_dir() / "approvals.json"))
 
     def status(self, name: str, digest: str) -> ReviewStatus:
         """``approved``, ``changed`` (another listing was approved) or ``needs_approval``."""
