@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 from tests.mcp.conftest import SERVER, WAIT_S, free_port, wait_listening
@@ -14,6 +15,10 @@ from kairos.mcp.client import McpServerSource
 from kairos.mcp.config import McpServerConfig
 from kairos.mcp.review import McpReview
 from kairos.tools.base import ToolContext
+
+
+def spawn(port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], stdout=log, stderr=log)
 
 
 async def test_http_server_tools_are_listed_and_called(
@@ -78,22 +83,21 @@ async def test_http_server_restarted_on_its_port_is_reconnected(
 ) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    argv = [sys.executable, str(SERVER), "http", str(port)]
     log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=log)
+    proc = spawn(port, log)
     source = McpServerSource(
         McpServerConfig(name="web", url=url, timeout_s=20, retry_max_s=1), workspace, review=review
     )
     try:
-        wait_listening(port, proc)
+        await asyncio.to_thread(wait_listening, port, proc)
         await source.list_tools()
         review.approve("web", url, source.listing)
         echo = {t.name: t for t in await source.list_tools()}["web__echo"]
         proc.kill()
         proc.wait()
         assert (await echo.call({"text": "x"}, ToolContext(workspace))).content.startswith("MCP server 'web' is down")
-        proc = subprocess.Popen(argv, stdout=log, stderr=log)
-        wait_listening(port, proc)
+        proc = spawn(port, log)
+        await asyncio.to_thread(wait_listening, port, proc)
         async with asyncio.timeout(WAIT_S):
             while source.state != "up":  # noqa: ASYNC110  (a state to poll, with a generous bound)
                 await asyncio.sleep(0.05)
