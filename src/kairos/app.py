@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from kairos.agent import Agent, Plugin
@@ -55,6 +56,11 @@ def default_plugins(
         plugins.append(Skills.from_config(workspace, config.skills))
     if config.subagents.enabled:
         plugins.append(SubAgents(config.subagents))
+    if config.mcp.enabled():
+        from kairos.mcp.manager import McpTools, terminal_review
+
+        on_terminal = approver is None and config.defences.approver in ("auto", "interactive") and sys.stdin.isatty()
+        plugins.append(McpTools(config.mcp, workspace, ask=terminal_review if on_terminal else None))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model

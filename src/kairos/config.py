@@ -19,7 +19,8 @@ trust and approval is ignored with a notice (:attr:`KairosConfig.notices`): ``ba
 outside the workspace, ``defences.approver`` looser than the user's, ``defences.exempt_tools``,
 ``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
 ``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
-``skills.dirs`` outside the workspace, ``[runtime.mail]``, a ``[sandbox]`` that confines less than
+``skills.dirs`` outside the workspace, ``[runtime.mail]``, ``[[mcp.servers]]`` (they would start
+programs or connect to servers; see :mod:`kairos.mcp.config`), a ``[sandbox]`` that confines less than
 the user's (``mode``, ``network``, ``bwrap``, higher limits, more paths) and ``allow`` permission
 rules. Lists that add protection (``defences.secrets``, ``confirm_tools``, ``external_tools``,
 deny and ask ``permissions.rules``) are added to the user's, never replace them.
@@ -86,6 +87,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from kairos.context.compression.config import CompressionConfig
 from kairos.errors import ConfigError
+from kairos.mcp.config import McpConfig
 from kairos.models.settings import LocalConfig, ModelSettings, RemoteConfig
 from kairos.paths import user_config_file
 from kairos.plugins.status_bar.config import StatusBarConfig
@@ -232,6 +234,7 @@ class KairosConfig(BaseModel):
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig, description="opt-in toolsets, page sizes, web_search")
     notify: NotifyConfig = Field(default_factory=NotifyConfig, description="notification channels (user config)")
+    mcp: McpConfig = Field(default_factory=McpConfig)
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

@@ -20,6 +20,7 @@ from kairos.cli._output import EventPrinter
 from kairos.cli._output import _text as _text  # re-exported: serve.py imports them from here
 from kairos.cli._output import console as console
 from kairos.cli._output import err_console as err_console
+from kairos.cli.mcp import mcp_app
 from kairos.cli.skills import skills_app
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
@@ -30,6 +31,7 @@ app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=
 models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
 app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
+app.add_typer(mcp_app, name="mcp")
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")

@@ -204,6 +204,9 @@ def restrict_untrusted(
         if "mail" in runtime.get("toolsets", []):  # lossless: a mailbox in the user config brings the tools back
             runtime["toolsets"] = [t for t in runtime["toolsets"] if t != "mail"]
     _restrict_toolsets(out, baseline, ignored)
+    mcp = out.get("mcp")
+    if isinstance(mcp, dict) and mcp.get("servers"):
+        drop(mcp, "servers", "mcp.servers", "MCP servers would start programs or connect to servers")
     if not ignored:
         return out, []
     notices = [f"{path}: ignored {name} = {_show(value)}: {why}" for name, value, why in ignored]

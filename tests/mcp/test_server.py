@@ -1,0 +1,138 @@
+"""``kairos mcp serve``: the SDK's own client over stdio and HTTP, bearer tokens, and kairos using itself."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.mcp.conftest import free_port, wait_listening
+from tests.support.kairos_cli import SRC, kairos_argv, kairos_env
+from typer.testing import CliRunner
+
+from kairos.agent import Agent
+from kairos.cli import app
+from kairos.context.session import Session
+from kairos.mcp import toolsets
+from kairos.mcp.config import McpConfig, McpServerConfig
+from kairos.mcp.manager import McpTools
+from kairos.mcp.review import McpReview
+from kairos.models.types import SystemPrompt
+from kairos.testing import ScriptedModel, call, reply
+from mcp import Client, StdioServerParameters
+
+SERVE = kairos_argv("mcp", "serve")
+FILE_TOOLS = ["edit_file", "grep", "list_dir", "read_file", "write_file"]
+
+
+def stdio_params(workspace: Path, *extra: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=SERVE[0], args=[*SERVE[1:], "-w", str(workspace), *extra], env={"PYTHONPATH": str(SRC)}
+    )
+
+
+@pytest.fixture
+def http_serve(workspace: Path, tmp_path: Path, user_config_dir: Path) -> Iterator[tuple[str, str]]:
+    """``kairos mcp serve --http PORT`` with a bearer token, as a real subprocess."""
+    port, token = free_port(), "test-token-123"
+    log = (tmp_path / "serve.log").open("wb")
+    env = kairos_env(user_config_dir, KAIROS_API_TOKEN=token)
+    proc = subprocess.Popen(
+        [*SERVE, "--http", str(port), "-w", str(workspace), "-t", "files", "-t", "clock"],
+        stdout=log,
+        stderr=log,
+        env=env,
+    )
+    try:
+        wait_listening(port, proc)
+        yield f"http://127.0.0.1:{port}/mcp", token
+    finally:
+        proc.kill()
+        proc.wait()
+        log.close()
+
+
+async def test_sdk_client_over_stdio(workspace: Path) -> None:
+    (workspace / "notes.txt").write_text("hello from the workspace\n")
+    async with Client(stdio_params(workspace), mode="legacy") as client:
+        listed = (await client.list_tools()).tools
+        assert sorted(t.name for t in listed) == FILE_TOOLS
+        read = next(t for t in listed if t.name == "read_file")
+        write = next(t for t in listed if t.name == "write_file")
+        assert write.annotations is not None and write.annotations.destructive_hint  # the tool's own flags
+        assert read.annotations is not None and not read.annotations.destructive_hint
+        assert "path" in read.input_schema["properties"]
+        result = await client.call_tool("read_file", {"path": "notes.txt"})
+        assert not result.is_error and "hello from the workspace" in result.content[0].text  # type: ignore[union-attr]
+        outside = await client.call_tool("read_file", {"path": "/etc/passwd"})
+        assert outside.is_error and "outside the workspace" in outside.content[0].text  # type: ignore[union-attr]
+        bad = await client.call_tool("read_file", {"path": 7})
+        assert bad.is_error and "Invalid arguments for tool 'read_file'" in bad.content[0].text  # type: ignore[union-attr]
+
+
+async def test_sdk_client_over_http_needs_the_token(http_serve: tuple[str, str], workspace: Path) -> None:
+    url, token = http_serve
+    async with httpx.AsyncClient() as plain:
+        denied = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert denied.status_code == 401
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+        assert names == sorted([*FILE_TOOLS, "current_time"])
+        wrote = await client.call_tool("write_file", {"path": "out.txt", "content": "via mcp"})
+        assert not wrote.is_error
+    assert (workspace / "out.txt").read_text() == "via mcp"
+
+
+def test_non_loopback_without_token_is_refused(workspace: Path) -> None:
+    result = CliRunner().invoke(app, ["mcp", "serve", "--http", "0", "--host", "0.0.0.0", "-w", str(workspace)])
+    assert result.exit_code == 1
+    assert "refusing to listen on 0.0.0.0 without a bearer token" in result.output
+
+
+def test_unknown_toolset_is_named(workspace: Path) -> None:
+    result = CliRunner().invoke(app, ["mcp", "serve", "-t", "nope", "-w", str(workspace)])
+    assert result.exit_code == 1 and "no toolset named 'nope'; known: clock, files" in result.output
+
+
+def test_toolset_registry() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        toolsets.register("files", list)
+    with pytest.raises(KeyError, match="no toolset named 'x'"):
+        toolsets.tools(["x"])
+    assert [t.name for t in toolsets.tools(["clock", "clock"])] == ["current_time"]
+
+
+async def test_kairos_uses_kairos_over_mcp(session: Session, workspace: Path, tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "fact.txt").write_text("the answer is 42\n")
+    cfg = McpServerConfig(
+        name="self",
+        command=(*SERVE, "-w", str(served)),
+        env={"PYTHONPATH": str(SRC)},
+        timeout_s=30,
+    )
+    review = McpReview()
+    plugin = McpTools(McpConfig(servers=[cfg]), workspace, review=review)
+    source = plugin.sources[0]
+    await source.list_tools()
+    review.approve("self", cfg.target, source.listing)
+    model = ScriptedModel([reply("", call("self__read_file", {"path": "fact.txt"})), reply("42")])
+    agent = Agent(model, plugins=[plugin], system=SystemPrompt("test"))
+    try:
+        [e async for e in agent.run(session, "what is the answer?")]
+        assert sorted(t.name for t in model.requests[0].tools) == [f"self__{n}" for n in FILE_TOOLS]
+        result = next(m for m in session.messages if m.role == "tool")
+        assert "the answer is 42" in result.content
+    finally:
+        await plugin.aclose()
+    assert sys.executable  # the served process ran on this interpreter
