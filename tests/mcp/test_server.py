@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -100,12 +101,12 @@ def test_non_loopback_without_token_is_refused(workspace: Path) -> None:
 
 def test_unknown_toolset_is_named(workspace: Path) -> None:
     result = CliRunner().invoke(app, ["mcp", "serve", "-t", "nope", "-w", str(workspace)])
-    assert result.exit_code == 1 and "no toolset named 'nope'; known: clock, files" in result.output
+    assert result.exit_code == 1 and "no toolset named 'nope'; known: clock, execution, files, notify, perception" in result.output
 
 
 def test_toolset_registry() -> None:
     with pytest.raises(ValueError, match="already registered"):
-        toolsets.register("files", list)
+        toolsets.register("files", lambda config: [])
     with pytest.raises(KeyError, match="no toolset named 'x'"):
         toolsets.tools(["x"])
     assert [t.name for t in toolsets.tools(["clock", "clock"])] == ["current_time"]
@@ -136,3 +137,23 @@ async def test_kairos_uses_kairos_over_mcp(session: Session, workspace: Path, tm
     finally:
         await plugin.aclose()
     assert sys.executable  # the served process ran on this interpreter
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make test-deps)")
+async def test_the_execution_and_perception_toolsets_over_stdio_run_commands_in_the_sandbox(
+    workspace: Path, tmp_path: Path
+) -> None:
+    (workspace / "guide.md").write_text("# Guide\n\nThe deploy key rotates every Monday.\n")
+    outside = tmp_path / "outside" / "escaped.txt"
+    outside.parent.mkdir()
+    params = stdio_params(workspace, "-t", "execution", "-t", "perception")
+    async with Client(params, mode="legacy") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"bash", "python", "read_document", "fetch_url", "read_file"} <= names
+        inside = await client.call_tool("bash", {"command": "echo made > made.txt && cat made.txt"})
+        assert not inside.is_error and "made" in inside.content[0].text  # type: ignore[union-attr]
+        await client.call_tool("bash", {"command": f"echo out > {outside}"})
+        doc = await client.call_tool("read_document", {"path": "guide.md"})
+        assert not doc.is_error and "rotates every Monday" in doc.content[0].text  # type: ignore[union-attr]
+    assert (workspace / "made.txt").read_text() == "made\n"  # the workspace is writable
+    assert not outside.exists()  # the rest of the filesystem is not

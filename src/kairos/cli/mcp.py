@@ -92,11 +92,12 @@ def serve(
         _out(f"error: workspace {workspace} is not a directory", err=True)
         raise typer.Exit(1)
     try:
-        tools = toolsets.tools(toolset or ["files"])
+        config = _config(workspace)
+        tools = toolsets.tools(toolset or ["files"], config)
     except KeyError as e:
         _out(f"error: {e.args[0]}", err=True)
         raise typer.Exit(1) from e
-    ctx = workspace_context(workspace)
+    ctx = workspace_context(workspace, config.sandbox)
     server = build_server(tools, ctx)
     token = os.environ.get(token_env) or None
 

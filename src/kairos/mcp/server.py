@@ -25,6 +25,7 @@ from kairos.models.types import ToolCall
 from kairos.server.auth import bearer_ok
 from kairos.tools.base import Tool, ToolContext, ToolSet
 from kairos.tools.executor import execute
+from kairos.tools.sandbox import SANDBOX_RESOURCE, Sandbox, SandboxConfig
 
 _CALL_IDS = itertools.count(1)
 
@@ -127,9 +128,11 @@ async def serve_http(
         raise OSError(f"could not serve on {host}:{port}")
 
 
-def workspace_context(workspace: Path) -> ToolContext:
-    """The tool context of a served workspace."""
-    return ToolContext(workspace.resolve(), session_id="mcp")
+def workspace_context(workspace: Path, sandbox: SandboxConfig | None = None) -> ToolContext:
+    """The tool context of a served workspace; its commands run in a sandbox with ``sandbox``'s settings."""
+    ctx = ToolContext(workspace.resolve(), session_id="mcp")
+    ctx.resources[SANDBOX_RESOURCE] = Sandbox(sandbox or SandboxConfig())
+    return ctx
 
 
 __all__ = ["build_server", "http_app", "require_token", "serve_http", "serve_stdio", "workspace_context"]
