@@ -101,7 +101,10 @@ def test_non_loopback_without_token_is_refused(workspace: Path) -> None:
 
 def test_unknown_toolset_is_named(workspace: Path) -> None:
     result = CliRunner().invoke(app, ["mcp", "serve", "-t", "nope", "-w", str(workspace)])
-    assert result.exit_code == 1 and "no toolset named 'nope'; known: clock, execution, files, notify, perception" in result.output
+    assert (
+        result.exit_code == 1
+        and "no toolset named 'nope'; known: clock, execution, files, notify, perception" in result.output
+    )
 
 
 def test_toolset_registry() -> None:
