@@ -58,7 +58,7 @@ from kairos.models.types import (
     TextDelta,
     ToolCall,
 )
-from kairos.tools.base import Tool, ToolResult, ToolSource
+from kairos.tools.base import FOCUS_RESOURCE, Tool, ToolResult, ToolSource
 from kairos.tools.executor import Executed, execute
 
 if TYPE_CHECKING:
@@ -259,6 +259,7 @@ class Runner:
             return
         if not drained.appended:
             return
+        session.tool_context.resources[FOCUS_RESOURCE] = _newest_request(session.messages)
         after_turn = drained.after_turn
         await self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
         guard = LoopGuard()
@@ -538,6 +539,11 @@ def _put_back(session: Session, posted: list[Posted]) -> None:
     """Return events to the front of the inbox (a failed append must not lose them)."""
     if posted:
         session.inbox.put_back(posted)
+
+
+def _newest_request(messages: Sequence[Message]) -> str:
+    """The text of the newest user-role message (typed or an event): the turn's focus for long tool outputs."""
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
 
 
 def _has_messages(session: Session) -> bool:

@@ -43,6 +43,8 @@ READABLE_STATE = ("spill",)
 """Sub-folders of kairos's state that file tools may read (spilled outputs point there)."""
 RUNTIME_RESOURCE = "kairos.runtime"
 """Key of the runtime's handle in ``ToolContext.resources`` when a session runs under the runtime."""
+FOCUS_RESOURCE = "kairos.focus"
+"""Key of the turn's newest request (text) in ``ToolContext.resources``: what long outputs are cut around."""
 
 
 @dataclass(slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import docx
 import pptx
@@ -301,3 +302,24 @@ async def test_a_hanging_server_ends_in_a_clear_timeout(ctx: ToolContext, http_f
     finally:
         release.set()
     assert res.is_error and "did not answer within 0.5 s" in res.content
+
+
+async def test_an_agent_turn_sets_the_focus_so_a_long_document_is_cut_around_the_request(tmp_path: Path) -> None:
+    from kairos.agent import Agent
+    from kairos.context.session import SessionStore
+    from kairos.testing import ScriptedModel, call, reply
+
+    (tmp_path / "long.md").write_text(LONG)
+    model = ScriptedModel([reply("", call("read_document", {"path": "long.md"})), reply("It is AURORA-7.")])
+    agent = Agent(model, tools=[tools(page_chars=2000, compress_over_chars=5000)["read_document"]])
+    store = SessionStore(tmp_path)
+    try:
+        session = store.new()
+        async for _ in agent.run(session, "What is the rocket's launch code?"):
+            pass
+        result = next(m for m in session.messages if m.role == "tool")
+        await session.aclose()
+    finally:
+        store.close()
+    assert "AURORA-7" in result.content and "rocket's launch code" in result.content  # cut around the question
+    assert "Paragraph 30." not in result.content  # not the first pages

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.base import FOCUS_RESOURCE, Tool, ToolContext, ToolResult
 from kairos.tools.builtins._fs import error, human, open_error, open_regular, resolve, show
 from kairos.tools.function import make_tool
 from kairos.tools.toolsets._pages import focus_excerpt, is_spill, page, spill
@@ -35,7 +35,6 @@ from kairos.tools.toolsets.documents import (
     kind_of,
 )
 
-FOCUS_RESOURCE = "kairos.focus"
 """``ctx.resources`` key of the latest user request (set by the front end or a plugin): the focus of a long
 text read without one, so it is still compressed with the task in view."""
 CACHE_KEY = "kairos.toolsets.texts"
