@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,16 @@ def _ok(request: ModelRequest) -> ModelResponse:
 def _runtime(path: Path, timers: Timers | None) -> Runtime:
     components: list[Component] = [timers] if timers is not None else []
     return Runtime(Agent(ScriptedModel([_ok] * 200)), SessionStore(path), components=components)
+
+
+@contextlib.asynccontextmanager
+async def _started(path: Path, **options: Any) -> AsyncIterator[tuple[ManualClock, Timers, Runtime]]:
+    """A runtime with Timers on a manual clock at ``T0``, its timers restored and running."""
+    clock = ManualClock(T0)
+    timers = Timers(now=clock.now, sleep=clock.sleep, **options)
+    async with _runtime(path, timers) as rt:
+        await timers.wait_ready()
+        yield clock, timers, rt
 
 
 def _ctx(rt: Runtime, sid: str, workspace: Path) -> ToolContext:
@@ -62,10 +73,7 @@ async def _set(ctx: ToolContext, **args: Any) -> ToolResult:
 
 
 async def test_a_one_shot_timer_fires_once_when_due(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         sid = rt.create_session("t")
         ctx = _ctx(rt, sid, tmp_path)
         result = await _set(ctx, after_s=60)
@@ -91,20 +99,14 @@ async def test_a_one_shot_timer_fires_once_when_due(tmp_path: Path) -> None:
 
 
 async def test_an_at_time_without_an_offset_is_read_in_the_timezone(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         sid = rt.create_session()
         result = await _set(_ctx(rt, sid, tmp_path), at="2026-01-01T09:30:00", timezone="Asia/Tokyo")
         assert json.loads(result.content)["next_due"] == "2026-01-01T00:30:00.000+00:00"
 
 
 async def test_an_interval_timer_fires_once_for_missed_runs_then_keeps_its_rhythm(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         sid = rt.create_session()
         ctx = _ctx(rt, sid, tmp_path)
         tid = json.loads((await _set(ctx, every_s=10)).content)["timer_id"]
@@ -122,10 +124,7 @@ async def test_an_interval_timer_fires_once_for_missed_runs_then_keeps_its_rhyth
 
 
 async def test_a_cron_timer_follows_its_time_zone(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         sid = rt.create_session()
         ctx = _ctx(rt, sid, tmp_path)
         record = json.loads((await _set(ctx, cron="0 9 * * *", timezone="Europe/Paris")).content)
@@ -138,10 +137,7 @@ async def test_a_cron_timer_follows_its_time_zone(tmp_path: Path) -> None:
 
 
 async def test_bad_arguments_get_clear_errors_naming_the_field(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         sid = rt.create_session()
         ctx = _ctx(rt, sid, tmp_path)
         cases: list[tuple[dict[str, Any], str]] = [
@@ -164,10 +160,7 @@ async def test_bad_arguments_get_clear_errors_naming_the_field(tmp_path: Path) -
 
 
 async def test_a_session_sees_and_cancels_only_its_own_timers(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         a, b = rt.create_session("a"), rt.create_session("b")
         ctx_a, ctx_b = _ctx(rt, a, tmp_path), _ctx(rt, b, tmp_path)
         tid = json.loads((await _set(ctx_a, after_s=100)).content)["timer_id"]
@@ -194,10 +187,7 @@ async def test_the_tools_say_when_the_runtime_or_the_service_is_missing(tmp_path
 
 
 async def test_timers_are_restored_after_a_restart_and_missed_ones_fire_once_marked_late(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         sid = rt.create_session()
         ctx = _ctx(rt, sid, tmp_path)
         once = json.loads((await _set(ctx, message="call back", after_s=60)).content)["timer_id"]
@@ -223,10 +213,7 @@ async def test_timers_are_restored_after_a_restart_and_missed_ones_fire_once_mar
 
 
 async def test_a_fire_repeated_after_a_crash_is_delivered_once(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path) as (clock, timers, rt):
         sid = rt.create_session()
         tid = json.loads((await _set(_ctx(rt, sid, tmp_path), every_s=60)).content)["timer_id"]
         clock.advance(60)
@@ -244,10 +231,7 @@ async def test_a_fire_repeated_after_a_crash_is_delivered_once(tmp_path: Path) -
 
 
 async def test_ten_thousand_timers_share_one_scheduler_task(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep, max_per_session=20_000)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path, max_per_session=20_000) as (clock, timers, rt):
         sid = rt.create_session()
         first = timers.add(sid, "first", after_s=10)
         await _settle(rt)
@@ -263,10 +247,7 @@ async def test_ten_thousand_timers_share_one_scheduler_task(tmp_path: Path) -> N
 
 
 async def test_the_heartbeat_goes_to_the_default_session_only_when_configured(tmp_path: Path) -> None:
-    clock = ManualClock(T0)
-    timers = Timers(now=clock.now, sleep=clock.sleep, heartbeat_s=300)
-    async with _runtime(tmp_path, timers) as rt:
-        await timers.wait_ready()
+    async with _started(tmp_path, heartbeat_s=300) as (clock, timers, rt):
         main = rt.default_session()
         assert timers.list() == []  # the heartbeat is not a timer anyone can cancel
         clock.advance(300)
