@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -11,15 +10,6 @@ import pytest
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.builtins import files
 from kairos.tools.builtins.files import edit_file, grep, list_dir, read_file, write_file
-
-
-@pytest.fixture
-async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    c = ToolContext(workspace=ws)
-    yield c
-    await c.aclose()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tracemalloc
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +14,6 @@ import pytest
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.builtins import _grep, files
 from kairos.tools.builtins.files import edit_file, grep, read_file, write_file
-
-
-@pytest.fixture
-async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    c = ToolContext(workspace=ws)
-    yield c
-    await c.aclose()
 
 
 @pytest.fixture

@@ -4,23 +4,13 @@ from __future__ import annotations
 
 import http.server
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kairos.tools.base import Tool, ToolContext, ToolResult
-
-
-@pytest.fixture
-async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    c = ToolContext(workspace=ws)
-    yield c
-    await c.aclose()
 
 
 async def run(t: Tool, ctx: ToolContext, **args: Any) -> ToolResult:
