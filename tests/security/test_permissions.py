@@ -21,7 +21,7 @@ from kairos.security.permissions import PermissionRule, Permissions, Permissions
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.audit import AUDIT_FILE, AuditLog, args_digest
 from kairos.tools.builtins import bash, read_file, write_file
-from kairos.tools.function import tool
+from kairos.tools.function import make_tool, tool
 from kairos.tools.sandbox import Sandbox, SandboxConfig
 
 DANGEROUS = [
@@ -275,3 +275,24 @@ async def test_an_allow_rule_can_give_one_command_the_network() -> None:
     assert (pip.action, pip.grants) == ("allow", ("network",))
     other = await p.evaluate(bash, {"command": "curl http://x", "network": True}, sandbox=box)
     assert other.action == "ask"
+
+
+async def test_a_tool_that_reaches_the_network_from_kairos_follows_the_network_policy() -> None:
+    def fetch_page(url: str) -> str:
+        """Fetch a page (test double).
+
+        Args:
+            url: the page.
+        """
+        return url
+
+    fetch = make_tool(fetch_page, read_only=True, external=True, network=True)
+    p = Permissions()
+    asked = await p.evaluate(fetch, {"url": "https://example.com"}, sandbox=Sandbox())
+    assert (asked.action, asked.reason) == ("ask", "it reaches the network")
+    allowed = await p.evaluate(fetch, {"url": "x"}, sandbox=Sandbox(SandboxConfig(network="allow")))
+    assert allowed.action == "allow"
+    assert (await p.evaluate(fetch, {"url": "x"}, sandbox=Sandbox(SandboxConfig(network="deny")))).action == "deny"
+    rule = rules({"action": "allow", "tool": "fetch_page", "url": "https://docs.example.com/*"})
+    assert (await rule.evaluate(fetch, {"url": "https://docs.example.com/a"}, sandbox=Sandbox())).action == "allow"
+    assert (await rule.evaluate(fetch, {"url": "https://evil.example/a"}, sandbox=Sandbox())).action == "ask"

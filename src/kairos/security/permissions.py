@@ -16,8 +16,9 @@ Rules come from ``[[permissions.rules]]`` in kairos.toml::
 The user's rules come first: any matching ``deny`` refuses the call; else any matching ``ask``
 sends it to the approver; else any matching ``allow`` runs it. Without a matching rule the
 defaults decide: a command that looks dangerous (``rm -rf /``, ``curl … | sh``, a fork bomb, see
-:mod:`kairos.security.dangerous`), a call that asks for the network and a command that would run
-outside the sandbox all *ask*, with the reason shown; a tool listed for confirmation (``[defences]``)
+:mod:`kairos.security.dangerous`), a call that asks for the network, a tool that reaches the network from
+kairos itself (``fetch_url``, ``web_search``; ``[sandbox] network`` allows or denies them too) and a
+command that would run outside the sandbox all *ask*, with the reason shown; a tool listed for confirmation (``[defences]``)
 asks; anything else (read-only tools, writes inside the workspace, sandboxed commands) is allowed.
 An untrusted workspace may add ``deny`` and ``ask`` rules, never ``allow`` ones
 (:mod:`kairos.security.trust`).
@@ -171,6 +172,11 @@ class Permissions:
                 if isinstance(value, str):
                     for finding in dangerous(value) if self.config.dangerous != "allow" else ():
                         (deny if self.config.dangerous == "deny" else asks).append(f"dangerous command: {finding}")
+        elif getattr(tool, "network", False) is True:  # fetch_url, web_search: the network from kairos itself
+            policy = sandbox.config.network if sandbox is not None else "ask"
+            if policy != "allow":
+                (deny if policy == "deny" else asks).append("it reaches the network")
+        if tool.name in SANDBOXED_TOOLS:
             if sandbox is not None:
                 if "network" in grants and sandbox.config.network == "ask":
                     asks.append("it asks for network access")
@@ -183,7 +189,7 @@ class Permissions:
         ):
             asks.append("this tool has side effects")
         if deny:
-            return Verdict("deny", "; ".join(deny), "default: dangerous command", grants)
+            return Verdict("deny", "; ".join(deny), "default: " + deny[0].split(":")[0], grants)
         if asks:
             return Verdict("ask", "; ".join(asks), "default: " + asks[0].split(":")[0], grants)
         if tool.name in SANDBOXED_TOOLS:

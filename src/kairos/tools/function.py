@@ -46,6 +46,8 @@ class FunctionTool:
     isolate: bool = False
     long_running: bool = False
     """Under a runtime with async tasks the call returns a task id at once; the result comes as an event."""
+    network: bool = False
+    """The call reaches the network from kairos itself (outside the sandbox): the permission layer asks."""
     _spec: ToolSpec | None = None
 
     def __post_init__(self) -> None:
@@ -155,6 +157,7 @@ def make_tool(
     side_effects: bool = False,
     isolate: bool = False,
     long_running: bool = False,
+    network: bool = False,
 ) -> FunctionTool:
     """``@tool`` as a function call (for functions made at run time, e.g. closures over a plugin).
 
@@ -189,6 +192,7 @@ def make_tool(
         side_effects=side_effects,
         isolate=isolate,
         long_running=long_running,
+        network=network,
     )
 
 

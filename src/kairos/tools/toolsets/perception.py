@@ -366,12 +366,23 @@ def perception_tools(config: ToolsConfig | None = None) -> list[Tool]:
     out: list[Tool] = [
         make_tool(_read_document_fn(cfg), read_only=True, max_output_chars=cap),
         make_tool(
-            _fetch_url_fn(cfg), read_only=True, external=True, max_output_chars=cap, timeout_s=cfg.fetch.timeout_s + 30
+            _fetch_url_fn(cfg),
+            read_only=True,
+            external=True,
+            network=True,
+            max_output_chars=cap,
+            timeout_s=cfg.fetch.timeout_s + 30,
         ),  # fmt: skip
     ]
     if cfg.web_search.url:
         out.append(
-            make_tool(_web_search_fn(cfg), read_only=True, external=True, timeout_s=cfg.web_search.timeout_s + 10)
+            make_tool(
+                _web_search_fn(cfg),
+                read_only=True,
+                external=True,
+                network=True,
+                timeout_s=cfg.web_search.timeout_s + 10,
+            )
         )
     return out
 
