@@ -8,7 +8,7 @@ STAMP := $(VENV)/.kairos-installed
 JOBS := $(shell nproc 2>/dev/null || echo 2)
 DEMO := What time is it in Tokyo right now, and which files are in the scripts folder?
 
-.PHONY: run test test-deps lint bench clean
+.PHONY: run test test-deps sandbox-deps lint bench clean
 
 $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@echo "==> creating $(VENV)"
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@$(VENV)/bin/kairos models assemble local
 	@touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP) sandbox-deps
 	@echo "==> kairos run (offline, bundled Qwen2.5-Coder-1.5B): $(DEMO)"
 	@$(VENV)/bin/kairos run --trace "$(DEMO)"
 
@@ -32,6 +32,19 @@ lint: $(STAMP)
 	@$(VENV)/bin/ruff format --check src tests benchmarks
 	@$(VENV)/bin/mypy
 	@$(VENV)/bin/lint-imports --no-cache
+
+# bash and python run inside bubblewrap: install Debian's bubblewrap when missing (run and test need it).
+sandbox-deps:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing bubblewrap (the sandbox bash and python run in)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; } \
+			|| { echo "could not install bubblewrap: the sandbox tests will be skipped and bash refuses to run"; }; \
+	else \
+		echo "==> bubblewrap is not installed: bash and python refuse to run unconfined (sudo apt-get install bubblewrap)"; \
+	fi
 
 # The mail tests run a private dovecot (IMAP) on loopback: install Debian's dovecot-imapd when missing.
 # Only the package is installed; no system service is started or configured (the tests generate their own).
@@ -47,19 +60,7 @@ test-deps:
 		echo "==> dovecot is not installed: the mail tests will be skipped (sudo apt-get install dovecot-imapd)"; \
 	fi
 
-# bash and python run inside bubblewrap (the sandbox tests start it): install Debian's bubblewrap when missing.
-	@if command -v bwrap >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "==> installing bubblewrap (the sandbox bash and python run in)"; \
-		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 \
-			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null; } \
-			|| { echo "could not install bubblewrap: the sandbox tests will be skipped and bash refuses to run"; }; \
-	else \
-		echo "==> bubblewrap is not installed: bash and python refuse to run unconfined (sudo apt-get install bubblewrap)"; \
-	fi
-
-test: lint test-deps
+test: lint test-deps sandbox-deps
 	@$(PY) -m pytest
 
 bench: $(STAMP)
