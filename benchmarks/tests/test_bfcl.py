@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from kairos.testing import ScriptedModel, call, reply
 from kairos_bench import bfcl
@@ -199,3 +200,34 @@ def test_the_wheels_data_loads_and_every_answer_scores_itself() -> None:
             ]
             verdict = score(category, case.functions, calls[::-1], case.answers)
             assert verdict.ok, (case.id, verdict.reason)
+
+
+def test_rounds_run_case_k_of_every_category_and_stop_at_the_duration() -> None:
+    weather = {"weather": {"city": ["Rome"]}}
+    rounds = [
+        [
+            bfcl.Case(f"simple_{k}", "simple", [], [WEATHER], [weather]),
+            bfcl.Case(f"irrelevance_{k}", "irrelevance", [], [WEATHER], None),
+        ]
+        for k in range(3)
+    ]
+
+    def always_call(case: bfcl.Case) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+        return [("weather", {"city": "rome"})], "raw"
+
+    def never_call(case: bfcl.Case) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+        return [], "no tool fits"
+
+    saved: list[int] = []
+    ways: dict[str, bfcl.Way] = {"kairos": always_call, "plain": never_call}
+    results, done = bfcl.run_rounds(rounds, ways, Console(quiet=True), None, lambda r: saved.append(len(r)))
+    assert done == 3 and saved == [4, 8, 12]
+    assert [r["id"] for r in results[:4]] == ["simple_0", "simple_0", "irrelevance_0", "irrelevance_0"]
+    out = bfcl.report(results, done, "m", ("simple", "irrelevance"))
+    assert out["summary"]["simple_kairos"] == 1.0 and out["summary"]["simple_plain"] == 0.0
+    assert out["summary"]["irrelevance_kairos"] == 0.0 and out["summary"]["irrelevance_plain"] == 1.0
+    assert out["summary"]["lift_overall"] == 0.0 and out["summary"]["no_category_below_plain"] is False
+    assert out["summary"]["limit"] == 3 and {r["n"] for r in out["rows"]} == {3}
+    assert len(out["failures"]) == 6
+    _, done = bfcl.run_rounds(rounds, ways, Console(quiet=True), duration=0.0)
+    assert done == 1  # the first round always runs; later ones only within the duration
