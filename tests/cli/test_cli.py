@@ -93,6 +93,11 @@ def test_bench_rejects_trials_for_a_bench_without_them() -> None:
     assert result.exit_code == 1 and "does not take --trials" in result.output
 
 
+def test_bench_rejects_limit_for_a_bench_without_it() -> None:
+    result = runner.invoke(app, ["bench", "overhead", "--limit", "3"])
+    assert result.exit_code == 1 and "does not take --limit" in result.output
+
+
 # ---- trust, config layers and notices (issue 8 §5) ------------------------------------------
 
 

@@ -346,6 +346,9 @@ def bench(
     duration: Annotated[
         float | None, typer.Option("--duration", min=1, help="seconds to run (benches with a duration)")
     ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="cases per category (benches with a limit)")
+    ] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -376,6 +379,11 @@ def bench(
             takes = sorted(k for k, ep in found.items() if getattr(ep.load(), "takes_duration", False))
             raise _fail(f"benchmark {name!r} does not take --duration (these do: {', '.join(takes) or 'none'})")
         opts["duration"] = duration
+    if limit is not None:
+        if not getattr(bench_, "takes_limit", False):
+            takes = sorted(k for k, ep in found.items() if getattr(ep.load(), "takes_limit", False))
+            raise _fail(f"benchmark {name!r} does not take --limit (these do: {', '.join(takes) or 'none'})")
+        opts["limit"] = limit
     runner = bench_.run
     try:
         result = runner(console=console, **opts)
