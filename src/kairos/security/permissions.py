@@ -16,12 +16,12 @@ Rules come from ``[[permissions.rules]]`` in kairos.toml::
 The user's rules come first: any matching ``deny`` refuses the call; else any matching ``ask``
 sends it to the approver; else any matching ``allow`` runs it. Without a matching rule the
 defaults decide: a command that looks dangerous (``rm -rf /``, ``curl … | sh``, a fork bomb, see
-:mod:`kairos.security.dangerous`), a call that asks for the network, a tool that reaches the network from
-kairos itself (``fetch_url``, ``web_search``; ``[sandbox] network`` allows or denies them too) and a
-command that would run outside the sandbox all *ask*, with the reason shown; a tool listed for confirmation (``[defences]``)
-asks; anything else (read-only tools, writes inside the workspace, sandboxed commands) is allowed.
-An untrusted workspace may add ``deny`` and ``ask`` rules, never ``allow`` ones
-(:mod:`kairos.security.trust`).
+:mod:`kairos.security.dangerous`), a call that asks for the network, a tool that reaches the network
+from kairos itself (``fetch_url``, ``web_search``; ``[sandbox] network`` allows or denies them too)
+and a command that would run outside the sandbox all *ask*, with the reason shown; a tool listed
+for confirmation (``[defences]``) asks; anything else (read-only tools, writes inside the
+workspace, sandboxed commands) is allowed. An untrusted workspace may add ``deny`` and ``ask``
+rules, never ``allow`` ones (:mod:`kairos.security.trust`).
 """
 
 from __future__ import annotations
@@ -176,14 +176,13 @@ class Permissions:
             policy = sandbox.config.network if sandbox is not None else "ask"
             if policy != "allow":
                 (deny if policy == "deny" else asks).append("it reaches the network")
-        if tool.name in SANDBOXED_TOOLS:
-            if sandbox is not None:
-                if "network" in grants and sandbox.config.network == "ask":
-                    asks.append("it asks for network access")
-                if "unconfined" in grants and not sandbox.unconfined_approved:
-                    asks.append("bubblewrap is unavailable: it would run unconfined, with your rights")
-                elif sandbox.config.mode == "off":
-                    asks.append("the sandbox is off: it runs unconfined, with your rights")
+        if tool.name in SANDBOXED_TOOLS and sandbox is not None:
+            if "network" in grants and sandbox.config.network == "ask":
+                asks.append("it asks for network access")
+            if "unconfined" in grants and not sandbox.unconfined_approved:
+                asks.append("bubblewrap is unavailable: it would run unconfined, with your rights")
+            elif sandbox.config.mode == "off":
+                asks.append("the sandbox is off: it runs unconfined, with your rights")
         if tool.name in self.confirm or (
             self.confirm_side_effects and tool.side_effects and tool.name not in self.exempt
         ):
