@@ -45,3 +45,6 @@ LOAD = Bench(
 EMAIL_AGENT = Bench("email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True)
 ASYNC_AGENT = Bench("async_agent", "Exp 6-2: async commands, batched messages, interrupt, parallel jobs", True)
 SANDBOX = Bench("sandbox", "26 escape attempts through the sandboxed bash/python tools; escapes must be 0")
+TOOL_DISCOVERY = Bench(
+    "tool_discovery", "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model", True
+)

@@ -320,8 +320,11 @@ class ToolIndex:
             # the whole text and the gist, averaged
             self.tool_vecs = ((vecs[n : n + m] + vecs[n + m :]) / 2).astype(np.float32)
 
-    def search(self, need: str, k: int = 5) -> Search:
-        """The best ``k`` tools for ``need``, looked for in the best servers first."""
+    def search(self, need: str, k: int = 5, *, always: bool = False) -> Search:
+        """The best ``k`` tools for ``need``, looked for in the best servers first.
+
+        ``always``: keep the hits even below the threshold (a prefilter that must inject something).
+        """
         k = max(1, k)
         n_servers = len(self.servers)
         t_bm = self.tool_bm25.scores(need)
@@ -366,7 +369,7 @@ class ToolIndex:
         gap = top_sim - float(np.median(t_sim)) if t_sim else 0.0
         found = bool(hits) and (hits[0].bm25 > 0 if not emb else top_sim >= self.min_similarity or gap >= self.min_gap)
         names = tuple(self.servers[s].name for s in chosen)
-        return Search(need, hits if found else (), names, round(top_sim, 4), round(gap, 4), found)
+        return Search(need, hits if found or always else (), names, round(top_sim, 4), round(gap, 4), found)
 
 
 def _rrf(lists: Sequence[tuple[Sequence[float], float]]) -> list[float]:
