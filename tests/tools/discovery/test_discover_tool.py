@@ -9,12 +9,15 @@ import pytest
 
 from kairos.agent import Agent, Notice
 from kairos.agent.events import AgentEvent
+from kairos.app import build_agent, default_plugins
+from kairos.config import KairosConfig
 from kairos.context.session import Session, SessionStore
 from kairos.plugins.discovery import ToolDiscovery
+from kairos.skills.config import SkillsConfig
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import InvalidArguments, ToolContext
 from kairos.tools.builtins.clock import current_time
-from kairos.tools.discovery import E5Embedder
+from kairos.tools.discovery import DiscoveryConfig, E5Embedder, result_json
 
 
 async def collect(agent: Agent, session: Session, text: str) -> list[AgentEvent]:
@@ -91,3 +94,27 @@ async def test_not_found_and_bad_input_are_clear_results(tmp_path: Path, cache_d
     for bad in ({}, {"need": ""}, {"need": 3}, {"need": "x" * 401}, {"need": "x", "k": 2}):
         with pytest.raises(InvalidArguments, match="Expected JSON schema"):
             tool.validate(bad)
+
+
+async def test_config_switches_it_on_and_the_status_bar_lists_loaded_tools(
+    store: SessionStore, workspace: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KAIROS_CACHE_DIR", str(cache_dir))
+    assert not any(isinstance(p, ToolDiscovery) for p in default_plugins(workspace, KairosConfig()))
+    config = KairosConfig(discovery=DiscoveryConfig(enabled=True, limit=3), skills=SkillsConfig(enabled=False))
+    model = ScriptedModel([reply("", call("discover_tools", {"need": "lyrics of a song"})), reply("ok")])
+    agent = build_agent(model, workspace, config)
+    session = store.new()
+    await collect(agent, session, "lyrics of Hey Jude")
+    found = result_json(tool_results(session)[0])
+    assert len(found["candidates"]) == 3 and found["candidates"][0]["name"] == "get_lyrics"
+    status = model.requests[-1].messages[-1].content
+    assert "<agent_status>" in status and "Discovered tools loaded (3)" in status and "get_lyrics" in status
+    assert [t.name for t in model.requests[-1].tools][-3:] == sorted(found["loaded"])  # appended at the end
+    await session.aclose()
+    # resumed by a new agent (a new process): the stamped results still restore the loaded tools
+    again = ScriptedModel([reply("done")])
+    resumed = store.resume(session.id)
+    await collect(build_agent(again, workspace, config), resumed, "thanks")
+    assert [t.name for t in again.requests[-1].tools] == [t.name for t in model.requests[-1].tools]
+    await resumed.aclose()

@@ -8,6 +8,7 @@ The plugin that wires it into an agent (and lists loaded tools in the status bar
 :class:`kairos.plugins.discovery.ToolDiscovery`.
 """
 
+from kairos.tools.discovery.config import DiscoveryConfig
 from kairos.tools.discovery.index import (
     BM25,
     DEFAULT_MIN_GAP,
@@ -27,6 +28,7 @@ from kairos.tools.discovery.tool import (
     discover_tools_tool,
     loaded_in,
     render_search,
+    result_json,
 )
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "DEFAULT_MIN_SIMILARITY",
     "DISCOVER_TOOLS",
     "DiscoveredTools",
+    "DiscoveryConfig",
     "E5Embedder",
     "Embedder",
     "Hit",
@@ -46,4 +49,5 @@ __all__ = [
     "discover_tools_tool",
     "loaded_in",
     "render_search",
+    "result_json",
 ]

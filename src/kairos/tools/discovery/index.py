@@ -18,17 +18,19 @@ import hashlib
 import math
 import os
 import re
+import statistics
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kairos.tools.base import Tool
+
+if TYPE_CHECKING:  # numpy is imported when an index is built, not when config is read
+    import numpy as np
+    from numpy.typing import NDArray
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -176,11 +178,15 @@ class E5Embedder:
 
     def queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """``query:`` vectors."""
+        import numpy as np
+
         m = self._get()
         return np.stack([np.asarray(m.query(t), dtype=np.float32) for t in texts])
 
     def passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """``passage:`` vectors."""
+        import numpy as np
+
         return np.asarray(self._get().passage(list(texts)), dtype=np.float32)
 
 
@@ -196,6 +202,8 @@ def default_cache_dir() -> Path:
 
 def cached_passages(embedder: Embedder, texts: Sequence[str], cache_dir: Path | None) -> NDArray[np.float32]:
     """``embedder.passages(texts)``, read from (or written to) ``cache_dir`` when given."""
+    import numpy as np
+
     if cache_dir is None:
         return embedder.passages(texts)
     h = hashlib.sha256(embedder.model_id.encode())
@@ -318,7 +326,7 @@ class ToolIndex:
             n, m = len(server_docs), len(tool_docs)
             self.server_vecs = vecs[:n]
             # the whole text and the gist, averaged
-            self.tool_vecs = ((vecs[n : n + m] + vecs[n + m :]) / 2).astype(np.float32)
+            self.tool_vecs = ((vecs[n : n + m] + vecs[n + m :]) / 2).astype(vecs.dtype)
 
     def search(self, need: str, k: int = 5, *, always: bool = False) -> Search:
         """The best ``k`` tools for ``need``, looked for in the best servers first.
@@ -366,7 +374,7 @@ class ToolIndex:
             for s, i in fused[:k]
         )
         top_sim = max(t_sim) if t_sim else 0.0
-        gap = top_sim - float(np.median(t_sim)) if t_sim else 0.0
+        gap = top_sim - statistics.median(t_sim) if t_sim else 0.0
         found = bool(hits) and (hits[0].bm25 > 0 if not emb else top_sim >= self.min_similarity or gap >= self.min_gap)
         names = tuple(self.servers[s].name for s in chosen)
         return Search(need, hits if found or always else (), names, round(top_sim, 4), round(gap, 4), found)

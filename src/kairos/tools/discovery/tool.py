@@ -144,10 +144,19 @@ def loaded_in(messages: Iterable[Any]) -> list[str]:
     for m in messages:
         if getattr(m, "role", None) != "tool" or getattr(m, "name", None) != DISCOVER_TOOLS:
             continue
-        try:
-            data = json.loads(m.content)
-        except (TypeError, ValueError):
-            continue
+        data = result_json(m.content)
         if isinstance(data, dict) and data.get("status") == "found":
             names += [c["name"] for c in data.get("candidates", []) if isinstance(c, dict) and "name" in c]
     return list(dict.fromkeys(names))
+
+
+def result_json(content: str) -> Any:
+    """The JSON object in a ``discover_tools`` result, past any prefix a plugin added (a timestamp); None if none."""
+    start = content.find("{") if isinstance(content, str) else -1
+    if start < 0:
+        return None
+    try:
+        data, _ = json.JSONDecoder().raw_decode(content, start)
+    except ValueError:
+        return None
+    return data
