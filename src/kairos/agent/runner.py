@@ -149,7 +149,7 @@ class Runner:
             raise KairosError(str(e)) from e
 
     async def _refresh_tools(self, st: RunState) -> str | None:
-        """At a turn start: take up changed tool sources (appended, never reordered)."""
+        """At a turn start and between model calls: take up changed tool sources (appended, never reordered)."""
         if not self.agent.tool_sources:
             return None
         prints = tuple(t.fingerprint() if isinstance(t, ToolSource) else t.name for t in self.agent.all_tools())
@@ -271,6 +271,9 @@ class Runner:
                 if drained.stop is not None:
                     yield FinalAnswer("Interrupted.", stop_reason="interrupted")
                     return
+                # a source that grew mid-turn (discover_tools loaded tools): appended, never reordered
+                if change := await self._refresh_tools(st):
+                    yield Notice(f"the tool set changed: {change}", "tools")
             first = False
             await self.agent.pipeline.at_safe_point(st, "before_request", lambda ms: session.append(*ms), st.report)
             for event in st.flush():
