@@ -160,3 +160,10 @@ async def test_the_execution_and_perception_toolsets_over_stdio_run_commands_in_
         assert not doc.is_error and "rotates every Monday" in doc.content[0].text  # type: ignore[union-attr]
     assert (workspace / "made.txt").read_text() == "made\n"  # the workspace is writable
     assert not outside.exists()  # the rest of the filesystem is not
+
+
+def test_the_demo_catalog_is_served_by_domain() -> None:
+    maps = toolsets.tools(["catalog-maps"])
+    assert len(maps) >= 5 and all(t.spec.description for t in maps)
+    with pytest.raises(KeyError, match="no toolset named 'catalog-nope'"):
+        toolsets.tools(["catalog-nope"])

@@ -6,7 +6,9 @@ Built in (the toolsets of issue 10 §2 as MCP servers):
 - ``execution``: bash and python, in the sandbox (bubblewrap; no network), plus the file tools;
 - ``perception``: read_document, fetch_url, and web_search when ``[tools.web_search]`` is configured;
 - ``notify``: notify over the ``[[notify.channels]]`` of the user config (none: the toolset is empty);
-- ``clock``: current_time.
+- ``clock``: current_time;
+- ``catalog-<domain>`` (``catalog-finance``, ``catalog-maps``, …): the 126-tool demo catalog of
+  :mod:`kairos.catalog` with deterministic local backends (loaded on first use: it is large).
 
 ``request_approval``/``request_input`` are not served: an MCP client asks its own user. A factory
 gets the loaded configuration. Other modules register theirs::
@@ -18,6 +20,7 @@ gets the loaded configuration. Other modules register theirs::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from kairos.tools.base import Tool
@@ -56,6 +59,8 @@ def tools(selected: Sequence[str], config: KairosConfig | None = None) -> list[T
     from kairos.config import KairosConfig
 
     cfg = config or KairosConfig()
+    if any(n.startswith(CATALOG_PREFIX) and n not in _REGISTRY for n in selected):
+        _register_catalog()
     out: dict[str, Tool] = {}
     for name in selected:
         factory = _REGISTRY.get(name)
@@ -64,6 +69,22 @@ def tools(selected: Sequence[str], config: KairosConfig | None = None) -> list[T
         for t in factory(cfg):
             out.setdefault(t.name, t)
     return list(out.values())
+
+
+CATALOG_PREFIX = "catalog-"
+
+
+def _register_catalog() -> None:
+    from kairos.catalog import catalog_domains
+
+    for domain in catalog_domains():
+        register(f"{CATALOG_PREFIX}{domain.name}", partial(_catalog, domain.name), replace=True)
+
+
+def _catalog(domain: str, config: KairosConfig) -> list[Tool]:
+    from kairos.catalog import catalog_tools
+
+    return catalog_tools(domain)
 
 
 def _files(config: KairosConfig) -> list[Tool]:
