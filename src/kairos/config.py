@@ -92,6 +92,7 @@ from kairos.plugins.status_bar.config import StatusBarConfig
 from kairos.plugins.subagents.envelope import SubAgentConfig
 from kairos.security.defences import DefencesConfig
 from kairos.security.permissions import PermissionsConfig
+from kairos.security.reviewer import ReviewConfig
 from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
 from kairos.tools.sandbox import SandboxConfig
@@ -232,6 +233,7 @@ class KairosConfig(BaseModel):
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig, description="opt-in toolsets, page sizes, web_search")
     notify: NotifyConfig = Field(default_factory=NotifyConfig, description="notification channels (user config)")
+    review: ReviewConfig = Field(default_factory=ReviewConfig, description="reviewer model, sidecar, confirm tokens")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())
