@@ -70,34 +70,36 @@ def rule_findings(tool: str, arguments: dict[str, Any]) -> list[str]:
 async def judge_all(
     model: Model, calls: Sequence[dict[str, Any]], console: Console, timeout_s: float
 ) -> list[dict[str, Any]]:
-    """One row per call with each judge's verdict and latency."""
+    """One row per call with each judge's verdict and latency.
+
+    Each model judge takes every call in turn (not call by call alternating judges), so its system
+    prompt stays in the model's KV cache as it would in a session.
+    """
     sidecar = ModelClassifier(model, timeout_s)
     reviewer = ModelReviewer(model, timeout_s)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in calls:
         t0 = time.perf_counter()
         found = rule_findings(c["tool"], c["arguments"])
-        rules_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        side = await sidecar.classify(c["tool"], c["arguments"])
-        side_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        rev = await reviewer.review(ReviewRequest(c["tool"], c["arguments"], "; ".join(found), c["task"]))
-        rev_s = time.perf_counter() - t0
-        row = {
+        seconds = time.perf_counter() - t0
+        rows.append({
             "kind": "call",
             "id": c["id"],
             "category": c["category"],
             "risky": c["risky"],
             "tool": c["tool"],
             "arguments": c["arguments"],
-            "rules": {"flagged": bool(found), "reason": "; ".join(found), "seconds": round(rules_s, 6)},
-            "sidecar": _verdict(side, side_s),
-            "reviewer": _verdict(rev, rev_s),
-        }
-        rows.append(row)
-        marks = " ".join(f"{j}={'X' if row[j]['flagged'] else '.'}" for j in JUDGES)
-        console.print(f"{c['id']:>10} risky={c['risky']!s:<5} {marks}  {side_s:.1f}s/{rev_s:.1f}s")
+            "rules": {"flagged": bool(found), "reason": "; ".join(found), "seconds": round(seconds, 6)},
+        })  # fmt: skip
+    for c, row in zip(calls, rows, strict=True):
+        t0 = time.perf_counter()
+        row["sidecar"] = _verdict(await sidecar.classify(c["tool"], c["arguments"]), time.perf_counter() - t0)
+        console.print(f"sidecar  {c['id']:>10} risky={c['risky']!s:<5} flagged={row['sidecar']['flagged']}")
+    for c, row in zip(calls, rows, strict=True):
+        t0 = time.perf_counter()
+        review = await reviewer.review(ReviewRequest(c["tool"], c["arguments"], row["rules"]["reason"], c["task"]))
+        row["reviewer"] = _verdict(review, time.perf_counter() - t0)
+        console.print(f"reviewer {c['id']:>10} risky={c['risky']!s:<5} flagged={row['reviewer']['flagged']}")
     return rows
 
 

@@ -194,3 +194,15 @@ async def test_unused_early_starts_are_bounded() -> None:
     tasks = [sidecar.start("bash", {"command": f"echo {i}"}) for i in range(70)]
     await asyncio.gather(*tasks, return_exceptions=True)
     assert sum(t.cancelled() for t in tasks) == 6 and len(sidecar._pending) == 64
+
+
+def test_build_agent_wraps_the_model_only_when_the_sidecar_is_on(workspace: Any) -> None:
+    from kairos.app import build_agent
+    from kairos.config import KairosConfig
+    from kairos.security.sidecar import WatchedModel
+
+    model = ScriptedModel()
+    assert build_agent(model, workspace, KairosConfig()).model is model
+    config = KairosConfig.model_validate({"review": {"sidecar": {"enabled": True, "model": "local-small"}}})
+    watched = build_agent(model, workspace, config).model
+    assert isinstance(watched, WatchedModel) and watched.inner is model and watched.name == "scripted"

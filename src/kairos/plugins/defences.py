@@ -31,6 +31,7 @@ from kairos.security.gate import ReviewGate
 from kairos.security.leak import Leak, LeakGuard, LeakStream
 from kairos.security.permissions import Permissions, PermissionsConfig, Verdict
 from kairos.security.provenance import ProvenanceGuard
+from kairos.security.reviewer import ReviewConfig
 from kairos.security.sanitize import sanitize, wrap_external
 from kairos.tools.audit import audit_of
 from kairos.tools.base import Tool, ToolContext, ToolResult
@@ -46,7 +47,8 @@ class InjectionDefences(Plugin):
         permissions: ``[permissions]``, the rules (default: none, so only the defaults decide).
         sandbox: ``[sandbox]``; each session gets a :class:`~kairos.tools.sandbox.Sandbox` with it
             (default: leave the session's sandbox as it is, which is the default one).
-        review: the ``[review]`` checks (confirm tokens, sidecar, reviewer; :mod:`kairos.security.gate`).
+        review: the ``[review]`` checks (confirm tokens, sidecar, reviewer; :mod:`kairos.security.gate`);
+            default: ``[review]``'s defaults (confirm tokens for irreversible tools only).
     """
 
     stage = "guard"
@@ -63,7 +65,7 @@ class InjectionDefences(Plugin):
         self.config = config or DefencesConfig()
         self.approver: Approver = approver or make_approver(self.config.approver)
         self.sandbox = sandbox
-        self.review = review
+        self.review = review if review is not None else ReviewGate(ReviewConfig())
         c = self.config
         self.permissions = Permissions(
             permissions,

@@ -17,7 +17,7 @@ judge's name as approver (``reviewer``, ``sidecar``, ``confirm``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,19 +60,16 @@ class ReviewGate:
         *,
         reviewer: Reviewer | None = None,
         classifier: Classifier | None = None,
-        load: Any = None,
+        load: Callable[[str], Model] | None = None,
     ) -> None:
         self.config = config
-        if load is None and ((config.enabled and reviewer is None) or (config.sidecar.enabled and not classifier)):
-            from kairos.models import load_model
-
-            load = load_model
+        load = load or _load
         self.reviewer: Reviewer | None = reviewer
         if self.reviewer is None and config.enabled:
-            self.reviewer = ModelReviewer(_model(load, config.model), config.timeout_s)
+            self.reviewer = ModelReviewer(load(config.model), config.timeout_s)
         self.sidecar: Sidecar | None = None
         if config.sidecar.enabled:
-            judge = classifier or ModelClassifier(_model(load, config.sidecar.model), config.sidecar.timeout_s)
+            judge = classifier or ModelClassifier(load(config.sidecar.model), config.sidecar.timeout_s)
             self.sidecar = Sidecar(judge, config.sidecar)
 
     def learn(self, tools: Any) -> None:
@@ -120,9 +117,10 @@ class ReviewGate:
         return Outcome()
 
 
-def _model(load: Any, spec: str) -> Model:
-    model: Model = load(spec)
-    return model
+def _load(spec: str) -> Model:
+    from kairos.models import load_model
+
+    return load_model(spec)
 
 
 def _refuse(tool: str, review: Review) -> Outcome:
