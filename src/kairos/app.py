@@ -93,7 +93,7 @@ def build_agent(
     config = config or KairosConfig()
     defaults = default_plugins(workspace, config, approver=approver)
     for p in defaults:  # the sidecar watches the stream to classify calls while the reply goes on
-        if isinstance(p, InjectionDefences) and p.review is not None and p.review.sidecar is not None:
+        if isinstance(p, InjectionDefences) and p.review.sidecar is not None:
             model = p.review.sidecar.wrap(model)
     return Agent(
         model,

@@ -65,7 +65,7 @@ class InjectionDefences(Plugin):
         self.config = config or DefencesConfig()
         self.approver: Approver = approver or make_approver(self.config.approver)
         self.sandbox = sandbox
-        self.review = review if review is not None else ReviewGate(ReviewConfig())
+        self.review: ReviewGate = review if review is not None else ReviewGate(ReviewConfig())
         c = self.config
         self.permissions = Permissions(
             permissions,
@@ -104,13 +104,11 @@ class InjectionDefences(Plugin):
 
     def _learn(self, ctx: RunContext) -> None:
         self._external.update(t.name for t in ctx.tools if t.external)
-        if self.review is not None:
-            self.review.learn(ctx.tools)
+        self.review.learn(ctx.tools)
 
     def on_input(self, ctx: RunContext, message: Message) -> Message:
         """The user spoke: the sidecar's stop after repeated rejections is lifted."""
-        if self.review is not None:
-            self.review.user_spoke(ctx.session.id)
+        self.review.user_spoke(ctx.session.id)
         return message
 
     def is_external(self, name: str) -> bool:
@@ -161,17 +159,16 @@ class InjectionDefences(Plugin):
             audit.decided(call.id, f"deny ({verdict.source})")
             log.record(SecurityEvent("denied", tool.name, call.id, verdict.reason))
             return refused(tool.name, verdict, None)
-        if self.review is not None:
-            gate = await self.review.check(tool, args, tc, verdict, session_id=tc.session_id,
-                                           messages=ctx.session.message_list())  # fmt: skip
-            if gate.result is not None:
-                audit.decided(call.id, gate.decision)
-                log.record(SecurityEvent("denied", tool.name, call.id, gate.decision))
-                return gate.result
-            if gate.final:
-                audit.decided(call.id, gate.decision)
-                _grant(verdict, box)
-                return None
+        gate = await self.review.check(tool, args, tc, verdict, session_id=tc.session_id,
+                                       messages=ctx.session.message_list())  # fmt: skip
+        if gate.result is not None:  # a preview, or a judge's no
+            audit.decided(call.id, gate.decision)
+            log.record(SecurityEvent("denied", tool.name, call.id, gate.decision))
+            return gate.result
+        if gate.final:  # a judge's yes that needs no human
+            audit.decided(call.id, gate.decision)
+            _grant(verdict, box)
+            return None
         if verdict.action == "allow":
             audit.decided(call.id, f"allow ({verdict.source})")
             _grant(verdict, box)
