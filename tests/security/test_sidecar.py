@@ -206,3 +206,4 @@ def test_build_agent_wraps_the_model_only_when_the_sidecar_is_on(workspace: Any)
     config = KairosConfig.model_validate({"review": {"sidecar": {"enabled": True, "model": "local-small"}}})
     watched = build_agent(model, workspace, config).model
     assert isinstance(watched, WatchedModel) and watched.inner is model and watched.name == "scripted"
+    assert watched.requests is model.requests  # anything else is the inner model's

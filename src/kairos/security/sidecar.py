@@ -221,6 +221,10 @@ class WatchedModel:
         """The inner model's count."""
         return self.inner.count_tokens(request)
 
+    def __getattr__(self, name: str) -> Any:
+        """Anything else (``load``, ``close``, backend statistics) is the inner model's."""
+        return getattr(self.inner, name)
+
 
 def learn_skips(sidecar: Sidecar, tools: Iterable[Any]) -> None:
     """Remember the read-only tools (they are not classified when ``skip_read_only``)."""
