@@ -91,6 +91,12 @@ async def test_the_reviewer_fails_closed(step: Any) -> None:
     assert "failed" in review.reason and "rejected" in review.reason
 
 
+async def test_a_verdict_object_as_plain_text_counts() -> None:
+    text = json.dumps({"approved": False, "risk": "medium", "reason": "pushes to main"})
+    review = await ModelReviewer(ScriptedModel([reply(text)])).review(REQ)
+    assert (review.approved, review.risk, review.reason) == (False, "medium", "pushes to main")
+
+
 async def test_a_reviewer_that_hangs_is_a_rejection_after_its_timeout() -> None:
     review = await ModelReviewer(Hangs(), timeout_s=0.2).review(REQ)
     assert not review.approved and "no answer within 0.2 s" in review.reason

@@ -69,13 +69,16 @@ async def ask_verdict(model: Model, system: str, text: str, *, timeout_s: float,
         return failed(f"{type(e).__name__}: {str(e)[:200]}")
     if response is None:
         return failed("the model ended without a response")
-    return parse_verdict(response.message.tool_calls, by) or failed(
+    return parse_verdict(response.message.tool_calls, by, response.message.content) or failed(
         f"unparsable answer: {(response.message.content or '(no verdict call)')[:120]!r}"
     )
 
 
-def parse_verdict(calls: Any, by: str) -> Review | None:
-    """The first well-formed ``verdict`` call as a :class:`Review`, else None."""
+def parse_verdict(calls: Any, by: str, text: str = "") -> Review | None:
+    """The first well-formed ``verdict`` call as a :class:`Review`, else None.
+
+    Reply text that is one verdict object counts too (backends without tool calls answer so).
+    """
     for call in calls:
         if call.name != VERDICT_TOOL.name:
             continue
@@ -83,9 +86,19 @@ def parse_verdict(calls: Any, by: str) -> Review | None:
             args = call.parsed_arguments()
         except ValueError:
             continue
-        approved, risk, reason = args.get("approved"), args.get("risk"), args.get("reason")
-        if isinstance(approved, bool) and risk in RISKS and isinstance(reason, str):
-            return Review(approved, risk, reason.strip()[:300] or "(no reason given)", by)
+        if (review := _review(args, by)) is not None:
+            return review
+    try:
+        obj = json.loads(text.strip()) if text.strip().startswith("{") else None
+    except ValueError:
+        return None
+    return _review(obj, by) if isinstance(obj, dict) else None
+
+
+def _review(args: dict[str, Any], by: str) -> Review | None:
+    approved, risk, reason = args.get("approved"), args.get("risk"), args.get("reason")
+    if isinstance(approved, bool) and risk in RISKS and isinstance(reason, str):
+        return Review(approved, risk, reason.strip()[:300] or "(no reason given)", by)
     return None
 
 
