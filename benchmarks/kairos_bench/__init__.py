@@ -46,6 +46,7 @@ LOAD = Bench(
 )
 EMAIL_AGENT = Bench("email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True)
 ASYNC_AGENT = Bench("async_agent", "Exp 6-2: async commands, batched messages, interrupt, parallel jobs", True)
+REVIEWER = Bench("reviewer", "48 labelled tool calls: fp/fn rate and latency of rules, sidecar and reviewer")
 SANDBOX = Bench("sandbox", "26 escape attempts through the sandboxed bash/python tools; escapes must be 0")
 BFCL = Bench(
     "bfcl",

@@ -17,6 +17,7 @@ from kairos.plugins.subagents import SubAgents
 from kairos.plugins.todo import TodoTools
 from kairos.prompts.builder import default_prompt
 from kairos.security.approval import Approver
+from kairos.security.gate import ReviewGate
 from kairos.tools.base import Tool
 from kairos.tools.toolsets import toolset_tools
 
@@ -45,7 +46,11 @@ def default_plugins(
     Their hooks run by stage (defences first, compression last), whatever the order of this list.
     """
     defences = InjectionDefences(
-        config.defences, approver=approver, permissions=config.permissions, sandbox=config.sandbox
+        config.defences,
+        approver=approver,
+        permissions=config.permissions,
+        sandbox=config.sandbox,
+        review=ReviewGate(config.review, load=lambda spec: _load(spec, config)),
     )
     plugins: list[Plugin] = [defences]
     if config.status_bar.enabled:
@@ -74,6 +79,12 @@ def default_plugins(
     return plugins
 
 
+def _load(spec: str, config: KairosConfig) -> Model:
+    from kairos.models import load_model
+
+    return load_model(spec, config.model_settings())
+
+
 def build_agent(
     model: Model,
     workspace: Path,
@@ -90,11 +101,15 @@ def build_agent(
     ``tools`` and ``plugins`` are added to the default ones (an observer, a memory plugin, …).
     """
     config = config or KairosConfig()
+    defaults = default_plugins(workspace, config, approver=approver)
+    for p in defaults:  # the sidecar watches the stream to classify calls while the reply goes on
+        if isinstance(p, InjectionDefences) and p.review.sidecar is not None:
+            model = p.review.sidecar.wrap(model)
     return Agent(
         model,
         tools=[*default_tools(), *toolset_tools(config.tools, config.notify), *(tools or [])],
         system=default_system_prompt(workspace, config),
         max_iterations=config.max_iterations,
         max_tokens=config.max_tokens,
-        plugins=[*default_plugins(workspace, config, approver=approver), *(plugins or [])],
+        plugins=[*defaults, *(plugins or [])],
     )

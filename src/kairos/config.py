@@ -94,6 +94,7 @@ from kairos.plugins.status_bar.config import StatusBarConfig
 from kairos.plugins.subagents.envelope import SubAgentConfig
 from kairos.security.defences import DefencesConfig
 from kairos.security.permissions import PermissionsConfig
+from kairos.security.reviewer import ReviewConfig
 from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
 from kairos.tools.discovery.config import DiscoveryConfig
@@ -237,6 +238,7 @@ class KairosConfig(BaseModel):
     notify: NotifyConfig = Field(default_factory=NotifyConfig, description="notification channels (user config)")
     mcp: McpConfig = Field(default_factory=McpConfig)
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig, description="discover_tools over the catalog")
+    review: ReviewConfig = Field(default_factory=ReviewConfig, description="reviewer model, sidecar, confirm tokens")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

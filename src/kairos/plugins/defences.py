@@ -27,9 +27,11 @@ from kairos.security.defences import (
     security_log,
     source_of,
 )
+from kairos.security.gate import ReviewGate
 from kairos.security.leak import Leak, LeakGuard, LeakStream
 from kairos.security.permissions import Permissions, PermissionsConfig, Verdict
 from kairos.security.provenance import ProvenanceGuard
+from kairos.security.reviewer import ReviewConfig
 from kairos.security.sanitize import sanitize, wrap_external
 from kairos.tools.audit import audit_of
 from kairos.tools.base import Tool, ToolContext, ToolResult
@@ -45,6 +47,8 @@ class InjectionDefences(Plugin):
         permissions: ``[permissions]``, the rules (default: none, so only the defaults decide).
         sandbox: ``[sandbox]``; each session gets a :class:`~kairos.tools.sandbox.Sandbox` with it
             (default: leave the session's sandbox as it is, which is the default one).
+        review: the ``[review]`` checks (confirm tokens, sidecar, reviewer; :mod:`kairos.security.gate`);
+            default: ``[review]``'s defaults (confirm tokens for irreversible tools only).
     """
 
     stage = "guard"
@@ -56,10 +60,12 @@ class InjectionDefences(Plugin):
         approver: Approver | None = None,
         permissions: PermissionsConfig | None = None,
         sandbox: SandboxConfig | None = None,
+        review: ReviewGate | None = None,
     ) -> None:
         self.config = config or DefencesConfig()
         self.approver: Approver = approver or make_approver(self.config.approver)
         self.sandbox = sandbox
+        self.review: ReviewGate = review if review is not None else ReviewGate(ReviewConfig())
         c = self.config
         self.permissions = Permissions(
             permissions,
@@ -98,6 +104,12 @@ class InjectionDefences(Plugin):
 
     def _learn(self, ctx: RunContext) -> None:
         self._external.update(t.name for t in ctx.tools if t.external)
+        self.review.learn(ctx.tools)
+
+    def on_input(self, ctx: RunContext, message: Message) -> Message:
+        """The user spoke: the sidecar's stop after repeated rejections is lifted."""
+        self.review.user_spoke(ctx.session.id)
+        return message
 
     def is_external(self, name: str) -> bool:
         """Whether results of the tool ``name`` are external content."""
@@ -143,14 +155,24 @@ class InjectionDefences(Plugin):
         box = self._sandbox(tc)
         verdict = await self.permissions.evaluate(tool, args, sandbox=box, cwd=tc.cwd)
         audit, log = audit_of(tc), security_log(tc)
-        if verdict.action == "allow":
-            audit.decided(call.id, f"allow ({verdict.source})")
-            _grant(verdict, box)
-            return None
         if verdict.action == "deny":
             audit.decided(call.id, f"deny ({verdict.source})")
             log.record(SecurityEvent("denied", tool.name, call.id, verdict.reason))
             return refused(tool.name, verdict, None)
+        gate = await self.review.check(tool, args, tc, verdict, session_id=tc.session_id,
+                                       messages=ctx.session.message_list())  # fmt: skip
+        if gate.result is not None:  # a preview, or a judge's no
+            audit.decided(call.id, gate.decision)
+            log.record(SecurityEvent("denied", tool.name, call.id, gate.decision))
+            return gate.result
+        if gate.final:  # a judge's yes that needs no human
+            audit.decided(call.id, gate.decision)
+            _grant(verdict, box)
+            return None
+        if verdict.action == "allow":
+            audit.decided(call.id, f"allow ({verdict.source})")
+            _grant(verdict, box)
+            return None
         request = ApprovalRequest(tool.name, args, call.id, tc.session_id, reason=verdict.reason)
         decision = await self.approver.decide(request)
         audit.decided(call.id, f"{'approved' if decision.approved else 'denied'} by {decision.by or 'approver'} "

@@ -203,6 +203,9 @@ def restrict_untrusted(
             drop(runtime, "classifier", "runtime.classifier", why)
         if "mail" in runtime.get("toolsets", []):  # lossless: a mailbox in the user config brings the tools back
             runtime["toolsets"] = [t for t in runtime["toolsets"] if t != "mail"]
+    review = out.get("review")
+    if isinstance(review, dict):
+        _restrict_review(review, baseline["review"], workspace, ignored)
     _restrict_toolsets(out, baseline, ignored)
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
@@ -215,6 +218,32 @@ def restrict_untrusted(
         f"if you trust its content, run: kairos trust {shlex.quote(str(workspace))}"
     )
     return out, notices
+
+
+def _restrict_review(
+    table: dict[str, Any], base: Mapping[str, Any], workspace: Path, ignored: list[tuple[str, Any, str]]
+) -> None:
+    """Review may be made stricter, never switched off, loosened or pointed at a remote model."""
+    found = table.get("sidecar")
+    side: dict[str, Any] = found if isinstance(found, dict) else {}
+    for tab, bas, prefix in ((table, base, "review."), (side, base["sidecar"], "review.sidecar.")):
+        for key in ("enabled", "confirm_irreversible", "confirm_dangerous"):
+            if tab.get(key) is False and bas.get(key):
+                ignored.append((prefix + key, tab.pop(key), "a workspace cannot switch off a check your config has on"))
+        if isinstance(tab.get("model"), str) and (why := model_spec_problem(tab["model"], workspace)):
+            ignored.append((prefix + "model", tab.pop("model"), why))
+    if table.get("mode") == "replace" and base["mode"] != "replace":
+        ignored.append(("review.mode", table.pop("mode"), "it would let the reviewer approve instead of you"))
+    if "confirm_ttl_s" in table and table["confirm_ttl_s"] > base["confirm_ttl_s"]:
+        ignored.append(("review.confirm_ttl_s", table.pop("confirm_ttl_s"), "a workspace may only shorten it"))
+    if "tools" in table:
+        table["tools"] = [*base["tools"], *(g for g in table["tools"] if g not in base["tools"])]
+    if "max_rejections" in side and side["max_rejections"] > base["sidecar"]["max_rejections"]:
+        ignored.append(("review.sidecar.max_rejections", side.pop("max_rejections"), "a workspace may only lower it"))
+    if "tools" in side and not set(base["sidecar"]["tools"]) <= set(side["tools"]):
+        ignored.append(("review.sidecar.tools", side.pop("tools"), "it would classify fewer tools"))
+    if side.get("skip_read_only") is True and not base["sidecar"]["skip_read_only"]:
+        ignored.append(("review.sidecar.skip_read_only", side.pop("skip_read_only"), "it would classify fewer tools"))
 
 
 def _restrict_toolsets(out: dict[str, Any], baseline: Mapping[str, Any], ignored: list[tuple[str, Any, str]]) -> None:

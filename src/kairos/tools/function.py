@@ -21,6 +21,8 @@ from kairos.tools._run import run_in_process, run_in_thread
 from kairos.tools.base import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, InvalidArguments, ToolContext, ToolResult
 
 ToolFn = Callable[..., Any]
+CONFIRM_TOKEN = "confirm_token"
+_CONFIRM_DOC = "leave out at first; the preview gives a one-time token to repeat the call with"
 
 
 @dataclass(slots=True)
@@ -48,6 +50,8 @@ class FunctionTool:
     """Under a runtime with async tasks the call returns a task id at once; the result comes as an event."""
     network: bool = False
     """The call reaches the network from kairos itself (outside the sandbox): the permission layer asks."""
+    irreversible: bool = False
+    """Cannot be undone: it runs only when repeated with a confirm token (:mod:`kairos.security.confirm`)."""
     _spec: ToolSpec | None = None
 
     def __post_init__(self) -> None:
@@ -75,6 +79,8 @@ class FunctionTool:
         """Run the function on validated arguments."""
         args = self._parse(arguments)
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        if self.irreversible:  # checked (and spent) by the defences before the call, never the function's
+            kwargs.pop(CONFIRM_TOKEN, None)
         if self.context_param:
             kwargs[self.context_param] = ctx
         if self.isolate:
@@ -112,6 +118,7 @@ def tool(
     side_effects: bool = False,
     isolate: bool = False,
     long_running: bool = False,
+    irreversible: bool = False,
 ) -> Callable[[ToolFn], FunctionTool]: ...
 
 
@@ -127,6 +134,7 @@ def tool(
     side_effects: bool = False,
     isolate: bool = False,
     long_running: bool = False,
+    irreversible: bool = False,
 ) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
     """Decorate a typed function as a tool. Usable bare (``@tool``) or with options."""
 
@@ -141,6 +149,7 @@ def tool(
             side_effects=side_effects,
             isolate=isolate,
             long_running=long_running,
+            irreversible=irreversible,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -158,6 +167,7 @@ def make_tool(
     isolate: bool = False,
     long_running: bool = False,
     network: bool = False,
+    irreversible: bool = False,
 ) -> FunctionTool:
     """``@tool`` as a function call (for functions made at run time, e.g. closures over a plugin).
 
@@ -177,6 +187,8 @@ def make_tool(
             continue
         default = param.default if param.default is not inspect.Parameter.empty else ...
         fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
+    if irreversible:
+        fields[CONFIRM_TOKEN] = (str | None, Field(None, description=_CONFIRM_DOC))
     model_name = "".join(part.title() for part in (name or f.__name__).split("_")) + "Args"
     args_model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
     return FunctionTool(
@@ -193,6 +205,7 @@ def make_tool(
         isolate=isolate,
         long_running=long_running,
         network=network,
+        irreversible=irreversible,
     )
 
 
