@@ -148,12 +148,27 @@ class Runner:
         except _OpenFailed as e:
             raise KairosError(str(e)) from e
 
-    async def _refresh_tools(self, st: RunState) -> str | None:
-        """At a turn start and between model calls: take up changed tool sources (appended, never reordered)."""
+    async def _refresh_tools(self, st: RunState, *, mid_turn: bool = False) -> str | None:
+        """Take up changed tool sources (appended, never reordered).
+
+        At a turn start every source counts. Between model calls (``mid_turn``) only a change of
+        sources that ask for it (``refresh_mid_turn = True``: tools loaded by discover_tools, meant
+        for the same turn) is taken; any other change, such as an MCP server's list_changed, waits for
+        the next turn start, so a turn keeps the tools it started with.
+        """
         if not self.agent.tool_sources:
             return None
-        prints = tuple(t.fingerprint() if isinstance(t, ToolSource) else t.name for t in self.agent.all_tools())
+        items = self.agent.all_tools()
+        prints = tuple(t.fingerprint() if isinstance(t, ToolSource) else t.name for t in items)
         if prints == st.fingerprints:
+            return None
+        if mid_turn and (
+            len(prints) != len(st.fingerprints)
+            or any(
+                new != old and not getattr(item, "refresh_mid_turn", False)
+                for item, new, old in zip(items, prints, st.fingerprints, strict=True)
+            )
+        ):
             return None
         tools, prints = await self._current_tools()
         st.fingerprints = prints
@@ -272,7 +287,7 @@ class Runner:
                     yield FinalAnswer("Interrupted.", stop_reason="interrupted")
                     return
                 # a source that grew mid-turn (discover_tools loaded tools): appended, never reordered
-                if change := await self._refresh_tools(st):
+                if change := await self._refresh_tools(st, mid_turn=True):
                     yield Notice(f"the tool set changed: {change}", "tools")
             first = False
             await self.agent.pipeline.at_safe_point(st, "before_request", lambda ms: session.append(*ms), st.report)

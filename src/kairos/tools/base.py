@@ -7,7 +7,8 @@ timeout, output cap), ``validate(arguments)`` and ``call(arguments, ctx)``. Impl
 
 A :class:`ToolSource` is a set of tools that may change while kairos runs (an MCP server, a
 plugin's dynamic tools): a fingerprint plus a list. A session works on a frozen :class:`ToolSet`
-snapshot, refreshed at a turn start and between model calls, where new tools are appended (never reordered).
+snapshot, refreshed at a turn start (and between model calls for a source with ``refresh_mid_turn =
+True``, such as discovered tools), where new tools are appended (never reordered).
 """
 
 from __future__ import annotations

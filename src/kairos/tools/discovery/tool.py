@@ -30,6 +30,9 @@ DESCRIPTION = (
 class DiscoveredTools:
     """The tools discovery loaded, as a :class:`~kairos.tools.base.ToolSource` whose list only grows."""
 
+    refresh_mid_turn = True
+    """Found tools are callable in the same turn (the runner takes them up between model calls)."""
+
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
 
