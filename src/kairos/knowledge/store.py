@@ -10,7 +10,8 @@ Vectors are stored in the database too; the HNSW index (``knowledge.usearch`` be
 of them. A generation number, bumped in every write transaction, is saved with the index: on open,
 an index that is missing, unreadable or of another generation is rebuilt from the stored vectors.
 usearch's Python search takes no predicate, so dense search over-fetches and filters the candidates
-in SQL, widening the fetch until ``k`` hits pass or the index is exhausted.
+in SQL, widening the fetch (×4 each round) until ``k`` hits pass; once the whole index was fetched
+and still fewer pass (a very selective filter), it scores the filtered rows' stored vectors exactly.
 
 :class:`KnowledgeStore` is the protocol a PostgreSQL (pgvector + tsvector) backend can implement.
 """
@@ -325,6 +326,8 @@ class SQLiteKnowledgeStore:
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
+            # with WAL, a crash of kairos loses no commit; a power cut only the last ones, never consistency
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as e:
@@ -570,10 +573,32 @@ class SQLiteKnowledgeStore:
                         [*part, *args],
                     ).fetchall()
                     kept.extend(_hit(r, sims[r[0]]) for r in rows)
-                if len(kept) >= k or fetch >= size:
+                if len(kept) >= k:
                     kept.sort(key=lambda h: -h.score)
                     return kept[:k]
+                if fetch >= size:  # HNSW is approximate: near-duplicates can hide a few; scan the filtered rows
+                    return self._exact_dense(query, k, where, args)
                 fetch = min(size, fetch * 4)
+
+    def _exact_dense(self, query: Vectors, k: int, where: str, args: list[Any]) -> list[ChunkHit]:
+        scored: list[tuple[float, int]] = []
+        cursor = self._db.execute(
+            f"SELECT c.id, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            f"WHERE c.vector IS NOT NULL AND {where}",
+            args,
+        )
+        while batch := cursor.fetchmany(4096):
+            vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
+            sims = vecs @ query
+            scored.extend(zip(sims.tolist(), (r[0] for r in batch), strict=True))
+            scored = sorted(scored, reverse=True)[:k]
+        hits: list[ChunkHit] = []
+        for sim, chunk_id in scored:
+            row = self._db.execute(
+                f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?", (chunk_id,)
+            ).fetchone()
+            hits.append(_hit(row, float(sim)))
+        return hits
 
     def stats(self) -> dict[str, Any]:
         """Documents (current and all versions), chunks, vectors, sources and file sizes."""
