@@ -56,3 +56,9 @@ def test_chunk_specs_outside_the_ranges_are_refused(kwargs: dict[str, object], m
 
 def test_empty_text_has_no_chunks() -> None:
     assert fixed_chunks("   \n ") == [] and structure_chunks("\n\n") == []
+
+
+def test_a_word_longer_than_a_chunk_is_cut() -> None:
+    chunks = fixed_chunks("start " + "x" * 5000 + " end", size=256)
+    assert all(len(c.text) <= 256 * 4 + 10 for c in chunks)
+    assert "".join(c.text for c in chunks).count("x") >= 5000

@@ -55,7 +55,10 @@ def fixed_chunks(text: str, size: int = 512, overlap: float = 0.15) -> list[Chun
 
     Windows are cut on word boundaries; the character offset of each window is kept in ``meta``.
     """
-    spans = [m.span() for m in _WORDS.finditer(text)]
+    longest = size * 4  # characters: a "word" longer than a whole chunk (base64, a minified line) is cut
+    spans = [
+        (a, min(a + longest, b)) for m in _WORDS.finditer(text) for a, b in [m.span()] for a in range(a, b, longest)
+    ]
     if not spans:
         return []
     avg = max(1.0, estimate_tokens(text) / len(spans))  # tokens per word in this text

@@ -97,7 +97,7 @@ def knowledge_tools(kb: KnowledgeBase) -> list[Tool]:
 
     async def kb_list(source_prefix: str = "", offset: int = 0, limit: int = 20) -> ToolResult:
         """List the documents in the knowledge base (source, kind, version, chunk count), newest first.
-        Use it to see what can be searched; it lists only what was added with `kairos kb add`.
+        Use it to see what can be searched; it cannot list workspace files that were never added with `kairos kb add`.
         Example: kb_list(source_prefix="/home/me/handbook/").
 
         Args:
