@@ -51,7 +51,8 @@ def test_bm25_filters_apply_inside_the_query_not_after_top_k(kb: KnowledgeBase) 
     assert kb.store.search_bm25("rocket launch", 1)[0].source.startswith("bob/")
     assert kb.store.search_bm25("rocket", 50, Filters(source_prefix="bob/1")) != []
     assert {h.source for h in kb.store.search_bm25("rocket", 50, Filters(source_prefix="bob/1"))} == {
-        "bob/1.txt", *(f"bob/{i}.txt" for i in range(10, 20))
+        "bob/1.txt",
+        *(f"bob/{i}.txt" for i in range(10, 20)),
     }
     assert kb.store.search_bm25("rocket", 5, Filters(kind="pdf")) == []
 
@@ -115,7 +116,11 @@ def test_versions_expiry_and_conflicts(kb: KnowledgeBase) -> None:
     history = kb.search("refunds days", 5, filters=Filters(all_versions=True))
     assert sorted(h.chunk.version for h in history.hits) == [1, 2]
     assert history.conflicts == [
-        {"source": "policy.md", "versions": [1, 2], "note": "several versions of this source match; they are not merged"}
+        {
+            "source": "policy.md",
+            "versions": [1, 2],
+            "note": "several versions of this source match; they are not merged",
+        }
     ]
     assert [d.version for d in kb.store.versions("policy.md")] == [1, 2]
     kb.add_text("promo.md", "Summer refunds promotion", expires_at=time.time() - 1)

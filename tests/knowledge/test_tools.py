@@ -25,7 +25,7 @@ def test_the_tools_are_read_only_external_and_documented(tools: dict[str, Tool])
     assert set(tools) == {"kb_search", "kb_get_document", "kb_list"}
     for t in tools.values():
         assert t.read_only and t.external
-        assert "Example" in t.description and "cannot" in t.description
+        assert "Example" in t.spec.description and "cannot" in t.spec.description
 
 
 async def test_kb_search_returns_structured_results_and_conflicts(

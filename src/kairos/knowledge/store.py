@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 from rich.progress import Progress
 
 from kairos.errors import KairosError
@@ -249,7 +250,7 @@ class KnowledgeStore(Protocol):
     """Documents, chunks and vectors with filtered BM25 and dense retrieval (SQLite here; PostgreSQL later)."""
 
     def add_document(
-        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, Sequence[float]]]
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]]
     ) -> tuple[StoredDocument, StoredDocument | None]:
         """Store a document and its chunks in one transaction; returns it and the version it replaced."""
         ...
@@ -403,7 +404,7 @@ class SQLiteKnowledgeStore:
     # ---- writes -----------------------------------------------------------------------------
 
     def add_document(
-        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, Sequence[float]]]
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]]
     ) -> tuple[StoredDocument, StoredDocument | None]:
         """Store ``doc`` as the next version of its source, all in one transaction.
 
