@@ -150,3 +150,23 @@ def test_fts_query_drops_stopwords_unless_nothing_is_left() -> None:
     assert fts_query("When did Caroline go?") == '"caroline" OR "go"'
     assert fts_query("what is it") == '"what" OR "is" OR "it"'
     assert fts_query("!!!") is None
+
+
+def test_two_processes_writers_see_each_others_vectors(tmp_path: Path) -> None:
+    emb = HashEmbedder()
+    a = KnowledgeBase.open(tmp_path, emb)
+    b = KnowledgeBase.open(tmp_path, emb)  # e.g. a running agent and `kairos kb add`
+    try:
+        a.add_text("a.txt", "alpha beta gamma")
+        assert [h.chunk.source for h in b.search("alpha beta gamma", 5, "dense").hits] == ["a.txt"]
+        b.add_text("b.txt", "submarine periscope")
+        a.add_text("c.txt", "volcano lava")
+        assert b.store.check() == {"chunks": 3, "fts_rows": 3, "vectors": 3, "orphan_chunks": 0}
+        assert a.search("submarine periscope", 1, "dense").hits[0].chunk.source == "b.txt"
+        assert b.search("volcano lava", 1, "dense").hits[0].chunk.source == "c.txt"
+    finally:
+        a.close()
+        b.close()
+    reopened = KnowledgeBase.open(tmp_path, emb)
+    assert reopened.store.check()["vectors"] == 3
+    reopened.close()

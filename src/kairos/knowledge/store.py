@@ -19,6 +19,7 @@ and still fewer pass (a very selective filter), it scores the filtered rows' sto
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import threading
@@ -344,6 +345,7 @@ class SQLiteKnowledgeStore:
                 "use that embedder, or remove the database to re-index with this one"
             )
         self._dirty = False
+        self._index_gen = -1  # the database generation the in-memory index reflects
         self._index = self._open_index()
 
     # ---- the vector index -------------------------------------------------------------------
@@ -363,27 +365,46 @@ class SQLiteKnowledgeStore:
         try:
             saved = json.loads(stamp.read_text(encoding="utf-8"))
             index = Index.restore(str(self.index_path), view=False)
+            gen = self._gen()
             n = self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
-            if index is not None and saved.get("gen") == self._gen() and len(index) == n and index.ndim == self.dim:
+            if index is not None and saved.get("gen") == gen and len(index) == n and index.ndim == self.dim:
+                self._index_gen = gen
                 return index
         except (OSError, ValueError, RuntimeError, TypeError):
             pass  # missing, unreadable or stale: rebuilt below from the stored vectors
         return self.rebuild_index()
 
+    def _fresh(self) -> None:
+        """Reload the index if another process (``kairos kb add`` beside a running agent) wrote since."""
+        if self._gen() != self._index_gen:
+            self._index = self._open_index()
+
+    def _bump(self) -> int:
+        """Inside a write transaction: the generation before it, bumped by one."""
+        before = self._gen()
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'gen'", (str(before + 1),))
+        return before
+
     def rebuild_index(self) -> Any:
         """Rebuild the HNSW index from the vectors in the database (a progress bar when asked for)."""
         with self._lock:
             index = self._new_index()
-            total = self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
-            with Progress(disable=not self._show_progress, transient=True) as progress:
-                task = progress.add_task("indexing vectors", total=total)
-                cursor = self._db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id")
-                while batch := cursor.fetchmany(2048):
-                    keys = np.array([r[0] for r in batch], dtype=np.uint64)
-                    vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
-                    index.add(keys, vecs)
-                    progress.advance(task, len(batch))
+            self._db.execute("BEGIN")  # one snapshot: the vectors and the generation they belong to
+            try:
+                gen = self._gen()
+                total = self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+                with Progress(disable=not self._show_progress, transient=True) as progress:
+                    task = progress.add_task("indexing vectors", total=total)
+                    cursor = self._db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id")
+                    while batch := cursor.fetchmany(2048):
+                        keys = np.array([r[0] for r in batch], dtype=np.uint64)
+                        vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
+                        index.add(keys, vecs)
+                        progress.advance(task, len(batch))
+            finally:
+                self._db.execute("COMMIT")
             self._index = index
+            self._index_gen = gen
             self._dirty = True
             self.flush()
             return index
@@ -393,12 +414,12 @@ class SQLiteKnowledgeStore:
         with self._lock:
             if not self._dirty:
                 return
-            tmp = self.index_path.with_suffix(".usearch.tmp")
+            tmp = self.index_path.with_suffix(f".{os.getpid()}.tmp")  # two processes may save at once
             self._index.save(str(tmp))
             tmp.replace(self.index_path)
             stamp = self.index_path.with_suffix(".json")
-            stamp.with_suffix(".tmp").write_text(json.dumps({"gen": self._gen()}), encoding="utf-8")
-            stamp.with_suffix(".tmp").replace(stamp)
+            tmp.write_text(json.dumps({"gen": self._index_gen}), encoding="utf-8")
+            tmp.replace(stamp)
             self._dirty = False
 
     # ---- writes -----------------------------------------------------------------------------
@@ -460,13 +481,17 @@ class SQLiteKnowledgeStore:
                     db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", (chunk_id, chunk.text))
                     new_keys.append(chunk_id)
                     new_vecs.append(vec)
-                db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'gen'")
+                before = self._bump()
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-            if new_keys:
-                self._index.add(np.array(new_keys, dtype=np.uint64), np.stack(new_vecs))
+            if before != self._index_gen:  # another process wrote meanwhile: reload everything
+                self._index = self._open_index()
+            else:
+                if new_keys:
+                    self._index.add(np.array(new_keys, dtype=np.uint64), np.stack(new_vecs))
+                self._index_gen = before + 1
             self._dirty = True
             stored = self.get_document(doc.source, version)
             assert stored is not None
@@ -475,20 +500,24 @@ class SQLiteKnowledgeStore:
     def remove_source(self, source: str) -> int:
         """Delete every version of ``source`` (rows, full-text entries and vectors); returns the documents removed."""
         with self._lock:
-            ids = [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE source = ?", (source,))]
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
+                ids = [r[0] for r in db.execute("SELECT id FROM chunks WHERE source = ?", (source,))]
                 db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
                 db.execute("DELETE FROM chunks WHERE source = ?", (source,))
                 n = db.execute("DELETE FROM documents WHERE source = ?", (source,)).rowcount
-                db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'gen'")
+                before = self._bump()
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-            for i in ids:
-                self._index.remove(i)
+            if before != self._index_gen:
+                self._index = self._open_index()
+            else:
+                for i in ids:
+                    self._index.remove(i)
+                self._index_gen = before + 1
             self._dirty = True
             return int(n)
 
@@ -555,6 +584,7 @@ class SQLiteKnowledgeStore:
     def search_dense(self, vector: Vectors, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
         """Cosine top ``k`` among chunks passing ``filters``: over-fetch from HNSW, filter in SQL, widen until full."""
         with self._lock:
+            self._fresh()
             size = len(self._index)
             if k <= 0 or size == 0:
                 return []
@@ -604,6 +634,7 @@ class SQLiteKnowledgeStore:
     def stats(self) -> dict[str, Any]:
         """Documents (current and all versions), chunks, vectors, sources and file sizes."""
         with self._lock:
+            self._fresh()
             one = self._db.execute(
                 "SELECT (SELECT count(*) FROM documents WHERE current = 1), (SELECT count(*) FROM documents),"
                 " (SELECT count(DISTINCT source) FROM documents), (SELECT count(*) FROM chunks),"
@@ -623,6 +654,7 @@ class SQLiteKnowledgeStore:
     def check(self) -> dict[str, int]:
         """Row counts that must agree (chunks, full-text rows, vectors) — for tests and ``kb stats``."""
         with self._lock:
+            self._fresh()
             chunks = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
             fts = self._db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
             orphans = self._db.execute(
