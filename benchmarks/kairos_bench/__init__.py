@@ -25,6 +25,8 @@ class Bench:
     """Its ``run`` takes ``duration`` in seconds (``kairos bench NAME --duration S``)."""
     takes_limit: bool = False
     """Its ``run`` takes ``limit``, cases per category (``kairos bench NAME --limit N``)."""
+    takes_data: bool = False
+    """Its ``run`` takes ``data``, a dataset folder (``kairos bench NAME --data DIR``)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -56,4 +58,7 @@ BFCL = Bench(
 )
 TOOL_DISCOVERY = Bench(
     "tool_discovery", "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model", True
+)
+LOCOMO_RETRIEVAL = Bench(
+    "locomo_retrieval", "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense and hybrid retrieval", takes_data=True
 )

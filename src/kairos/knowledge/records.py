@@ -1,0 +1,246 @@
+"""What the knowledge store takes and returns, its filters, and the :class:`KnowledgeStore` protocol.
+
+A second backend (PostgreSQL with pgvector and tsvector, for several machines) implements the same
+protocol; these records are the contract between it, :mod:`kairos.knowledge.base` and the tools.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy.typing as npt
+
+from kairos.errors import KairosError
+from kairos.knowledge.embeddings import Vectors
+
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "his",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "she",
+        "that",
+        "the",
+        "their",
+        "them",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+    ]
+)
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+class StoreError(KairosError):
+    """The knowledge store cannot be used (a damaged database, an embedder of another model or size)."""
+
+
+@dataclass(slots=True)
+class DocumentIn:
+    """A document to store; ``digest`` identifies its content (an unchanged re-add is a no-op)."""
+
+    source: str
+    kind: str
+    digest: str
+    title: str = ""
+    owner: str | None = None
+    valid_from: float | None = None
+    valid_to: float | None = None
+    expires_at: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ChunkIn:
+    """One chunk of a document, with optional own validity (a conversation turn's date, say)."""
+
+    text: str
+    position: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    valid_from: float | None = None
+
+
+@dataclass(slots=True)
+class StoredDocument:
+    """A document as stored."""
+
+    id: int
+    source: str
+    version: int
+    digest: str
+    kind: str
+    title: str
+    owner: str | None
+    current: bool
+    added_at: float
+    valid_from: float | None
+    valid_to: float | None
+    expires_at: float | None
+    meta: dict[str, Any]
+    chunks: int = 0
+
+
+@dataclass(slots=True)
+class ChunkHit:
+    """A retrieved chunk and its score (higher is better; the scale depends on the retriever)."""
+
+    chunk_id: int
+    doc_id: int
+    source: str
+    version: int
+    position: int
+    text: str
+    score: float
+    meta: dict[str, Any]
+    title: str = ""
+    current: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Metadata filters applied inside retrieval.
+
+    Attributes:
+        owner: only chunks of this owner (None: any owner).
+        sources: only these exact sources.
+        source_prefix: only sources that start with this.
+        kind: only documents of this kind (``markdown``, ``pdf``, ``conversation``…).
+        at: only chunks valid at this time (unix seconds; None: now, or no limit with ``all_versions``).
+        include_expired: keep chunks past their expiry.
+        all_versions: search superseded versions too (default: only each source's current one).
+    """
+
+    owner: str | None = None
+    sources: tuple[str, ...] = ()
+    source_prefix: str | None = None
+    kind: str | None = None
+    at: float | None = None
+    include_expired: bool = False
+    all_versions: bool = False
+
+    def sql(self, now: float) -> tuple[str, list[Any]]:
+        """A WHERE fragment over ``c`` (chunks) and ``d`` (documents), and its parameters."""
+        parts: list[str] = []
+        args: list[Any] = []
+        if self.owner is not None:
+            parts.append("c.owner = ?")
+            args.append(self.owner)
+        if self.sources:
+            parts.append(f"c.source IN ({','.join('?' * len(self.sources))})")
+            args.extend(self.sources)
+        if self.source_prefix:
+            escaped = self.source_prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            parts.append("c.source LIKE ? ESCAPE '\\'")
+            args.append(escaped + "%")
+        if self.kind:
+            parts.append("d.kind = ?")
+            args.append(self.kind)
+        if not self.all_versions:
+            parts.append("d.current = 1")
+        if self.at is not None or not self.all_versions:  # all versions, no time given: the whole history
+            at = now if self.at is None else self.at
+            parts.append("(c.valid_from IS NULL OR c.valid_from <= ?) AND (c.valid_to IS NULL OR c.valid_to > ?)")
+            args.extend([at, at])
+        if not self.include_expired:
+            parts.append("(c.expires_at IS NULL OR c.expires_at > ?)")
+            args.append(now)
+        return " AND ".join(parts), args
+
+
+NO_FILTERS = Filters()
+"""Current versions, valid now, not expired, any owner or source."""
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 OR-query of the words of ``text`` (stopwords dropped unless nothing else is left); None if empty."""
+    words = [w.lower() for w in _TOKEN.findall(text)]
+    kept = [w for w in words if w not in _STOPWORDS] or words
+    unique = list(dict.fromkeys(kept))
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique) if unique else None
+
+
+class KnowledgeStore(Protocol):
+    """Documents, chunks and vectors with filtered BM25 and dense retrieval (SQLite here; PostgreSQL later)."""
+
+    def add_document(
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]]
+    ) -> tuple[StoredDocument, StoredDocument | None]:
+        """Store a document and its chunks in one transaction; returns it and the version it replaced."""
+        ...
+
+    def find_current(self, source: str) -> StoredDocument | None:
+        """The current version of ``source``."""
+        ...
+
+    def remove_source(self, source: str) -> int:
+        """Delete every version of ``source``; returns how many documents went."""
+        ...
+
+    def get_document(self, source: str, version: int | None = None) -> StoredDocument | None:
+        """A version of ``source`` (None: the current one)."""
+        ...
+
+    def document_chunks(self, doc_id: int, offset: int = 0, limit: int = 100) -> list[ChunkHit]:
+        """A document's chunks in order."""
+        ...
+
+    def list_documents(self, filters: Filters = ..., offset: int = 0, limit: int = 50) -> list[StoredDocument]:
+        """Documents, newest source first."""
+        ...
+
+    def search_bm25(self, query: str, k: int, filters: Filters = ...) -> list[ChunkHit]:
+        """Full-text BM25 top ``k`` among the chunks that pass ``filters``."""
+        ...
+
+    def search_dense(self, vector: Vectors, k: int, filters: Filters = ...) -> list[ChunkHit]:
+        """Nearest ``k`` chunks by cosine among those that pass ``filters``."""
+        ...
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes."""
+        ...
+
+    def close(self) -> None:
+        """Save the index and close."""
+        ...

@@ -1,0 +1,472 @@
+"""The knowledge store: one SQLite database per state dir, FTS5 for BM25, a usearch HNSW index for vectors.
+
+``<state dir>/knowledge.db`` holds documents, their chunks (source, position, version, validity and
+expiry, owner, metadata), the chunks' vectors and, for user memory, memories. BM25 is SQLite FTS5:
+it ships with Python, and its rows are written in the same transaction as the chunks, so full-text
+search can never disagree with the table (an ingest killed halfway rolls back both). Filters are
+part of the FTS query itself (a join), never applied to a top-k afterwards.
+
+Vectors are stored in the database too; the HNSW index (``knowledge.usearch`` beside it) is a cache
+of them. A generation number, bumped in every write transaction, is saved with the index: on open,
+an index that is missing, unreadable or of another generation is rebuilt from the stored vectors.
+usearch's Python search takes no predicate, so dense search over-fetches and filters the candidates
+in SQL, widening the fetch (×4 each round) until ``k`` hits pass; once the whole index was fetched
+and still fewer pass (a very selective filter), it scores the filtered rows' stored vectors exactly.
+
+:class:`KnowledgeStore` is the protocol a PostgreSQL (pgvector + tsvector) backend can implement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from rich.progress import Progress
+
+from kairos.knowledge.embeddings import Vectors
+from kairos.knowledge.records import (
+    NO_FILTERS,
+    ChunkHit,
+    ChunkIn,
+    DocumentIn,
+    Filters,
+    KnowledgeStore,
+    StoredDocument,
+    StoreError,
+    fts_query,
+)
+from kairos.paths import ensure_state_dir
+
+__all__ = [
+    "DB_NAME",
+    "INDEX_NAME",
+    "NO_FILTERS",
+    "ChunkHit",
+    "ChunkIn",
+    "DocumentIn",
+    "Filters",
+    "KnowledgeStore",
+    "SQLiteKnowledgeStore",
+    "StoreError",
+    "StoredDocument",
+    "fts_query",
+]
+
+DB_NAME = "knowledge.db"
+INDEX_NAME = "knowledge.usearch"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY, source TEXT NOT NULL, version INTEGER NOT NULL, digest TEXT NOT NULL,
+    kind TEXT NOT NULL, title TEXT NOT NULL DEFAULT '', owner TEXT, current INTEGER NOT NULL DEFAULT 1,
+    added_at REAL NOT NULL, valid_from REAL, valid_to REAL, expires_at REAL, meta TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (source, version)
+);
+CREATE INDEX IF NOT EXISTS documents_current ON documents (source, current);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY, doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    source TEXT NOT NULL, version INTEGER NOT NULL, position INTEGER NOT NULL, text TEXT NOT NULL,
+    owner TEXT, valid_from REAL, valid_to REAL, expires_at REAL, meta TEXT NOT NULL DEFAULT '{}', vector BLOB
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id, position);
+CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (text, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS memories (
+    id INTEGER PRIMARY KEY, owner TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
+    version INTEGER NOT NULL DEFAULT 1, supersedes INTEGER REFERENCES memories(id), importance REAL,
+    created_at REAL NOT NULL, valid_from REAL, valid_to REAL, expires_at REAL, provenance TEXT,
+    meta TEXT NOT NULL DEFAULT '{}'
+);
+"""
+
+
+_DOC_COLS = "id, source, version, digest, kind, title, owner, current, added_at, valid_from, valid_to, expires_at, meta"
+_HIT_COLS = "c.id, c.doc_id, c.source, c.version, c.position, c.text, c.meta, d.title, d.current"
+
+
+def _doc(row: Sequence[Any], chunks: int = 0) -> StoredDocument:
+    return StoredDocument(
+        row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9], row[10], row[11],
+        json.loads(row[12]), chunks,
+    )  # fmt: skip
+
+
+def _hit(row: Sequence[Any], score: float) -> ChunkHit:
+    return ChunkHit(row[0], row[1], row[2], row[3], row[4], row[5], score, json.loads(row[6]), row[7], bool(row[8]))
+
+
+class SQLiteKnowledgeStore:
+    """The embedded :class:`KnowledgeStore`: ``<state_dir>/knowledge.db`` plus ``knowledge.usearch``.
+
+    Args:
+        state_dir: the workspace's state dir (``kairos.paths.default_state_dir``).
+        dim: vector length of the embedder in use.
+        embedder_name: stored on first use; opening with another model raises :class:`StoreError`.
+        show_progress: show a progress bar while the vector index is rebuilt.
+    """
+
+    def __init__(self, state_dir: Path, dim: int, embedder_name: str, *, show_progress: bool = False) -> None:
+        ensure_state_dir(state_dir)
+        self.path = state_dir / DB_NAME
+        self.index_path = state_dir / INDEX_NAME
+        self.dim = dim
+        self._lock = threading.RLock()
+        self._show_progress = show_progress
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # with WAL, a crash of kairos loses no commit; a power cut only the last ones, never consistency
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"cannot open the knowledge database {self.path}: {e}; move it away to start again") from e
+        known = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        wanted = f"{embedder_name}:{dim}"
+        if "embedder" not in known:
+            self._db.execute("INSERT INTO meta VALUES ('embedder', ?), ('gen', '0')", (wanted,))
+        elif known["embedder"] != wanted:
+            self._db.close()
+            raise StoreError(
+                f"{self.path} was built with the embedder {known['embedder']}, not {wanted}; "
+                "use that embedder, or remove the database to re-index with this one"
+            )
+        self._dirty = False
+        self._index_gen = -1  # the database generation the in-memory index reflects
+        self._index = self._open_index()
+
+    # ---- the vector index -------------------------------------------------------------------
+
+    def _gen(self) -> int:
+        return int(self._db.execute("SELECT value FROM meta WHERE key = 'gen'").fetchone()[0])
+
+    def _new_index(self) -> Any:
+        from usearch.index import Index
+
+        return Index(ndim=self.dim, metric="cos", dtype="f32")
+
+    def _open_index(self) -> Any:
+        from usearch.index import Index
+
+        stamp = self.index_path.with_suffix(".json")
+        try:
+            saved = json.loads(stamp.read_text(encoding="utf-8"))
+            index = Index.restore(str(self.index_path), view=False)
+            gen = self._gen()
+            n = self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+            if index is not None and saved.get("gen") == gen and len(index) == n and index.ndim == self.dim:
+                self._index_gen = gen
+                return index
+        except (OSError, ValueError, RuntimeError, TypeError):
+            pass  # missing, unreadable or stale: rebuilt below from the stored vectors
+        return self.rebuild_index()
+
+    def _fresh(self) -> None:
+        """Reload the index if another process (``kairos kb add`` beside a running agent) wrote since."""
+        if self._gen() != self._index_gen:
+            self._index = self._open_index()
+
+    def _bump(self) -> int:
+        """Inside a write transaction: the generation before it, bumped by one."""
+        before = self._gen()
+        self._db.execute("UPDATE meta SET value = ? WHERE key = 'gen'", (str(before + 1),))
+        return before
+
+    def rebuild_index(self) -> Any:
+        """Rebuild the HNSW index from the vectors in the database (a progress bar when asked for)."""
+        with self._lock:
+            index = self._new_index()
+            self._db.execute("BEGIN")  # one snapshot: the vectors and the generation they belong to
+            try:
+                gen = self._gen()
+                total = self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+                with Progress(disable=not self._show_progress, transient=True) as progress:
+                    task = progress.add_task("indexing vectors", total=total)
+                    cursor = self._db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id")
+                    while batch := cursor.fetchmany(2048):
+                        keys = np.array([r[0] for r in batch], dtype=np.uint64)
+                        vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
+                        index.add(keys, vecs)
+                        progress.advance(task, len(batch))
+            finally:
+                self._db.execute("COMMIT")
+            self._index = index
+            self._index_gen = gen
+            self._dirty = True
+            self.flush()
+            return index
+
+    def flush(self) -> None:
+        """Save the vector index (with the database generation it matches) if it changed."""
+        with self._lock:
+            if not self._dirty:
+                return
+            tmp = self.index_path.with_suffix(f".{os.getpid()}.tmp")  # two processes may save at once
+            self._index.save(str(tmp))
+            tmp.replace(self.index_path)
+            stamp = self.index_path.with_suffix(".json")
+            tmp.write_text(json.dumps({"gen": self._index_gen}), encoding="utf-8")
+            tmp.replace(stamp)
+            self._dirty = False
+
+    # ---- writes -----------------------------------------------------------------------------
+
+    def add_document(
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]]
+    ) -> tuple[StoredDocument, StoredDocument | None]:
+        """Store ``doc`` as the next version of its source, all in one transaction.
+
+        An unchanged document (same digest as the current version) is not stored again: the current
+        version comes back with ``replaced`` None. Chunks are consumed inside the transaction; if
+        anything fails (or the process dies) nothing of this document is visible afterwards.
+        """
+        with self._lock:
+            previous = self.find_current(doc.source)
+            if previous is not None and previous.digest == doc.digest:
+                return previous, None
+            now = time.time()
+            new_keys: list[int] = []
+            new_vecs: list[Any] = []
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                version = 1 + (
+                    db.execute("SELECT max(version) FROM documents WHERE source = ?", (doc.source,)).fetchone()[0] or 0
+                )
+                if previous is not None:
+                    db.execute(
+                        "UPDATE documents SET current = 0, valid_to = coalesce(valid_to, ?) WHERE id = ?",
+                        (doc.valid_from or now, previous.id),
+                    )
+                    db.execute(
+                        "UPDATE chunks SET valid_to = coalesce(valid_to, ?) WHERE doc_id = ?",
+                        (doc.valid_from or now, previous.id),
+                    )
+                cur = db.execute(
+                    "INSERT INTO documents (source, version, digest, kind, title, owner, current, added_at, valid_from,"
+                    " valid_to, expires_at, meta) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                    (
+                        doc.source, version, doc.digest, doc.kind, doc.title, doc.owner, now, doc.valid_from,
+                        doc.valid_to, doc.expires_at, json.dumps(doc.meta, ensure_ascii=False),
+                    ),
+                )  # fmt: skip
+                doc_id = int(cur.lastrowid or 0)
+                for chunk, vector in chunks:
+                    vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+                    if vec.shape[0] != self.dim:
+                        raise StoreError(f"a vector of {vec.shape[0]} dimensions for an index of {self.dim}")
+                    cur = db.execute(
+                        "INSERT INTO chunks (doc_id, source, version, position, text, owner, valid_from, valid_to,"
+                        " expires_at, meta, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            doc_id, doc.source, version, chunk.position, chunk.text, doc.owner,
+                            chunk.valid_from if chunk.valid_from is not None else doc.valid_from, doc.valid_to,
+                            doc.expires_at, json.dumps(chunk.meta, ensure_ascii=False), vec.tobytes(),
+                        ),
+                    )  # fmt: skip
+                    chunk_id = int(cur.lastrowid or 0)
+                    db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", (chunk_id, chunk.text))
+                    new_keys.append(chunk_id)
+                    new_vecs.append(vec)
+                before = self._bump()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if before != self._index_gen:  # another process wrote meanwhile: reload everything
+                self._index = self._open_index()
+            else:
+                if new_keys:
+                    self._index.add(np.array(new_keys, dtype=np.uint64), np.stack(new_vecs))
+                self._index_gen = before + 1
+            self._dirty = True
+            stored = self.get_document(doc.source, version)
+            assert stored is not None
+            return stored, previous
+
+    def remove_source(self, source: str) -> int:
+        """Delete every version of ``source`` (rows, full-text entries and vectors); returns the documents removed."""
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                ids = [r[0] for r in db.execute("SELECT id FROM chunks WHERE source = ?", (source,))]
+                db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
+                db.execute("DELETE FROM chunks WHERE source = ?", (source,))
+                n = db.execute("DELETE FROM documents WHERE source = ?", (source,)).rowcount
+                before = self._bump()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if before != self._index_gen:
+                self._index = self._open_index()
+            else:
+                for i in ids:
+                    self._index.remove(i)
+                self._index_gen = before + 1
+            self._dirty = True
+            return int(n)
+
+    # ---- reads ------------------------------------------------------------------------------
+
+    def find_current(self, source: str) -> StoredDocument | None:
+        """The current version of ``source``, or None."""
+        return self.get_document(source)
+
+    def get_document(self, source: str, version: int | None = None) -> StoredDocument | None:
+        """A version of ``source`` (None: the current one), with its chunk count."""
+        with self._lock:
+            where, args = ("source = ? AND current = 1", [source]) if version is None else (
+                "source = ? AND version = ?", [source, version])  # fmt: skip
+            row = self._db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE {where}", args).fetchone()
+            if row is None:
+                return None
+            n = self._db.execute("SELECT count(*) FROM chunks WHERE doc_id = ?", (row[0],)).fetchone()[0]
+            return _doc(row, n)
+
+    def versions(self, source: str) -> list[StoredDocument]:
+        """Every stored version of ``source``, oldest first."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE source = ? ORDER BY version", (source,))
+            return [_doc(r) for r in rows.fetchall()]
+
+    def document_chunks(self, doc_id: int, offset: int = 0, limit: int = 100) -> list[ChunkHit]:
+        """A document's chunks in position order, ``limit`` from ``offset``."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.doc_id = ? "
+                "ORDER BY c.position LIMIT ? OFFSET ?",
+                (doc_id, limit, offset),
+            ).fetchall()
+            return [_hit(r, 0.0) for r in rows]
+
+    def list_documents(self, filters: Filters = NO_FILTERS, offset: int = 0, limit: int = 50) -> list[StoredDocument]:
+        """Documents passing ``filters`` (validity and expiry judged on the document), newest first."""
+        with self._lock:
+            where, args = filters.sql(time.time())
+            where = where.replace("c.", "d.")  # documents carry the same columns
+            rows = self._db.execute(
+                f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, "
+                "(SELECT count(*) FROM chunks WHERE doc_id = d.id) "
+                f"FROM documents d WHERE {where} ORDER BY d.added_at DESC, d.id DESC LIMIT ? OFFSET ?",
+                [*args, limit, offset],
+            ).fetchall()
+            return [_doc(r, r[13]) for r in rows]
+
+    def search_bm25(self, query: str, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
+        """FTS5 BM25 over the chunks that pass ``filters`` (joined in the same query); score = -bm25."""
+        match = fts_query(query)
+        if match is None or k <= 0:
+            return []
+        with self._lock:
+            where, args = filters.sql(time.time())
+            rows = self._db.execute(
+                f"SELECT {_HIT_COLS}, bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+                f"JOIN documents d ON d.id = c.doc_id WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
+                [match, *args, k],
+            ).fetchall()
+            return [_hit(r[:9], -float(r[9])) for r in rows]
+
+    def search_dense(self, vector: Vectors, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
+        """Cosine top ``k`` among chunks passing ``filters``: over-fetch from HNSW, filter in SQL, widen until full."""
+        with self._lock:
+            self._fresh()
+            size = len(self._index)
+            if k <= 0 or size == 0:
+                return []
+            query = np.asarray(vector, dtype=np.float32).reshape(-1)
+            where, args = filters.sql(time.time())
+            fetch = min(size, max(4 * k, 32))
+            while True:
+                found = self._index.search(query, fetch)
+                keys = [int(x) for x in found.keys]
+                sims = {key: 1.0 - float(d) for key, d in zip(keys, found.distances, strict=True)}
+                kept: list[ChunkHit] = []
+                for start in range(0, len(keys), 500):
+                    part = keys[start : start + 500]
+                    rows = self._db.execute(
+                        f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                        f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
+                        [*part, *args],
+                    ).fetchall()
+                    kept.extend(_hit(r, sims[r[0]]) for r in rows)
+                if len(kept) >= k:
+                    kept.sort(key=lambda h: -h.score)
+                    return kept[:k]
+                if fetch >= size:  # HNSW is approximate: near-duplicates can hide a few; scan the filtered rows
+                    return self._exact_dense(query, k, where, args)
+                fetch = min(size, fetch * 4)
+
+    def _exact_dense(self, query: Vectors, k: int, where: str, args: list[Any]) -> list[ChunkHit]:
+        scored: list[tuple[float, int]] = []
+        cursor = self._db.execute(
+            f"SELECT c.id, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            f"WHERE c.vector IS NOT NULL AND {where}",
+            args,
+        )
+        while batch := cursor.fetchmany(4096):
+            vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
+            sims = vecs @ query
+            scored.extend(zip(sims.tolist(), (r[0] for r in batch), strict=True))
+            scored = sorted(scored, reverse=True)[:k]
+        hits: list[ChunkHit] = []
+        for sim, chunk_id in scored:
+            row = self._db.execute(
+                f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?", (chunk_id,)
+            ).fetchone()
+            hits.append(_hit(row, float(sim)))
+        return hits
+
+    def stats(self) -> dict[str, Any]:
+        """Documents (current and all versions), chunks, vectors, sources and file sizes."""
+        with self._lock:
+            self._fresh()
+            one = self._db.execute(
+                "SELECT (SELECT count(*) FROM documents WHERE current = 1), (SELECT count(*) FROM documents),"
+                " (SELECT count(DISTINCT source) FROM documents), (SELECT count(*) FROM chunks),"
+                " (SELECT count(*) FROM memories)"
+            ).fetchone()
+            return {
+                "documents": one[0],
+                "document_versions": one[1],
+                "sources": one[2],
+                "chunks": one[3],
+                "vectors": len(self._index),
+                "memories": one[4],
+                "db_bytes": self.path.stat().st_size if self.path.exists() else 0,
+                "index_bytes": self.index_path.stat().st_size if self.index_path.exists() else 0,
+            }
+
+    def check(self) -> dict[str, int]:
+        """Row counts that must agree (chunks, full-text rows, vectors) — for tests and ``kb stats``."""
+        with self._lock:
+            self._fresh()
+            chunks = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            fts = self._db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+            orphans = self._db.execute(
+                "SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE d.id IS NULL"
+            ).fetchone()[0]
+            return {"chunks": chunks, "fts_rows": fts, "vectors": len(self._index), "orphan_chunks": orphans}
+
+    def close(self) -> None:
+        """Save the index and close the database."""
+        with self._lock:
+            try:
+                self.flush()
+            finally:
+                self._db.close()
+
+    def __enter__(self) -> SQLiteKnowledgeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
