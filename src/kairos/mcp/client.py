@@ -121,7 +121,7 @@ class McpServerSource:
         self.start()
         if not self._ready.is_set():  # the first connect: wait for it (a later reconnect never blocks a turn)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.config.timeout_s):
+                async with asyncio.timeout(self.config.connect_timeout_s):
                     await self._ready.wait()
         if self._stale and self._client is not None:
             await self._refresh()
@@ -201,7 +201,7 @@ class McpServerSource:
         c = self.config
         common: dict[str, Any] = {
             "mode": "legacy",
-            "read_timeout_seconds": c.timeout_s,
+            "read_timeout_seconds": c.connect_timeout_s,  # initialize and list; calls pass their own
             "message_handler": self._on_message,
             "cache": None,
         }

@@ -46,7 +46,9 @@ class McpServerConfig(BaseModel):
     headers_env: dict[str, str] = Field(default_factory=dict)
     """HTTP header name → name of the environment variable holding its value (values never enter config)."""
     timeout_s: float = Field(60.0, gt=0)
-    """Seconds a tool call may take (also the connect and list timeout)."""
+    """Seconds a tool call may take."""
+    connect_timeout_s: float = Field(60.0, gt=0)
+    """Seconds to start the server, initialize the session and list its tools (``npx`` servers start slowly)."""
     max_output_chars: int = Field(DEFAULT_MAX_OUTPUT_CHARS, ge=100)
     enabled: bool = True
     retry_max_s: float = Field(60.0, gt=0)
