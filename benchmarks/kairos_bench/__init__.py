@@ -27,6 +27,8 @@ class Bench:
     """Its ``run`` takes ``limit``, cases per category (``kairos bench NAME --limit N``)."""
     takes_data: bool = False
     """Its ``run`` takes ``data``, a dataset folder (``kairos bench NAME --data DIR``)."""
+    options: tuple[str, ...] = ()
+    """Further ``run`` keywords it takes from ``kairos bench`` (``layers``, ``ways``, ``judge_url`` ...)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -61,4 +63,11 @@ TOOL_DISCOVERY = Bench(
 )
 LOCOMO_RETRIEVAL = Bench(
     "locomo_retrieval", "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense and hybrid retrieval", takes_data=True
+)
+MEMORY_EVAL = Bench(
+    "memory_eval",
+    "3-layer user-memory suite: required facts recalled, memory pipeline vs the whole raw history in the prompt",
+    takes_limit=True,
+    takes_data=True,
+    options=("layers", "ways", "judge_url", "judge_model", "judge_key_env"),
 )

@@ -352,6 +352,17 @@ def bench(
         int | None, typer.Option("--limit", min=1, help="cases per category (benches with a limit)")
     ] = None,
     data: Annotated[Path | None, typer.Option("--data", help="data folder (benches that read a dataset)")] = None,
+    layers: Annotated[str | None, typer.Option("--layers", help="layers to run, e.g. 1,2 (memory-eval)")] = None,
+    ways: Annotated[
+        str | None, typer.Option("--ways", help="ways to run, e.g. full_context,memory (memory-eval)")
+    ] = None,
+    judge_url: Annotated[
+        str | None, typer.Option("--judge-url", help="OpenAI-compatible endpoint of an LLM judge (memory-eval)")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="the judge's model name")] = None,
+    judge_key_env: Annotated[
+        str | None, typer.Option("--judge-key-env", help="environment variable holding the judge's API key")
+    ] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -391,6 +402,16 @@ def bench(
         if not getattr(bench_, "takes_data", False):
             raise _fail(f"benchmark {name!r} does not take --data")
         opts["data"] = data
+    extra = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
+    extra["judge_key_env"] = judge_key_env
+    for key, value in extra.items():
+        if value is None:
+            continue
+        if key not in getattr(bench_, "options", ()):
+            takes = sorted(k for k, ep in found.items() if key in getattr(ep.load(), "options", ()))
+            flag = "--" + key.replace("_", "-")
+            raise _fail(f"benchmark {name!r} does not take {flag} (these do: {', '.join(takes) or 'none'})")
+        opts[key] = value
     runner = bench_.run
     try:
         result = runner(console=console, **opts)
