@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,8 @@ from kairos_bench._memory_eval_judge import Judge, make_judge
 
 WAYS = ("full_context", "memory")
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets" / "memory-eval"
-N_CTX = 32768
+N_CTX = 16384
+"""The shared cases need at most about 7k prompt tokens whole; longer data is truncated (and said so)."""
 MAX_ANSWER_TOKENS = 512
 QUICK_LIMIT = 2
 SYSTEM = (
@@ -215,10 +217,9 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
     return row
 
 
-def _undated() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(0, UTC)
+def _undated() -> datetime:
+    """The date given to a conversation whose timestamp does not parse (naive, like the parsed ones)."""
+    return datetime(1970, 1, 1)
 
 
 # ---- the runner ----------------------------------------------------------------------------

@@ -263,6 +263,8 @@ def test_unreadable_case_files_are_skipped_and_named(folder: Path) -> None:
     assert [c.test_id for c in loaded.cases] == ["l1_bank", "l1_gym", "l2_wire"]
     assert len(loaded.skipped) == 2 and any("03_bad.yaml" in s for s in loaded.skipped)
     assert any("04_noq.yaml" in s and "user_question" in s for s in loaded.skipped)
+    assert History("c", "someday", ()).at is None
+    assert History("c", "2024-11-15 10:30:00", ()).at == datetime(2024, 11, 15, 10, 30)
 
 
 def test_a_case_missing_from_both_keys_is_reported_not_scored(folder: Path) -> None:
