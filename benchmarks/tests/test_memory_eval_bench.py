@@ -5,6 +5,7 @@ import json
 import sys
 import types
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+import kairos.plugins
 from kairos.agent import Plugin, RunContext, SafePoint
 from kairos.errors import ConfigError
+from kairos.knowledge import HashEmbedder
 from kairos.models.types import Message, ModelRequest
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools import Tool, tool
@@ -281,6 +284,12 @@ def test_a_case_missing_from_both_keys_is_reported_not_scored(folder: Path) -> N
 # ---- the memory way ------------------------------------------------------------------------
 
 
+@dataclass
+class Report:
+    added: int
+    note: str = "a field that is not a count"
+
+
 class FakeUserMemory:
     """The agreed UserMemory surface, remembering sentences with a digit in them."""
 
@@ -288,8 +297,9 @@ class FakeUserMemory:
         self.ingested: list[tuple[str, datetime, list[str]]] = []
         self.closed = False
 
-    async def ingest_session(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> None:
+    async def ingest_session(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> Report:
         self.ingested.append((session_id, at, [m.content for m in messages]))
+        return Report(added=len(messages))
 
     def cards(self, query: str | None = None, limit: int = 20) -> list[str]:
         return [text for _, _, texts in self.ingested for text in texts if any(ch.isdigit() for ch in text)][-limit:]
@@ -345,6 +355,7 @@ def test_memory_way_ingests_each_conversation_then_asks_in_a_new_session(folder:
     wire = rows[("l2_wire", "memory")]
     assert (wire["recalled"], wire["required"]) == (2, 2) and wire["sessions_ingested"] == 2
     assert wire["model_calls"] == 1 and wire["prompt_tokens"] > 0 and "ingest_s" in wire
+    assert wire["ingest_report"] == {"added": 2}
     # the question went to a new session: cards and the question, never the raw transcript
     question_request = model.requests[4]  # bank: memory, full_context; gym: both; wire: memory first
     sent = [m.content for m in question_request.messages]
@@ -380,10 +391,44 @@ def test_without_the_memory_pipeline_only_full_context_runs(folder: Path, monkey
     monkeypatch.setitem(sys.modules, "kairos.memory", types.ModuleType("kairos.memory"))
     reason = product_memory_api()
     assert isinstance(reason, str) and "not installed" in reason
+    plugins = types.ModuleType("kairos.plugins.memory")
+    monkeypatch.setitem(sys.modules, "kairos.plugins.memory", plugins)
+    monkeypatch.setattr(kairos.plugins, "memory", plugins, raising=False)
+    monkeypatch.setattr(sys.modules["kairos.memory"], "UserMemory", object, raising=False)
+    reason = product_memory_api()
+    assert isinstance(reason, str) and "no MemoryPlugin" in reason
     model = ScriptedModel([reply("4429853327")])
     result = run(QUIET, model=model, data=folder, ways="full_context,memory", layers="1", limit=1)
     assert "only full_context ran" in result["params"]["memory_way"]
     assert [r["way"] for r in result["rows"]] == ["full_context"] and result["summary"]["layer1"] is None
+
+
+def test_the_product_plugin_is_made_without_extraction_after_the_question(monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[tuple[Any, ...]] = []
+
+    class UserMemory:
+        @classmethod
+        def open(cls, state_dir: Path, embedder: Any, model: Any, *, user: str = "default") -> str:
+            opened.append((state_dir, embedder, model, user))
+            return "memory"
+
+    class MemoryPlugin(Plugin):
+        def __init__(self, memory: Any, *, max_cards: int = 12, extract_after_session: bool = True) -> None:
+            self.memory, self.extract_after_session = memory, extract_after_session
+
+    memory_mod = types.ModuleType("kairos.memory")
+    plugin_mod = types.ModuleType("kairos.plugins.memory")
+    memory_mod.UserMemory = UserMemory  # type: ignore[attr-defined]
+    plugin_mod.MemoryPlugin = MemoryPlugin  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kairos.memory", memory_mod)
+    monkeypatch.setitem(sys.modules, "kairos.plugins.memory", plugin_mod)
+    monkeypatch.setattr(kairos.plugins, "memory", plugin_mod, raising=False)
+    embedder = HashEmbedder()
+    api = product_memory_api(embedder=embedder)
+    assert isinstance(api, MemoryApi) and api.embedder is embedder
+    assert api.open(Path("/s"), api.embedder, "model") == "memory" and opened[0][3] == "default"
+    made = api.plugin("memory")
+    assert isinstance(made, MemoryPlugin) and made.memory == "memory" and made.extract_after_session is False
 
 
 # ---- the judge -----------------------------------------------------------------------------
