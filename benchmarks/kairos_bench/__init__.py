@@ -27,6 +27,9 @@ class Bench:
     """Its ``run`` takes ``limit``, cases per category (``kairos bench NAME --limit N``)."""
     takes_data: bool = False
     """Its ``run`` takes ``data``, a dataset folder (``kairos bench NAME --data DIR``)."""
+    options: tuple[str, ...] = ()
+    """Further keyword options its ``run`` takes from ``kairos bench`` (``conversations``, ``k``, ``categories``,
+    ``cards``; ``checkpoint``: a file beside ``--json`` to keep partial results in and resume from)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -61,4 +64,11 @@ TOOL_DISCOVERY = Bench(
 )
 LOCOMO_RETRIEVAL = Bench(
     "locomo_retrieval", "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense and hybrid retrieval", takes_data=True
+)
+LOCOMO_QA = Bench(
+    "locomo_qa",
+    "LoCoMo QA: the bundled model answers from hybrid-retrieved turns; LoCoMo token F1 per category",
+    takes_limit=True,
+    takes_data=True,
+    options=("conversations", "k", "categories", "cards", "checkpoint"),
 )

@@ -352,6 +352,14 @@ def bench(
         int | None, typer.Option("--limit", min=1, help="cases per category (benches with a limit)")
     ] = None,
     data: Annotated[Path | None, typer.Option("--data", help="data folder (benches that read a dataset)")] = None,
+    conversations: Annotated[
+        str | None, typer.Option("--conversations", help="conversation names, comma-separated (locomo-qa)")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", min=1, help="passages retrieved per question (locomo-qa)")] = None,
+    categories: Annotated[
+        str | None, typer.Option("--categories", help="question categories, comma-separated (locomo-qa)")
+    ] = None,
+    cards: Annotated[bool, typer.Option("--cards", help="add user-memory cards to the context (locomo-qa)")] = False,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -391,6 +399,15 @@ def bench(
         if not getattr(bench_, "takes_data", False):
             raise _fail(f"benchmark {name!r} does not take --data")
         opts["data"] = data
+    extra = {"conversations": conversations, "k": k, "categories": categories, "cards": cards or None}
+    takes_options = getattr(bench_, "options", ())
+    for key, value in extra.items():
+        if value is not None:
+            if key not in takes_options:
+                raise _fail(f"benchmark {name!r} does not take --{key}")
+            opts[key] = value
+    if json_path and "checkpoint" in takes_options:  # partial results beside the JSON, resumed on a rerun
+        opts["checkpoint"] = json_path.with_name(json_path.name + ".partial.jsonl")
     runner = bench_.run
     try:
         result = runner(console=console, **opts)
