@@ -6,7 +6,9 @@ category 3 only its part before the first ``;`` counts; categories 2, 3 and 4 sc
 F1); category 1 (multi-hop) splits both the prediction and the gold answer on ``,`` and averages,
 over the gold parts, the best F1 of any predicted part. Normalisation drops every ``,``, lowercases,
 removes ASCII punctuation and the words ``a``, ``an``, ``the`` and ``and``, and collapses spaces.
-Category 5 (adversarial, scored there by a phrase match) is not scored here.
+Category 5 (adversarial, scored there by a phrase match) is not scored here. The one departure from
+their code is ``re`` for their ``regex`` in the article pattern (the same matches on text); checked
+against their functions on 6,210 answer/prediction pairs of the shared LoCoMo files, with no difference.
 """
 
 from __future__ import annotations

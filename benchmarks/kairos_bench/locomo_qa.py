@@ -71,10 +71,10 @@ SYSTEM = (
 QUESTION = "Question: {question}\nAnswer in a few words."
 
 
-def _fingerprint(model: str, embedder: str, k: int, cards: bool) -> dict[str, Any]:
+def _fingerprint(data: Path, model: str, embedder: str, k: int, cards: bool) -> dict[str, Any]:
     """What the answers depend on: a checkpoint written under another fingerprint is not reused."""
     prompt = hashlib.sha256((SYSTEM + QUESTION).encode()).hexdigest()[:12]
-    return {"model": model, "embedder": embedder, "k": k, "cards": cards, "prompt": prompt}
+    return {"data": str(data), "model": model, "embedder": embedder, "k": k, "cards": cards, "prompt": prompt}
 
 
 class Checkpoint:
@@ -91,7 +91,7 @@ class Checkpoint:
             if head is not None and head.get("fingerprint") != fingerprint:
                 raise ConfigError(
                     f"checkpoint {path} holds answers of another setup ({head.get('fingerprint')}, now {fingerprint}); "
-                    "delete it to start over, or rerun with the same model, k and --cards"
+                    "delete it to start over, or rerun with the same data, model, k and --cards"
                 )
             records = (_json_line(line) for line in lines[1:])
             self.done = {r["key"]: r for r in records if r is not None and "key" in r}
@@ -303,12 +303,13 @@ def run(
         files, limit = files[:1], min(limit or 3, 3)
     work = [(conv, select(conv, chosen, limit)) for conv in map(read_conversation, files)]
     emb = make_embedder(embedder) if isinstance(embedder, str) else embedder
-    store = Checkpoint(checkpoint, _fingerprint(model_name(model), emb.name, k, cards))
+    store = Checkpoint(checkpoint, _fingerprint(folder, model_name(model), emb.name, k, cards))
     resumed = sum(f"{c.name}#{i}" in store.done for c, qas in work for i, _ in qas)
     wall0 = time.perf_counter()
     errors: list[str] = []
+    n_ctx = N_CTX if k <= 20 and not cards else 2 * N_CTX  # room for 50 turns or a page of cards
     if resumed < sum(len(qas) for _, qas in work):
-        with bench_model(model, N_CTX, console) as llm:
+        with bench_model(model, n_ctx, console) as llm:
             errors = asyncio.run(_answer_all(work, llm, emb, k, cards, store, console))
     records = [store.done[key] for c, qas in work for i, _ in qas if (key := f"{c.name}#{i}") in store.done]
     rows = [_row(str(c), [r for r in records if r["category"] == c]) for c in chosen]
@@ -333,7 +334,7 @@ def run(
         "context_order": "retrieved turns in conversation order",
         "embedder": emb.name,
         "model": model_name(model),
-        "decoding": f"greedy, at most {MAX_ANSWER_TOKENS} tokens",
+        "decoding": f"greedy, at most {MAX_ANSWER_TOKENS} tokens, n_ctx {n_ctx}",
         "cards": cards,
         "scoring": "LoCoMo task_eval/evaluation.py token F1 (Porter stems; cat 1 split on ','; cat 3 before ';')",
         "checkpoint": str(checkpoint) if checkpoint else None,

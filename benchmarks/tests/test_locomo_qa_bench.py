@@ -180,6 +180,57 @@ def test_a_checkpoint_resumes_without_asking_again(folder: Path, tmp_path: Path)
         )
 
 
+class FakeUserMemory:
+    """Stands in for kairos.memory.UserMemory (the API the memory helper agreed to)."""
+
+    opened: list[FakeUserMemory] = []
+
+    def __init__(self, user: str) -> None:
+        self.user, self.closed = user, False
+        self.sessions: list[tuple[str, Any, list[tuple[str, str]]]] = []
+
+    @classmethod
+    def open(cls, state_dir: Path, embedder: Any, model: Any, *, user: str = "default") -> FakeUserMemory:
+        memory = cls(user)
+        cls.opened.append(memory)
+        return memory
+
+    async def ingest_session(self, messages: Any, *, session_id: str, at: Any) -> None:
+        self.sessions.append((session_id, at, [(m.role, m.content) for m in messages]))
+
+    def cards(self, query: str | None = None, limit: int = 20) -> list[str]:
+        return [f"card for {query}"]
+
+    def render_cards(self, cards: list[str]) -> str:
+        return "\n".join(cards)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_cards_come_from_the_conversation_ingested_into_user_memory(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kairos.memory
+
+    monkeypatch.setattr(kairos.memory, "UserMemory", FakeUserMemory, raising=False)
+    FakeUserMemory.opened.clear()
+    llm = ScriptedModel([answering])
+    result = run(Console(quiet=True), data=folder, model=llm, embedder=HashEmbedder(), categories="4", cards=True)
+    (memory,) = FakeUserMemory.opened
+    assert memory.user == "conv-x" and memory.closed and result["params"]["cards"] is True
+    assert [(sid, at.year, at.month, at.day) for sid, at, _ in memory.sessions] == [
+        ("conv-x/session_1", 2023, 5, 8),
+        ("conv-x/session_2", 2023, 6, 1),
+    ]
+    assert memory.sessions[0][2][:2] == [
+        ("user", "Ann: I adopted a greyhound called Comet."),
+        ("assistant", "Bo: Lovely! I started pottery classes."),
+    ]
+    prompt = llm.requests[0].messages[-1].content
+    assert "card for What is the name of Ann's greyhound?" in prompt.split("conversation excerpts")[0]
+
+
 def test_cards_without_a_user_memory_is_a_clear_error(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import kairos.memory
 
