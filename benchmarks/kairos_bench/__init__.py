@@ -28,7 +28,8 @@ class Bench:
     takes_data: bool = False
     """Its ``run`` takes ``data``, a dataset folder (``kairos bench NAME --data DIR``)."""
     options: tuple[str, ...] = ()
-    """Further ``run`` keywords it takes from ``kairos bench`` (``layers``, ``ways``, ``judge_url`` ...)."""
+    """Further ``run`` keywords it takes from ``kairos bench`` (``layers``, ``conversations``, ``k`` ...;
+    ``checkpoint``: a file beside ``--json`` to keep partial results in and resume from)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -70,4 +71,11 @@ MEMORY_EVAL = Bench(
     takes_limit=True,
     takes_data=True,
     options=("layers", "ways", "judge_url", "judge_model", "judge_key_env"),
+)
+LOCOMO_QA = Bench(
+    "locomo_qa",
+    "LoCoMo QA: the bundled model answers from hybrid-retrieved turns; LoCoMo token F1 per category",
+    takes_limit=True,
+    takes_data=True,
+    options=("conversations", "k", "categories", "cards", "checkpoint"),
 )

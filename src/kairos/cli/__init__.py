@@ -363,6 +363,14 @@ def bench(
     judge_key_env: Annotated[
         str | None, typer.Option("--judge-key-env", help="environment variable holding the judge's API key")
     ] = None,
+    conversations: Annotated[
+        str | None, typer.Option("--conversations", help="conversation names, comma-separated (locomo-qa)")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", min=1, help="passages retrieved per question (locomo-qa)")] = None,
+    categories: Annotated[
+        str | None, typer.Option("--categories", help="question categories, comma-separated (locomo-qa)")
+    ] = None,
+    cards: Annotated[bool, typer.Option("--cards", help="add user-memory cards to the context (locomo-qa)")] = False,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -402,16 +410,19 @@ def bench(
         if not getattr(bench_, "takes_data", False):
             raise _fail(f"benchmark {name!r} does not take --data")
         opts["data"] = data
-    extra = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
-    extra["judge_key_env"] = judge_key_env
+    extra: dict[str, object] = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
+    extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
+    extra["cards"] = cards or None
     for key, value in extra.items():
         if value is None:
             continue
         if key not in getattr(bench_, "options", ()):
-            takes = sorted(k for k, ep in found.items() if key in getattr(ep.load(), "options", ()))
+            takes = sorted(n for n, ep in found.items() if key in getattr(ep.load(), "options", ()))
             flag = "--" + key.replace("_", "-")
             raise _fail(f"benchmark {name!r} does not take {flag} (these do: {', '.join(takes) or 'none'})")
         opts[key] = value
+    if json_path and "checkpoint" in getattr(bench_, "options", ()):  # partial results beside the JSON, resumed
+        opts["checkpoint"] = json_path.with_name(json_path.name + ".partial.jsonl")
     runner = bench_.run
     try:
         result = runner(console=console, **opts)
