@@ -77,10 +77,15 @@ async def test_an_older_session_ingested_late_does_not_override_the_newer_value(
     model.extend([ops(op("Drives a Golf", [0], format="json_card", path="assets.car.model", value="Golf"))])
     await memory.ingest_session([Message.user("I drive a Golf.")], session_id="old", at=AT)
     assert [c.content for c in memory.current()] == ["Drives a Tesla"]
-    assert {c.content: c.status for c in memory.history()} == {"Drives a Tesla": "current", "Drives a Golf": "superseded"}
+    assert {c.content: c.status for c in memory.history()} == {
+        "Drives a Tesla": "current",
+        "Drives a Golf": "superseded",
+    }
 
 
-async def test_delete_is_a_tombstone_and_forget_erases(memory: UserMemory, model: ScriptedModel, tmp_path: Path) -> None:
+async def test_delete_is_a_tombstone_and_forget_erases(
+    memory: UserMemory, model: ScriptedModel, tmp_path: Path
+) -> None:
     model.extend([ops(op("Allergic to penicillin", [0], importance=0.9), op("Likes jazz", [0]))])
     await memory.ingest_session([Message.user("I'm allergic to penicillin and I like jazz.")], session_id="s1", at=AT)
     jazz = next(c for c in memory.current() if "jazz" in c.content)

@@ -42,7 +42,7 @@ SUMMARY_TOOL = ToolSpec(
 )
 SUMMARY_SYSTEM = (
     "You merge related memories about one user into one. Keep every detail that is still useful (names, "
-    "dates, numbers); when they describe a habit, state the general rule (\"often asks about rain\"). "
+    'dates, numbers); when they describe a habit, state the general rule ("often asks about rain"). '
     "Do not invent anything. Call summarize_memories."
 )
 
@@ -54,7 +54,7 @@ def effective_importance(card: MemoryCard, now: float | None = None, duplicates:
     half_life = 90.0 if card.kind == "episodic" else 365.0
     decay = 0.5 ** (age_days / half_life)
     recall = min(0.3, 0.1 * math.log1p(card.accesses))
-    return card.importance * (0.5 + 0.5 * decay) + recall - 0.1 * duplicates
+    return float(card.importance * (0.5 + 0.5 * decay) + recall - 0.1 * duplicates)
 
 
 def clusters(cards: Sequence[MemoryCard], vectors: Any, *, similar: float = SIMILAR) -> list[list[int]]:

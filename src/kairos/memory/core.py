@@ -11,7 +11,6 @@ many memories. Every text passes the PII scrubber before it is stored or logged.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +25,16 @@ from kairos.knowledge.store import ChunkHit, Filters
 from kairos.memory import compress as _compress
 from kairos.memory.extract import ExtractedOp, ask_operations, extraction_prompt, judge_provenance, render_transcript
 from kairos.memory.extract import windows as _windows
-from kairos.memory.records import PREFERENCE_LIKE, MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError
+from kairos.memory.records import (
+    FORMATS,
+    PREFERENCE_LIKE,
+    USER_ID,
+    CardFormat,
+    MemoryCard,
+    MemoryIn,
+    MemoryProvenance,
+    MemoryStoreError,
+)
 from kairos.memory.store import SQLiteMemoryStore
 from kairos.models.base import Model
 from kairos.models.types import Message
@@ -35,7 +43,6 @@ from kairos.security.provenance import ProvenanceGuard
 log = logging.getLogger("kairos.memory")
 
 Scrubber = Callable[[str], Awaitable[str]]
-USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 CARDS_TAG = "user_memory"
 CONVERSATION_KIND = "conversation"
 
@@ -85,12 +92,13 @@ class UserMemory:
         max_memories: above this many live memories, similar ones are compressed.
         timeout_s: limit for one extractor or summariser call.
         window_chars: a longer transcript is read in windows of this size (at most ``max_windows``, newest kept).
+        formats: card formats to write; another format the extractor picks falls back to ``note`` (or the first).
     """
 
     def __init__(
         self, kb: KnowledgeBase, store: SQLiteMemoryStore, model: Model | None, *, user: str = "default",
         scrubber: Scrubber | None = None, max_memories: int = 500, timeout_s: float = 300.0,
-        window_chars: int = 12_000, max_windows: int = 6,
+        window_chars: int = 12_000, max_windows: int = 6, formats: Sequence[CardFormat] = FORMATS,
     ) -> None:  # fmt: skip
         self.kb = kb
         self.store = store
@@ -101,6 +109,7 @@ class UserMemory:
         self.timeout_s = timeout_s
         self.window_chars = window_chars
         self.max_windows = max_windows
+        self.formats = tuple(formats) or FORMATS
         self.guard = ProvenanceGuard(lambda _name: True)
         """Every tool result counts as external here: a memory of what the user wants must come from the user."""
 
@@ -197,6 +206,8 @@ class UserMemory:
             assert op.target is not None
             report.applied.append(("delete", self.store.delete(self.user, op.target, provenance=provenance)))
             return
+        if op.format not in self.formats:
+            op.format = "note" if "note" in self.formats else self.formats[0]
         category = op.category
         if provenance.source == "external" and category in PREFERENCE_LIKE:
             category = "fact"

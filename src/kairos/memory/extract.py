@@ -104,7 +104,9 @@ class ExtractedOp:
     evidence: tuple[int, ...] = ()
 
 
-def render_transcript(messages: Sequence[Message], guard: ProvenanceGuard, *, max_message_chars: int = 1500) -> list[str]:
+def render_transcript(
+    messages: Sequence[Message], guard: ProvenanceGuard, *, max_message_chars: int = 1500
+) -> list[str]:
     """One numbered line per message that matters, labelled with where it came from.
 
     Harness-made messages (status, catalogs, the memory cards themselves) are left out: they are

@@ -9,13 +9,15 @@ a compressed summary). Only ``forget`` erases rows.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
-import numpy.typing as npt
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
-from kairos.knowledge.records import StoreError
+from kairos.errors import KairosError
 
 MemoryKind: TypeAlias = Literal["episodic", "semantic", "procedural"]
 KINDS: tuple[MemoryKind, ...] = ("episodic", "semantic", "procedural")
@@ -34,7 +36,11 @@ Op: TypeAlias = Literal["add", "update", "supersede", "delete", "compress"]
 Source: TypeAlias = Literal["user", "external", "harness"]
 
 
-class MemoryStoreError(StoreError):
+USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+"""A user id: letters, digits, ``_.@-``, up to 64 (no path separators)."""
+
+
+class MemoryStoreError(KairosError):
     """The memory store cannot be used or a memory operation is invalid (unknown id, another user's memory)."""
 
 
@@ -131,10 +137,8 @@ class MemoryStore(Protocol):
         """Store a new memory (version 1)."""
         ...
 
-    def revise(
-        self, owner: str, memory_id: int, memory: MemoryIn, vector: npt.ArrayLike, *, op: Op
-    ) -> MemoryCard:
-        """A new current version of the memory ``memory_id`` (``update`` or ``supersede``); the old one stays in history."""
+    def revise(self, owner: str, memory_id: int, memory: MemoryIn, vector: npt.ArrayLike, *, op: Op) -> MemoryCard:
+        """A new current version of ``memory_id`` (``update`` or ``supersede``); the old one stays in history."""
         ...
 
     def delete(self, owner: str, memory_id: int, *, provenance: MemoryProvenance) -> MemoryCard:
@@ -187,6 +191,7 @@ __all__ = [
     "FORMATS",
     "KINDS",
     "PREFERENCE_LIKE",
+    "USER_ID",
     "CardFormat",
     "Category",
     "MemoryCard",

@@ -43,6 +43,7 @@ _COLS = (
     "valid_from, valid_to, expires_at, provenance, accesses, replaces"
 )
 _LIVE = "owner = ? AND status = 'current' AND (expires_at IS NULL OR expires_at > ?)"
+_LIVE_M = "m.owner = ? AND m.status = 'current' AND (m.expires_at IS NULL OR m.expires_at > ?)"
 
 
 def _card(row: Sequence[Any]) -> MemoryCard:
@@ -73,7 +74,9 @@ class SQLiteMemoryStore:
             self._migrate()
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as e:
-            raise MemoryStoreError(f"cannot open the memory database {self.path}: {e}; move it away to start again") from e
+            raise MemoryStoreError(
+                f"cannot open the memory database {self.path}: {e}; move it away to start again"
+            ) from e
 
     def _migrate(self) -> None:
         """Replace the unused placeholder table of earlier versions (it has no ``key`` column) while it is empty."""
@@ -96,8 +99,7 @@ class SQLiteMemoryStore:
         replaces: int | None, now: float,
     ) -> int:  # fmt: skip
         cur = self._db.execute(
-            f"INSERT INTO memories ({_COLS}, vector) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, 0,"
-            " ?, ?)",
+            f"INSERT INTO memories ({_COLS}, vector) VALUES (NULL, {', '.join('?' * 13)}, NULL, ?, ?, 0, ?, ?)",
             (
                 key, owner, m.kind, m.format, m.category, m.content, json.dumps(m.data, ensure_ascii=False),
                 float(m.importance), version, status, op, now, m.valid_from if m.valid_from is not None else now,
@@ -152,7 +154,9 @@ class SQLiteMemoryStore:
                 self._db.execute("UPDATE memories SET valid_to = ? WHERE id = ?", (old.valid_from, row))
                 return old.id
             self._db.execute("UPDATE memories SET status = 'superseded', valid_to = ? WHERE id = ?", (new_from, old.id))
-            return self._insert(owner, old.key, version, memory, blob, status="current", op=op, replaces=old.id, now=now)
+            return self._insert(
+                owner, old.key, version, memory, blob, status="current", op=op, replaces=old.id, now=now
+            )
 
         return self._must(owner, self._write(go))
 
@@ -251,7 +255,9 @@ class SQLiteMemoryStore:
     def count(self, owner: str) -> int:
         """How many live memories ``owner`` has."""
         with self._lock:
-            return int(self._db.execute(f"SELECT count(*) FROM memories WHERE {_LIVE}", (owner, time.time())).fetchone()[0])
+            return int(
+                self._db.execute(f"SELECT count(*) FROM memories WHERE {_LIVE}", (owner, time.time())).fetchone()[0]
+            )
 
     def history(self, owner: str, key: str | None = None) -> list[MemoryCard]:
         """Every version, oldest first (one memory's when ``key`` is given)."""
@@ -270,7 +276,7 @@ class SQLiteMemoryStore:
             rows = self._db.execute(
                 f"SELECT {', '.join('m.' + c for c in _COLS.split(', '))}, bm25(memories_fts) AS s FROM memories_fts "
                 f"JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND "
-                f"{_LIVE.replace('owner', 'm.owner').replace('status', 'm.status').replace('expires_at', 'm.expires_at')}"
+                f"{_LIVE_M}"
                 " ORDER BY s LIMIT ?",
                 (match, owner, time.time(), k),
             ).fetchall()
