@@ -251,7 +251,7 @@ class UserMemory:
                 rounds[-1].append(f"assistant: {m.content.strip()}")
         date = at.date().isoformat()
         turns = [
-            Turn("conversation", await self.scrub("\n".join(r)), f"{session_id}#{i}", at.timestamp(), date,
+            Turn(f"session {session_id}", await self.scrub("\n".join(r)), f"{session_id}#{i}", at.timestamp(), date,
                  {"session_id": session_id, "date": date})
             for i, r in enumerate(rounds)
         ]  # fmt: skip
