@@ -123,6 +123,17 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
     return out
 
 
+async def finish_memory(agent: Agent) -> None:
+    """Wait for the memory extraction that closing the agent's sessions started (call before the process exits)."""
+    module = sys.modules.get("kairos.plugins.memory")
+    if module is None:  # never imported: no memory plugin
+        return
+    for plugin in agent.plugins:
+        if isinstance(plugin, module.MemoryPlugin):
+            await plugin.wait()
+            plugin.shutdown()
+
+
 def _load(spec: str, config: KairosConfig) -> Model:
     from kairos.models import load_model
 

@@ -122,3 +122,22 @@ async def test_closing_a_session_extracts_in_the_background(workspace: Path) -> 
     finally:
         store.close()
         mem.close()
+
+
+async def test_finish_memory_waits_for_extraction_and_closes(workspace: Path) -> None:
+    from kairos.app import finish_memory
+
+    model = ScriptedModel([reply("ok"), ops(op("Plays the cello", [0]))])
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
+    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
+    store = SessionStore(workspace)
+    session = store.new()
+    await run(agent, session, "I play the cello.")
+    await session.aclose()
+    await finish_memory(agent)
+    store.close()
+    again = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")
+    try:
+        assert [c.content for c in again.current()] == ["Plays the cello"]
+    finally:
+        again.close()

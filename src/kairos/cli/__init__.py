@@ -137,10 +137,13 @@ def run(
     printer = EventPrinter(trace)
 
     async def main() -> int | None:
+        from kairos.app import finish_memory
+
         try:
             return await _drive(agent, sess, task, printer)
         finally:
             await sess.aclose()
+            await finish_memory(agent)  # the extractor started by closing the session ([memory] enabled)
 
     stopped_by = asyncio.run(main())
     console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
