@@ -187,3 +187,32 @@ async def test_users_do_not_see_each_other(tmp_path: Path) -> None:
     finally:
         a.close()
         b.close()
+
+
+def test_importance_keeps_the_books_ordering() -> None:
+    import time
+
+    from kairos.memory import MemoryCard, MemoryProvenance
+    from kairos.memory.compress import effective_importance
+
+    now = time.time()
+
+    def card(importance: float, days: float, accesses: int) -> MemoryCard:
+        t = now - days * 86400
+        return MemoryCard(1, "k", "u", "episodic", "note", "event", "x", {}, importance, 1, "current", "add", t, t,
+                          None, None, MemoryProvenance(), accesses)  # fmt: skip
+
+    vivid = effective_importance(card(0.8, 3, 5), now, duplicates=0)  # emotional, recent, recalled, unique
+    faded = effective_importance(card(0.3, 90, 1), now, duplicates=3)
+    assert vivid > faded
+
+
+async def test_configured_formats_limit_what_is_written(tmp_path: Path) -> None:
+    model = ScriptedModel([ops(op("Works as a nurse", [0], format="json_card", path="work.position.title",
+                                  value="nurse"))])  # fmt: skip
+    mem = UserMemory.open(tmp_path, HashEmbedder(), model, user="u", formats=("note", "enhanced_note"))
+    try:
+        await mem.ingest_session([Message.user("I work as a nurse.")], session_id="s", at=AT)
+        assert [(c.content, c.format) for c in mem.current()] == [("Works as a nurse", "note")]
+    finally:
+        mem.close()

@@ -25,6 +25,8 @@ log = logging.getLogger("kairos.memory")
 
 SIMILAR = 0.75
 """Cosine at or above which two memories belong to one cluster."""
+DUPLICATE = 0.9
+"""Cosine at or above which two memories count as near-duplicates (each lowers the other's importance)."""
 KEEP_IMPORTANCE = 0.8
 """Memories this important (identity, health, key people) are never compressed."""
 SUMMARY_TOOL = ToolSpec(

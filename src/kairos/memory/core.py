@@ -304,7 +304,8 @@ class UserMemory:
         if not cards or limit <= 0:
             return []
         now = time.time()
-        scores = [_compress.effective_importance(c, now) for c in cards]
+        near = (vecs @ vecs.T >= _compress.DUPLICATE).sum(axis=1) - 1  # near-duplicates lower importance
+        scores = [_compress.effective_importance(c, now, int(d)) for c, d in zip(cards, near, strict=True)]
         if query and query.strip():
             sims = vecs @ self.kb.embedder.embed_queries([query])[0]
             scores = [s + max(0.0, float(sim)) for s, sim in zip(scores, sims, strict=True)]

@@ -215,7 +215,9 @@ def _operation(item: Any) -> ExtractedOp | None:
         return None
     op, content = item.get("op"), item.get("content")
     if op not in OPS or not isinstance(content, str) or (op != "delete" and not content.strip()):
-        log.warning("memory extraction: dropped an invalid operation %r", str(item)[:200])
+        log.warning(
+            "memory extraction: dropped an invalid operation (op %r, fields %s)", str(op)[:20], sorted(item)[:12]
+        )
         return None
     target = item.get("id")
     if op != "add" and (not isinstance(target, int) or isinstance(target, bool)):
