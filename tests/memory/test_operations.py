@@ -216,3 +216,19 @@ async def test_configured_formats_limit_what_is_written(tmp_path: Path) -> None:
         assert [(c.content, c.format) for c in mem.current()] == [("Works as a nurse", "note")]
     finally:
         mem.close()
+
+
+async def test_two_people_of_the_same_name_stay_distinct_and_findable(memory: UserMemory, model: ScriptedModel) -> None:
+    model.extend([ops(
+        op("Dentist appointment every March", [0], format="advanced_json_card", person="Dr. Zhang",
+           relationship="own dentist", backstory="mentioned while booking a check-up"),
+        op("Treats father's heart condition", [0], format="advanced_json_card", person="Dr. Zhang",
+           relationship="father's cardiologist"),
+    )])  # fmt: skip
+    await memory.ingest_session([Message.user("My dentist Dr. Zhang, and dad's cardiologist Dr. Zhang too.")],
+                                session_id="s", at=AT)  # fmt: skip
+    cards = memory.current()
+    assert len(cards) == 2 and {c.data["relationship"] for c in cards} == {"own dentist", "father's cardiologist"}
+    assert all(c.data["timestamp"].startswith("2026-03-01") for c in cards)
+    (best, _), *_ = await memory.search_memories("cardiologist")
+    assert best.data["relationship"] == "father's cardiologist"

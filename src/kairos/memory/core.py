@@ -34,6 +34,7 @@ from kairos.memory.records import (
     MemoryIn,
     MemoryProvenance,
     MemoryStoreError,
+    searchable,
 )
 from kairos.memory.store import SQLiteMemoryStore
 from kairos.models.base import Model
@@ -225,7 +226,7 @@ class UserMemory:
                 return  # a duplicate of what is stored
             if same is not None:  # the same card path or exact text: the newer value supersedes it
                 target, kind = same.id, "supersede"
-        vector = self.kb.embedder.embed_passages([memory.content])[0]
+        vector = self.kb.embedder.embed_passages([searchable(memory.content, memory.data)])[0]
         if target is None:
             report.applied.append(("add", self.store.add(self.user, memory, vector)))
         else:

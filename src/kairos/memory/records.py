@@ -127,6 +127,12 @@ class MemoryIn:
     provenance: MemoryProvenance = field(default_factory=MemoryProvenance)
 
 
+def searchable(content: str, data: dict[str, Any]) -> str:
+    """What BM25 and the embedder index: the content plus a card's path, value, person, relationship, backstory."""
+    extra = [str(data[k]) for k in ("path", "value", "person", "relationship", "backstory") if data.get(k)]
+    return " | ".join([content, *extra]) if extra else content
+
+
 class MemoryStore(Protocol):
     """Versioned memories per owner with BM25 and dense retrieval (SQLite here; PostgreSQL can follow).
 
@@ -203,4 +209,5 @@ __all__ = [
     "Op",
     "Source",
     "Status",
+    "searchable",
 ]

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from kairos.knowledge.records import fts_query
 from kairos.knowledge.store import DB_NAME
-from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError, Op
+from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError, Op, searchable
 from kairos.paths import ensure_state_dir
 
 _SCHEMA = """
@@ -107,7 +107,8 @@ class SQLiteMemoryStore:
             ),
         )  # fmt: skip
         row_id = int(cur.lastrowid or 0)
-        self._db.execute("INSERT INTO memories_fts (rowid, content) VALUES (?, ?)", (row_id, m.content))
+        text = searchable(m.content, m.data)
+        self._db.execute("INSERT INTO memories_fts (rowid, content) VALUES (?, ?)", (row_id, text))
         return row_id
 
     def _write(self, fn: Any) -> Any:
