@@ -33,6 +33,7 @@ from kairos.memory.records import (
     MemoryCard,
     MemoryIn,
     MemoryProvenance,
+    MemoryStore,
     MemoryStoreError,
     searchable,
 )
@@ -86,7 +87,7 @@ class UserMemory:
 
     Args:
         kb: the workspace's knowledge base (conversations are indexed there).
-        store: where memories live.
+        store: where memories live (:class:`SQLiteMemoryStore` by default; any :class:`MemoryStore`).
         model: the extractor and summariser (None: conversations are indexed, no memories extracted).
         user: whose memory this is.
         scrubber: PII scrubber every stored text passes through (``kairos.memory.pii``).
@@ -97,7 +98,7 @@ class UserMemory:
     """
 
     def __init__(
-        self, kb: KnowledgeBase, store: SQLiteMemoryStore, model: Model | None, *, user: str = "default",
+        self, kb: KnowledgeBase, store: MemoryStore, model: Model | None, *, user: str = "default",
         scrubber: Scrubber | None = None, max_memories: int = 500, timeout_s: float = 300.0,
         window_chars: int = 12_000, max_windows: int = 6, formats: Sequence[CardFormat] = FORMATS,
     ) -> None:  # fmt: skip

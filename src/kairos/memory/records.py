@@ -167,6 +167,10 @@ class MemoryStore(Protocol):
         """The owner's live memories, most important first."""
         ...
 
+    def count(self, owner: str) -> int:
+        """How many live memories ``owner`` has."""
+        ...
+
     def history(self, owner: str, key: str | None = None) -> list[MemoryCard]:
         """Every version (of one memory, or of all), oldest first."""
         ...
