@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from kairos.memory import UserMemory
 from kairos.models.types import Message, Origin
 from kairos.testing import ScriptedModel
@@ -91,3 +93,24 @@ async def test_scrubber_runs_before_anything_is_stored(tmp_path: object) -> None
         assert any("12345678" in s for s in seen)
     finally:
         mem.close()
+
+
+async def test_the_pii_adapter_uses_kairos_memory_pii(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from kairos.memory import pii_scrubber
+
+    fake = types.ModuleType("kairos.memory.pii")
+
+    class PiiScrubber:
+        def __init__(self, model: object) -> None:
+            self.model = model
+
+        async def scrub(self, text: str) -> str:
+            return text.replace("alice@example.com", "[EMAIL]")
+
+    fake.PiiScrubber = PiiScrubber  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kairos.memory.pii", fake)
+    scrub = pii_scrubber(None)
+    assert scrub is not None and await scrub("mail alice@example.com") == "mail [EMAIL]"
