@@ -22,6 +22,7 @@ from kairos.cli._output import console as console
 from kairos.cli._output import err_console as err_console
 from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
+from kairos.cli.memory import memory_app
 from kairos.cli.skills import skills_app
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
@@ -34,6 +35,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(kb_app, name="kb")
+app.add_typer(memory_app, name="memory")
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
@@ -135,10 +137,13 @@ def run(
     printer = EventPrinter(trace)
 
     async def main() -> int | None:
+        from kairos.app import finish_memory
+
         try:
             return await _drive(agent, sess, task, printer)
         finally:
             await sess.aclose()
+            await finish_memory(agent)  # the extractor started by closing the session ([memory] enabled)
 
     stopped_by = asyncio.run(main())
     console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
