@@ -79,3 +79,16 @@ LOCOMO_QA = Bench(
     takes_data=True,
     options=("conversations", "k", "categories", "cards", "checkpoint"),
 )
+PII = Bench(
+    "pii",
+    "135 labelled texts: span recall/precision per type of the PII regex layer and regex + local model",
+    takes_limit=True,
+    takes_data=True,
+    options=("no_model",),
+)
+BM25_SPEED = Bench(
+    "bm25_speed",
+    "BM25 on 100k LoCoMo turns: SQLite FTS5 vs bm25s vs rank-bm25 (qps, top-10 agreement)",
+    options=("docs",),
+    takes_data=True,
+)

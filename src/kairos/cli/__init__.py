@@ -376,6 +376,10 @@ def bench(
         str | None, typer.Option("--categories", help="question categories, comma-separated (locomo-qa)")
     ] = None,
     cards: Annotated[bool, typer.Option("--cards", help="add user-memory cards to the context (locomo-qa)")] = False,
+    no_model: Annotated[
+        bool, typer.Option("--no-model", help="skip the parts that need a model (benches that allow it)")
+    ] = False,
+    docs: Annotated[int | None, typer.Option("--docs", min=1, help="corpus size (benches with a corpus)")] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -417,7 +421,7 @@ def bench(
         opts["data"] = data
     extra: dict[str, object] = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
     extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
-    extra["cards"] = cards or None
+    extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs}
     for key, value in extra.items():
         if value is None:
             continue
