@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from kairos.knowledge.base import KnowledgeBase, rrf
 from kairos.knowledge.chunking import Turn
@@ -44,7 +44,15 @@ from kairos.security.provenance import ProvenanceGuard
 
 log = logging.getLogger("kairos.memory")
 
-Scrubber = Callable[[str], Awaitable[str]]
+
+class Scrubber(Protocol):
+    """Removes personal data from a text; ``external``: the text came from a tool, page or email."""
+
+    async def __call__(self, text: str, *, external: bool = False) -> str:
+        """The text with what the policy hides replaced by typed placeholders."""
+        ...
+
+
 CARDS_TAG = "user_memory"
 CONVERSATION_KIND = "conversation"
 
@@ -141,9 +149,9 @@ class UserMemory:
         finally:
             self.kb.close()
 
-    async def scrub(self, text: str) -> str:
+    async def scrub(self, text: str, *, external: bool = False) -> str:
         """``text`` with personal data removed by the configured scrubber (unchanged without one)."""
-        return await self.scrubber(text) if self.scrubber is not None and text else text
+        return await self.scrubber(text, external=external) if self.scrubber is not None and text else text
 
     # ---- ingest -----------------------------------------------------------------------------
 
@@ -213,11 +221,12 @@ class UserMemory:
         category = op.category
         if provenance.source == "external" and category in PREFERENCE_LIKE:
             category = "fact"
-        data = {k: await self.scrub(v) for k, v in op.data.items()}
+        external = provenance.source == "external"  # third parties' contact details in a mail are masked
+        data = {k: await self.scrub(v, external=external) for k, v in op.data.items()}
         if op.format == "advanced_json_card":
             data.setdefault("timestamp", at.isoformat())
         memory = MemoryIn(
-            op.kind, op.format, category, await self.scrub(op.content), data, op.importance,  # type: ignore[arg-type]
+            op.kind, op.format, category, await self.scrub(op.content, external=external), data, op.importance,  # type: ignore[arg-type]
             at.timestamp(), None, provenance,
         )  # fmt: skip
         target, kind = op.target, op.op

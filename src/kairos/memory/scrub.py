@@ -1,30 +1,16 @@
-"""The adapter to the PII scrubber (:mod:`kairos.memory.pii`), imported lazily.
-
-No fallback: without that module there is no scrubber, and callers pass their own or None.
-"""
+"""The PII scrubber user memory applies before anything is stored (:mod:`kairos.memory.pii`)."""
 
 from __future__ import annotations
 
-import importlib
-import logging
-
 from kairos.memory.core import Scrubber
+from kairos.memory.pii import PiiScrubber
 from kairos.models.base import Model
 
-log = logging.getLogger("kairos.memory")
 
-
-def pii_scrubber(model: Model | None) -> Scrubber | None:
-    """``PiiScrubber(model).scrub`` from :mod:`kairos.memory.pii`, or None when that module is not installed."""
-    try:
-        module = importlib.import_module("kairos.memory.pii")
-    except ModuleNotFoundError as e:
-        if e.name != "kairos.memory.pii":
-            raise
-        log.warning("kairos.memory.pii is not available: memories are stored without PII scrubbing")
-        return None
-    scrub: Scrubber = module.PiiScrubber(model).scrub
-    return scrub
+def pii_scrubber(model: Model | None) -> Scrubber:
+    """The default policy's scrubber: regexes, then ``model`` (when given) for what they cannot see."""
+    scrubber: Scrubber = PiiScrubber(model).scrub
+    return scrubber
 
 
 __all__ = ["pii_scrubber"]
