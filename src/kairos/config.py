@@ -19,7 +19,8 @@ trust and approval is ignored with a notice (:attr:`KairosConfig.notices`): ``ba
 outside the workspace, ``defences.approver`` looser than the user's, ``defences.exempt_tools``,
 ``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
 ``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
-``skills.dirs`` outside the workspace, ``[runtime.mail]``, ``[[mcp.servers]]`` (they would start
+``skills.dirs`` outside the workspace, ``memory.user`` (another user's memories),
+``[runtime.mail]``, ``[[mcp.servers]]`` (they would start
 programs or connect to servers; see :mod:`kairos.mcp.config`), a ``[sandbox]`` that confines less than
 the user's (``mode``, ``network``, ``bwrap``, higher limits, more paths) and ``allow`` permission
 rules. Lists that add protection (``defences.secrets``, ``confirm_tools``, ``external_tools``,
@@ -50,6 +51,13 @@ Example ``kairos.toml``::
 
     [subagents]
     enabled = true               # spawn_subagent & co. (off by default)
+
+    [memory]                     # user memory: key cards per session, memory_search, extraction after
+    enabled = true
+    user = "alice"               # user config only: a workspace cannot choose whose memories it reads
+
+    [knowledge]
+    tools = "auto"               # kb_search & co. when `kairos kb add` filled the knowledge base
 
     [defences]
     confirm_side_effects = true  # ask before write_file / edit_file / bash
@@ -88,6 +96,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from kairos.context.compression.config import CompressionConfig
 from kairos.errors import ConfigError
 from kairos.mcp.config import McpConfig
+from kairos.memory.config import KnowledgeConfig, MemoryConfig
 from kairos.models.settings import LocalConfig, ModelSettings, RemoteConfig
 from kairos.paths import user_config_file
 from kairos.plugins.status_bar.config import StatusBarConfig
@@ -239,6 +248,8 @@ class KairosConfig(BaseModel):
     mcp: McpConfig = Field(default_factory=McpConfig)
     discovery: DiscoveryConfig = Field(default_factory=DiscoveryConfig, description="discover_tools over the catalog")
     review: ReviewConfig = Field(default_factory=ReviewConfig, description="reviewer model, sidecar, confirm tokens")
+    memory: MemoryConfig = Field(default_factory=MemoryConfig, description="user memory (off by default)")
+    knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig, description="kb_* tools and the embedder")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

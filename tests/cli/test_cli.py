@@ -98,6 +98,18 @@ def test_bench_rejects_limit_for_a_bench_without_it() -> None:
     assert result.exit_code == 1 and "does not take --limit" in result.output
 
 
+def test_bench_rejects_a_bench_specific_option_elsewhere() -> None:
+    result = runner.invoke(app, ["bench", "overhead", "--layers", "1"])
+    assert result.exit_code == 1 and "does not take --layers" in result.output
+
+
+def test_bench_rejects_no_model_and_docs_for_a_bench_without_them() -> None:
+    result = runner.invoke(app, ["bench", "overhead", "--no-model"])
+    assert result.exit_code == 1 and "does not take --no-model" in result.output
+    result = runner.invoke(app, ["bench", "overhead", "--docs", "1000"])
+    assert result.exit_code == 1 and "does not take --docs" in result.output
+
+
 # ---- trust, config layers and notices (issue 8 §5) ------------------------------------------
 
 

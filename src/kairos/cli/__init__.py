@@ -22,6 +22,7 @@ from kairos.cli._output import console as console
 from kairos.cli._output import err_console as err_console
 from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
+from kairos.cli.memory import memory_app
 from kairos.cli.skills import skills_app
 from kairos.config import KairosConfig, load_config
 from kairos.context.session import Session, SessionStore
@@ -34,6 +35,7 @@ app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(kb_app, name="kb")
+app.add_typer(memory_app, name="memory")
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
@@ -135,10 +137,13 @@ def run(
     printer = EventPrinter(trace)
 
     async def main() -> int | None:
+        from kairos.app import finish_memory
+
         try:
             return await _drive(agent, sess, task, printer)
         finally:
             await sess.aclose()
+            await finish_memory(agent)  # the extractor started by closing the session ([memory] enabled)
 
     stopped_by = asyncio.run(main())
     console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
@@ -352,6 +357,29 @@ def bench(
         int | None, typer.Option("--limit", min=1, help="cases per category (benches with a limit)")
     ] = None,
     data: Annotated[Path | None, typer.Option("--data", help="data folder (benches that read a dataset)")] = None,
+    layers: Annotated[str | None, typer.Option("--layers", help="layers to run, e.g. 1,2 (memory-eval)")] = None,
+    ways: Annotated[
+        str | None, typer.Option("--ways", help="ways to run, e.g. full_context,memory (memory-eval)")
+    ] = None,
+    judge_url: Annotated[
+        str | None, typer.Option("--judge-url", help="OpenAI-compatible endpoint of an LLM judge (memory-eval)")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="the judge's model name")] = None,
+    judge_key_env: Annotated[
+        str | None, typer.Option("--judge-key-env", help="environment variable holding the judge's API key")
+    ] = None,
+    conversations: Annotated[
+        str | None, typer.Option("--conversations", help="conversation names, comma-separated (locomo-qa)")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", min=1, help="passages retrieved per question (locomo-qa)")] = None,
+    categories: Annotated[
+        str | None, typer.Option("--categories", help="question categories, comma-separated (locomo-qa)")
+    ] = None,
+    cards: Annotated[bool, typer.Option("--cards", help="add user-memory cards to the context (locomo-qa)")] = False,
+    no_model: Annotated[
+        bool, typer.Option("--no-model", help="skip the parts that need a model (benches that allow it)")
+    ] = False,
+    docs: Annotated[int | None, typer.Option("--docs", min=1, help="corpus size (benches with a corpus)")] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -391,6 +419,19 @@ def bench(
         if not getattr(bench_, "takes_data", False):
             raise _fail(f"benchmark {name!r} does not take --data")
         opts["data"] = data
+    extra: dict[str, object] = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
+    extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
+    extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs}
+    for key, value in extra.items():
+        if value is None:
+            continue
+        if key not in getattr(bench_, "options", ()):
+            takes = sorted(n for n, ep in found.items() if key in getattr(ep.load(), "options", ()))
+            flag = "--" + key.replace("_", "-")
+            raise _fail(f"benchmark {name!r} does not take {flag} (these do: {', '.join(takes) or 'none'})")
+        opts[key] = value
+    if json_path and "checkpoint" in getattr(bench_, "options", ()):  # partial results beside the JSON, resumed
+        opts["checkpoint"] = json_path.with_name(json_path.name + ".partial.jsonl")
     runner = bench_.run
     try:
         result = runner(console=console, **opts)

@@ -366,6 +366,9 @@ async def run_chat(runtime: Runtime, session: str, *, trace: bool, interactive: 
                 loop.remove_signal_handler(sig)
             chat.quit.set()
             await runtime.aclose(GRACE_S)
+            from kairos.app import finish_memory
+
+            await finish_memory(runtime.agent)  # the extraction closing the sessions started ([memory] enabled)
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower

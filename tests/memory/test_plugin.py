@@ -1,0 +1,143 @@
+"""The memory plugin in the agent loop: cards once at turn start, a byte-stable prefix, memory_search, extraction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kairos.agent import Agent
+from kairos.context.session import SessionStore
+from kairos.knowledge import HashEmbedder
+from kairos.memory import UserMemory
+from kairos.models.types import Message, SystemPrompt
+from kairos.plugins.memory import MEMORY_ORIGIN, MemoryPlugin
+from kairos.testing import ScriptedModel, call, reply, trajectory_problems
+from tests.memory.conftest import AT, op, ops
+
+SYSTEM = SystemPrompt("You are a test agent.")
+
+
+async def seeded(state: Path) -> UserMemory:
+    model = ScriptedModel([ops(
+        op("Prefers window seats", [0], category="preference", importance=0.6),
+        op("Vegetarian", [0], category="constraint", importance=0.9),
+    )])  # fmt: skip
+    mem = UserMemory.open(state, HashEmbedder(), model, user="alice")
+    await mem.ingest_session([Message.user("I like window seats and I'm vegetarian.")], session_id="old", at=AT)
+    return mem
+
+
+def quiet(mem: UserMemory) -> MemoryPlugin:
+    return MemoryPlugin(mem, extract_after_session=False)
+
+
+async def run(agent: Agent, session: object, text: str) -> None:
+    async for _ in agent.run(session, text):  # type: ignore[arg-type]
+        pass
+
+
+async def test_cards_are_appended_once_and_the_prefix_is_unchanged(workspace: Path) -> None:
+    with_mem = await seeded(workspace / ".kairos")
+    empty = UserMemory.open(workspace / "other", HashEmbedder(), None, user="alice")
+    requests = []
+    try:
+        for mem in (with_mem, empty):
+            model = ScriptedModel([reply("ok"), reply("fine")])
+            agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem, extract_after_session=False)])
+            store = SessionStore(workspace / f"sessions-{mem is empty}")
+            session = store.new()
+            await run(agent, session, "Book me a flight to Oslo")
+            await run(agent, session, "and a hotel")
+            cards = [m for m in session.messages if m.origin == MEMORY_ORIGIN]
+            if mem is with_mem:
+                assert len(cards) == 1  # once per session, not once per turn
+                assert session.messages[0].from_user and session.messages[1] == cards[0]  # after the first message
+                assert "Vegetarian" in cards[0].content and "window seats" in cards[0].content
+            else:
+                assert cards == []
+            requests.append(model.requests[0])
+            await session.aclose()
+            store.close()
+        a, b = requests
+        assert (a.system_static, a.system_deployment, a.tools) == (b.system_static, b.system_deployment, b.tools)
+    finally:
+        with_mem.close()
+        empty.close()
+
+
+async def test_a_resumed_session_does_not_get_the_cards_again(workspace: Path) -> None:
+    mem = await seeded(workspace / ".kairos")
+    store = SessionStore(workspace)
+    try:
+        session = store.new()
+        agent = Agent(ScriptedModel([reply("ok")]), system=SYSTEM, plugins=[quiet(mem)])
+        await run(agent, session, "hi")
+        sid = session.id
+        await session.aclose()
+        resumed = store.resume(sid)
+        agent = Agent(ScriptedModel([reply("ok")]), system=SYSTEM, plugins=[quiet(mem)])
+        await run(agent, resumed, "again")
+        assert len([m for m in resumed.messages if m.origin == MEMORY_ORIGIN]) == 1
+        await resumed.aclose()
+    finally:
+        store.close()
+        mem.close()
+
+
+async def test_memory_search_through_the_agent_loop(workspace: Path) -> None:
+    mem = await seeded(workspace / ".kairos")
+    model = ScriptedModel([reply("", call("memory_search", {"query": "vegetarian meal", "k": 3})), reply("Noted.")])
+    plugin = MemoryPlugin(mem, max_cards=0, extract_after_session=False)
+    store = SessionStore(workspace)
+    session = store.new()
+    try:
+        await run(Agent(model, system=SYSTEM, plugins=[plugin]), session, "What do I eat?")
+        result = next(m for m in session.messages if m.role == "tool")
+        data = json.loads(result.content)
+        assert data["results"][0]["type"] == "memory" and "Vegetarian" in data["results"][0]["text"]
+        assert any(r["type"] == "conversation" and r["session"] == "old" and r["date"] == "2026-03-01"
+                   for r in data["results"])  # fmt: skip
+        tool = next(t for t in plugin.tools() if getattr(t, "name", "") == "memory_search")
+        assert tool.external and tool.read_only  # type: ignore[union-attr]
+        assert trajectory_problems(session.messages) == []
+    finally:
+        await session.aclose()
+        store.close()
+        mem.close()
+
+
+async def test_closing_a_session_extracts_in_the_background(workspace: Path) -> None:
+    model = ScriptedModel([reply("Sure, noted."), ops(op("Has a dog called Rex", [0], category="relationship"))])
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
+    plugin = MemoryPlugin(mem)
+    store = SessionStore(workspace)
+    session = store.new()
+    try:
+        await run(Agent(model, system=SYSTEM, plugins=[plugin]), session, "My dog is called Rex.")
+        await session.aclose()  # returns without waiting for the extractor
+        await plugin.wait()
+        assert [c.content for c in mem.current()] == ["Has a dog called Rex"]
+        assert mem.current()[0].provenance.session_id == session.id
+        assert [t.name for t in model.requests[-1].tools] == ["save_memories"]
+    finally:
+        store.close()
+        mem.close()
+
+
+async def test_finish_memory_waits_for_extraction_and_closes(workspace: Path) -> None:
+    from kairos.app import finish_memory
+
+    model = ScriptedModel([reply("ok"), ops(op("Plays the cello", [0]))])
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
+    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
+    store = SessionStore(workspace)
+    session = store.new()
+    await run(agent, session, "I play the cello.")
+    await session.aclose()
+    await finish_memory(agent)
+    store.close()
+    again = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")
+    try:
+        assert [c.content for c in again.current()] == ["Plays the cello"]
+    finally:
+        again.close()
