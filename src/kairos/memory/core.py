@@ -20,7 +20,6 @@ from typing import Any, Literal, Protocol
 
 from kairos.knowledge.base import KnowledgeBase, rrf
 from kairos.knowledge.chunking import Turn
-from kairos.knowledge.embeddings import Embedder
 from kairos.knowledge.store import ChunkHit, Filters
 from kairos.memory import compress as _compress
 from kairos.memory.extract import ExtractedOp, ask_operations, extraction_prompt, judge_provenance, render_transcript
@@ -40,6 +39,7 @@ from kairos.memory.records import (
 from kairos.memory.store import SQLiteMemoryStore
 from kairos.models.base import Model
 from kairos.models.types import Message
+from kairos.retrieval.embeddings import Embedder
 from kairos.security.provenance import ProvenanceGuard
 
 log = logging.getLogger("kairos.memory")

