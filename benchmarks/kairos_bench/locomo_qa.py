@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib
 import json
 import statistics
 import tempfile
@@ -166,11 +165,9 @@ def build_request(question: str, excerpts: Sequence[str], cards: str = "") -> Mo
 
 async def _open_memory(conv: Conversation, state: Path, embedder: Embedder, model: Model) -> Any:
     """The conversation's sessions ingested into ``kairos.memory.UserMemory`` (imported only for ``cards``)."""
-    try:
-        user_memory = importlib.import_module("kairos.memory").UserMemory
-    except (ImportError, AttributeError) as e:
-        raise ConfigError("--cards needs kairos.memory.UserMemory, which this kairos does not have") from e
-    memory = user_memory.open(state, embedder, model, user=conv.name)
+    from kairos.memory import UserMemory, pii_scrubber
+
+    memory = UserMemory.open(state, embedder, model, user=conv.name, scrubber=pii_scrubber(model))
     first = conv.speakers[0] or (conv.turns[0].speaker if conv.turns else "")
     for n in conv.sessions:
         turns = [t for t in conv.turns if t.meta.get("session") == n]

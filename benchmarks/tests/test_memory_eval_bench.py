@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,7 +11,6 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-import kairos.plugins
 from kairos.agent import Plugin, RunContext, SafePoint
 from kairos.errors import ConfigError
 from kairos.knowledge import HashEmbedder
@@ -387,48 +384,19 @@ def test_memory_search_tool_calls_are_recorded(folder: Path) -> None:
     assert len(results) == 1 and "4429853327" in results[0]
 
 
-def test_without_the_memory_pipeline_only_full_context_runs(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "kairos.memory", types.ModuleType("kairos.memory"))
-    reason = product_memory_api()
-    assert isinstance(reason, str) and "not installed" in reason
-    plugins = types.ModuleType("kairos.plugins.memory")
-    monkeypatch.setitem(sys.modules, "kairos.plugins.memory", plugins)
-    monkeypatch.setattr(kairos.plugins, "memory", plugins, raising=False)
-    monkeypatch.setattr(sys.modules["kairos.memory"], "UserMemory", object, raising=False)
-    reason = product_memory_api()
-    assert isinstance(reason, str) and "no MemoryPlugin" in reason
-    model = ScriptedModel([reply("4429853327")])
-    result = run(QUIET, model=model, data=folder, ways="full_context,memory", layers="1", limit=1)
-    assert "only full_context ran" in result["params"]["memory_way"]
-    assert [r["way"] for r in result["rows"]] == ["full_context"] and result["summary"]["layer1"] is None
+def test_the_product_pipeline_scrubs_and_runs_without_extraction_after_the_question(tmp_path: Path) -> None:
+    from kairos.plugins.memory import MemoryPlugin
 
-
-def test_the_product_plugin_is_made_without_extraction_after_the_question(monkeypatch: pytest.MonkeyPatch) -> None:
-    opened: list[tuple[Any, ...]] = []
-
-    class UserMemory:
-        @classmethod
-        def open(cls, state_dir: Path, embedder: Any, model: Any, *, user: str = "default") -> str:
-            opened.append((state_dir, embedder, model, user))
-            return "memory"
-
-    class MemoryPlugin(Plugin):
-        def __init__(self, memory: Any, *, max_cards: int = 12, extract_after_session: bool = True) -> None:
-            self.memory, self.extract_after_session = memory, extract_after_session
-
-    memory_mod = types.ModuleType("kairos.memory")
-    plugin_mod = types.ModuleType("kairos.plugins.memory")
-    memory_mod.UserMemory = UserMemory  # type: ignore[attr-defined]
-    plugin_mod.MemoryPlugin = MemoryPlugin  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "kairos.memory", memory_mod)
-    monkeypatch.setitem(sys.modules, "kairos.plugins.memory", plugin_mod)
-    monkeypatch.setattr(kairos.plugins, "memory", plugin_mod, raising=False)
     embedder = HashEmbedder()
     api = product_memory_api(embedder=embedder)
-    assert isinstance(api, MemoryApi) and api.embedder is embedder
-    assert api.open(Path("/s"), api.embedder, "model") == "memory" and opened[0][3] == "default"
-    made = api.plugin("memory")
-    assert isinstance(made, MemoryPlugin) and made.memory == "memory" and made.extract_after_session is False
+    assert api.embedder is embedder
+    memory = api.open(tmp_path / ".kairos", api.embedder, ScriptedModel())
+    try:
+        assert memory.scrubber is not None
+        made = api.plugin(memory)
+        assert isinstance(made, MemoryPlugin) and made.extract_after_session is False
+    finally:
+        memory.close()
 
 
 # ---- the judge -----------------------------------------------------------------------------
