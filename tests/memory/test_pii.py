@@ -221,3 +221,18 @@ async def test_a_failed_window_keeps_what_the_others_found() -> None:
 def test_windows_lose_nothing(text: str) -> None:
     parts = windows(text, 1000)
     assert "".join(parts) == text and all(len(p) <= 1000 for p in parts)
+
+
+async def test_a_session_is_scrubbed_in_one_model_pass_and_each_text_keeps_its_own_policy() -> None:
+    model = ScriptedModel([spans(("Rosewood Court, Leeds LS6 2AB", "SECRET"))])
+    scrubber = PiiScrubber(model)
+    texts = [
+        "I live at Rosewood Court, Leeds LS6 2AB.",
+        "mail sam@example.org about it",
+        "From: sam@example.org. Rosewood Court, Leeds LS6 2AB is sold.",
+    ]
+    out = await scrubber.scrub_many(texts, external=[False, False, True])
+    assert len(model.requests) == 1  # one window holds all three
+    assert "Rosewood" not in out[0] and "Rosewood" not in out[2]  # a span named once is masked everywhere
+    assert "sam@example.org" in out[1] and "sam@example.org" not in out[2]  # the user's own words keep contacts
+    assert "sam@example.org" not in model.requests[0].messages[0].content  # the model never sees what regex found

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kairos.memory import UserMemory
 from kairos.models.types import Message, Origin
 from kairos.testing import ScriptedModel
@@ -77,18 +79,23 @@ async def test_scrubber_runs_before_anything_is_stored(tmp_path: object) -> None
 
     seen: list[str] = []
 
-    async def scrub(text: str, *, external: bool = False) -> str:
-        seen.append(text)
-        return text.replace("12345678", "[ACCOUNT]")
+    class Scrub:
+        async def scrub_many(self, texts: Sequence[str], *, external: Sequence[bool]) -> list[str]:
+            seen.extend(texts)
+            return [t.replace("12345678", "[ACCOUNT]") for t in texts]
+
+        def mask(self, text: str, *, external: bool = False) -> str:
+            return text.replace("12345678", "[ACCOUNT]")
 
     model = ScriptedModel([ops(op("MileagePlus number 12345678", [0], category="account"))])
-    mem = UserMemory.open(Path(str(tmp_path)) / ".kairos", HashEmbedder(), model, user="u", scrubber=scrub)
+    mem = UserMemory.open(Path(str(tmp_path)) / ".kairos", HashEmbedder(), model, user="u", scrubber=Scrub())
     try:
         await mem.ingest_session([Message.user("My MileagePlus is 12345678.")], session_id="s", at=AT)
         assert [c.content for c in mem.current()] == ["MileagePlus number [ACCOUNT]"]
         hits = await mem.search("MileagePlus")
         assert hits and all("12345678" not in h.text for h in hits)  # the indexed conversation too
         assert any("12345678" in s for s in seen)
+        assert "12345678" not in model.requests[0].messages[0].content  # the extractor reads the scrubbed session
     finally:
         mem.close()
 
@@ -96,9 +103,10 @@ async def test_scrubber_runs_before_anything_is_stored(tmp_path: object) -> None
 async def test_the_default_scrubber_masks_secrets_and_keeps_the_users_own_references() -> None:
     from kairos.memory import pii_scrubber
 
-    scrub = pii_scrubber(None)
+    scrubber = pii_scrubber(None)
     text = "my key is sk-proj-abcdefghijklmnopqrstuvwx12 and my policy is SF-789234501"
-    out = await scrub(text)
-    assert "sk-proj-abcdefghijklmnopqrstuvwx12" not in out and "SF-789234501" in out
-    assert "alice@example.com" in await scrub("write to alice@example.com")
-    assert "alice@example.com" not in await scrub("write to alice@example.com", external=True)
+    mail = "write to alice@example.com"
+    out = await scrubber.scrub_many([text, mail, mail], external=[False, False, True])
+    assert "sk-proj-abcdefghijklmnopqrstuvwx12" not in out[0] and "SF-789234501" in out[0]
+    assert "alice@example.com" in out[1] and "alice@example.com" not in out[2]
+    assert "alice@example.com" not in scrubber.mask(mail, external=True)

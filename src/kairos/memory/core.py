@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -46,10 +46,14 @@ log = logging.getLogger("kairos.memory")
 
 
 class Scrubber(Protocol):
-    """Removes personal data from a text; ``external``: the text came from a tool, page or email."""
+    """Removes personal data (:class:`kairos.memory.pii.PiiScrubber`); ``external``: from a tool, page or email."""
 
-    async def __call__(self, text: str, *, external: bool = False) -> str:
-        """The text with what the policy hides replaced by typed placeholders."""
+    async def scrub_many(self, texts: Sequence[str], *, external: Sequence[bool]) -> list[str]:
+        """Each text scrubbed; one (model) pass over all of them."""
+        ...
+
+    def mask(self, text: str, *, external: bool = False) -> str:
+        """The fast layer alone, for text made from already scrubbed text."""
         ...
 
 
@@ -149,9 +153,17 @@ class UserMemory:
         finally:
             self.kb.close()
 
-    async def scrub(self, text: str, *, external: bool = False) -> str:
-        """``text`` with personal data removed by the configured scrubber (unchanged without one)."""
-        return await self.scrubber(text, external=external) if self.scrubber is not None and text else text
+    def scrub(self, text: str, *, external: bool = False) -> str:
+        """The scrubber's fast layer: for memories written from the already scrubbed session."""
+        return self.scrubber.mask(text, external=external) if self.scrubber is not None and text else text
+
+    async def _scrubbed(self, messages: Sequence[Message]) -> list[Message]:
+        """The session with personal data removed, every message in one scrubber pass."""
+        if self.scrubber is None:
+            return list(messages)
+        external = [m.role == "tool" or (not m.from_user and self.guard.provenance(m).external) for m in messages]
+        texts = await self.scrubber.scrub_many([m.content for m in messages], external=external)
+        return [m if t == m.content else replace(m, content=t) for m, t in zip(messages, texts, strict=True)]
 
     # ---- ingest -----------------------------------------------------------------------------
 
@@ -160,6 +172,7 @@ class UserMemory:
         report = IngestReport(session_id)
         if not any(m.from_user and m.content.strip() for m in messages):
             return report  # nothing the user said: nothing to remember
+        messages = await self._scrubbed(messages)  # before anything is stored, logged or shown to the extractor
         report.rounds_indexed = await self._index_rounds(messages, session_id, at)
         if self.model is None:
             return report
@@ -196,7 +209,7 @@ class UserMemory:
             try:
                 await self._apply_one(op, messages, session_id, at, shown, report)
             except MemoryStoreError as e:
-                report.refused.append((await self.scrub(op.content), str(e)))
+                report.refused.append((self.scrub(op.content), str(e)))
                 log.warning("memory operation %s refused: %s", op.op, e)
         return report
 
@@ -208,7 +221,7 @@ class UserMemory:
             raise MemoryStoreError(f"memory {op.target} was not among the memories shown to the extractor")
         provenance = judge_provenance(op, messages, self.guard, session_id)
         if isinstance(provenance, str):
-            content = await self.scrub(op.content)
+            content = self.scrub(op.content)
             report.refused.append((content, provenance))
             log.warning("memory not stored (%s): %s", provenance, content[:200])
             return
@@ -222,11 +235,11 @@ class UserMemory:
         if provenance.source == "external" and category in PREFERENCE_LIKE:
             category = "fact"
         external = provenance.source == "external"  # third parties' contact details in a mail are masked
-        data = {k: await self.scrub(v, external=external) for k, v in op.data.items()}
+        data = {k: self.scrub(v, external=external) for k, v in op.data.items()}
         if op.format == "advanced_json_card":
             data.setdefault("timestamp", at.isoformat())
         memory = MemoryIn(
-            op.kind, op.format, category, await self.scrub(op.content, external=external), data, op.importance,  # type: ignore[arg-type]
+            op.kind, op.format, category, self.scrub(op.content, external=external), data, op.importance,  # type: ignore[arg-type]
             at.timestamp(), None, provenance,
         )  # fmt: skip
         target, kind = op.target, op.op
@@ -262,7 +275,7 @@ class UserMemory:
                 rounds[-1].append(f"assistant: {m.content.strip()}")
         date = at.date().isoformat()
         turns = [
-            Turn(f"session {session_id}", await self.scrub("\n".join(r)), f"{session_id}#{i}", at.timestamp(), date,
+            Turn(f"session {session_id}", "\n".join(r), f"{session_id}#{i}", at.timestamp(), date,
                  {"session_id": session_id, "date": date})
             for i, r in enumerate(rounds)
         ]  # fmt: skip
@@ -296,7 +309,7 @@ class UserMemory:
             category = categories.pop() if len(categories) == 1 else "other"
             summary = MemoryIn(
                 merged["kind"], "enhanced_note", "fact" if external and category in PREFERENCE_LIKE else category,
-                await self.scrub(merged["content"]), {}, merged["importance"],
+                self.scrub(merged["content"]), {}, merged["importance"],
                 min(c.valid_from or c.created_at for c in members), None,
                 MemoryProvenance("", (), "external" if external else "user", "compressed"),
             )  # fmt: skip

@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -428,6 +428,32 @@ class PiiScrubber:
     async def scrub(self, text: str, *, external: bool = False) -> str:
         """``text`` with PII handled per the policy; ``external``: it came from a tool, page or email."""
         return (await self.detect(text, external=external)).text
+
+    def mask(self, text: str, *, external: bool = False) -> str:
+        """The regex layer's result alone (for text made from already scrubbed text)."""
+        return self.prefilter(text, external=external).text
+
+    async def scrub_many(self, texts: Sequence[str], *, external: Sequence[bool]) -> list[str]:
+        """Each text scrubbed, with ONE model pass over all of them (windows of the joined texts).
+
+        A session's messages go through here together: one call per ~``window_chars`` of text
+        rather than one per message. A span the model names is masked wherever it occurs.
+        """
+        regex = [find_regex(t) for t in texts]
+        found = [list(r) for r in regex]
+        if self.model is not None and any(t.strip() for t in texts):
+            joined = "\n".join(apply_policy(t, r, MASK_ALL) for t, r in zip(texts, regex, strict=True))
+            deadline = asyncio.get_running_loop().time() + self.timeout_s
+            for window in windows(joined, self.window_chars):
+                spans, _why = await self._ask(window, deadline - asyncio.get_running_loop().time())
+                for span, pii in spans or ():
+                    for text, hits in zip(texts, found, strict=True):
+                        hits.extend(Detection(pii, a, b, "model") for a, b in locate(text, span, hits))
+        out = []
+        for text, hits, ext in zip(texts, found, external, strict=True):
+            hits.sort(key=lambda d: d.start)
+            out.append(apply_policy(text, hits, self.policy, external=ext))
+        return out
 
     async def _ask(self, masked: str, budget_s: float) -> tuple[list[tuple[str, PiiType]] | None, str | None]:
         assert self.model is not None

@@ -9,7 +9,7 @@ from kairos.models.base import Model
 
 def pii_scrubber(model: Model | None) -> Scrubber:
     """The default policy's scrubber: regexes, then ``model`` (when given) for what they cannot see."""
-    scrubber: Scrubber = PiiScrubber(model).scrub
+    scrubber: Scrubber = PiiScrubber(model)
     return scrubber
 
 
