@@ -86,6 +86,10 @@ class StoredEvent:
     posted_at: float
 
 
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` without building an encoder per call (per-event paths)."""
+
+
 def _unusable(path: Path, e: Exception) -> StoreError:
     return StoreError(
         f"the session database {path} cannot be used ({type(e).__name__}: {e}). It was left as it is: "
@@ -308,7 +312,7 @@ class TrajectoryStore:
             "INSERT INTO inbox (session_id, seq, posted_at, kind, record) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? "
             "FROM inbox WHERE session_id = ? RETURNING seq"
         )
-        args = (session_id, now, kind, json.dumps(record, ensure_ascii=False), session_id)
+        args = (session_id, now, kind, _encode(record), session_id)
         rows = self._read(sql, args)
         return int(rows[0][0]), now
 
@@ -337,7 +341,7 @@ class TrajectoryStore:
                 rows = []
                 for sid, kind, record, key in items:
                     seq = last[sid] + 1
-                    args = (sid, seq, now, kind, json.dumps(record, ensure_ascii=False), key)
+                    args = (sid, seq, now, kind, _encode(record), key)
                     if key is not None:
                         if not self._db.execute(insert + " ON CONFLICT DO NOTHING", args).rowcount:
                             out.append(None)
