@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from kairos.models.base import TokenEstimator, estimate_request_tokens
+from kairos.models.base import TokenEstimator, estimate_message_tokens, estimate_request_tokens
 from kairos.models.openai_compat import OpenAICompatModel
 from kairos.models.types import (
     HARNESS,
@@ -25,6 +25,7 @@ from kairos.models.types import (
     ReasoningPolicy,
     ToolCall,
     ToolSpec,
+    estimate_messages_tokens,
 )
 
 READ = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})
@@ -142,3 +143,12 @@ def test_nothing_is_kept_once_the_sessions_are_gone() -> None:
     finally:
         tracemalloc.stop()
     assert after - before < 64 * 1024  # 1,000 requests' messages and their JSON: megabytes if they were kept
+
+
+def test_token_sums_count_new_messages_and_reuse_the_others() -> None:
+    counted = [Message.user("x" * 40), Message.assistant("y" * 8, (ToolCall("c", "t", '{"a": 1}'),))]
+    assert (
+        estimate_messages_tokens(counted) == sum(estimate_message_tokens(m) for m in counted) == 14 + 16
+    )  # 4 + 40/4; 4 + 8/4 + (8/4 + 8)
+    fresh = [*counted, Message.tool("c", "z" * 12)]  # one not counted yet: counted now, the rest reused
+    assert estimate_messages_tokens(fresh) == 30 + 7 and estimate_messages_tokens([]) == 0

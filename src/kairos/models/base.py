@@ -17,6 +17,7 @@ from kairos.models.types import (
     ResponseDone,
     StreamEvent,
     ToolSpec,
+    estimate_messages_tokens,
 )
 from kairos.models.types import estimate_tokens as estimate_tokens  # re-exported: its long-standing home
 
@@ -94,4 +95,4 @@ class TokenEstimator:
         ):
             head = estimate_tokens(request.system) + sum(estimate_tokens(t.serialized()) for t in request.tools)
             head_of = self._head = (request.system, request.tools, head)
-        return head_of[2] + sum(map(Message.estimated_tokens, request.messages))
+        return head_of[2] + estimate_messages_tokens(request.messages)

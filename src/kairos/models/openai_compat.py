@@ -34,6 +34,7 @@ from kairos.models.types import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    any_reasoning,
     apply_reasoning_policy,
     last_user_index,
 )
@@ -166,8 +167,8 @@ class OpenAICompatModel(RemoteModel[bytes]):
             out.append(self._system_json[1])
         messages = request.messages
         policy = self.reasoning_policy
-        if policy is ReasoningPolicy.KEEP_ALL:
-            keep_from = 0
+        if policy is ReasoningPolicy.KEEP_ALL or not any_reasoning(messages):
+            keep_from = 0  # (without reasoning anywhere both encodings are the same)
         elif policy is ReasoningPolicy.STRIP:
             keep_from = len(messages)
         else:  # reasoning since the last real user message (all of it when there is none)

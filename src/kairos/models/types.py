@@ -7,6 +7,7 @@ serialises them byte-stably, so they must never be mutated after creation.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -375,6 +376,27 @@ def estimate_tokens(text: str) -> int:
 def _compact(value: object) -> str:
     """JSON as the OpenAI SDK sends it (compact, UTF-8, no NaN)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_TOKENS = operator.attrgetter("_tokens")
+_REASONING = operator.attrgetter("reasoning")
+
+
+def estimate_messages_tokens(messages: Sequence[Message]) -> int:
+    """The sum of :meth:`Message.estimated_tokens` over ``messages``.
+
+    Runs in C for messages already counted (a request resends the whole trajectory; only its new
+    messages are counted in Python).
+    """
+    counts = list(map(_TOKENS, messages))
+    if -1 in counts:
+        counts = [m.estimated_tokens() for m in messages]
+    return sum(counts)
+
+
+def any_reasoning(messages: Sequence[Message]) -> bool:
+    """Whether any of ``messages`` carries reasoning (a C-speed scan)."""
+    return any(map(_REASONING, messages))
 
 
 def last_user_index(messages: Sequence[Message]) -> int:
