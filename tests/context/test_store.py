@@ -114,3 +114,33 @@ def test_a_database_from_before_traces_moved_to_their_replies_opens_and_keeps_it
     st.append_messages("s1", 2, [Message.user("again"), Message.assistant("yes")], request=(1, {"index": 1}))
     assert st.load_requests("s1") == [{"index": 0}, {"index": 1}] and st.count_requests("s1") == 2
     st.close()
+
+
+def test_group_commits_from_two_connections_never_reuse_a_seq(tmp_path: Path) -> None:
+    # each store remembers the newest seq per session between its group commits; a commit by the
+    # other connection (another process in real life) must make it ask the database again
+    first, second = TrajectoryStore(tmp_path / "k.db"), TrajectoryStore(tmp_path / "k.db")
+    sid = first.create_session("s")
+    seqs: list[int] = []
+    for i in range(6):
+        store = first if i % 3 else second
+        done = store.post_events(
+            [(sid, "user_input", {"text": f"e{i}"}, None), (sid, "user_input", {"text": "x"}, None)]
+        )
+        seqs += [d[0] for d in done if d is not None]
+        seqs.append(store.post_event(sid, "user_input", {"text": f"single {i}"})[0])
+        seqs += [d[0] for d in first.post_events([(sid, "user_input", {"text": "again"}, None)]) if d is not None]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert [e.seq for e in second.pending_events(sid)] == seqs
+    first.close(), second.close()
+
+
+def test_a_failed_group_commit_leaves_the_next_seqs_right(tmp_path: Path) -> None:
+    store = TrajectoryStore(tmp_path / "k.db")
+    sid = store.create_session("s")
+    assert [d[0] for d in store.post_events([(sid, "user_input", {"text": "a"}, None)]) if d is not None] == [1]
+    with pytest.raises(TypeError):  # a record that is not JSON: nothing of the batch is stored
+        store.post_events([(sid, "user_input", {"text": "b"}, None), (sid, "user_input", {"bad": object()}, None)])
+    assert [d[0] for d in store.post_events([(sid, "user_input", {"text": "c"}, None)]) if d is not None] == [2]
+    assert [e.record["text"] for e in store.pending_events(sid)] == ["a", "c"]
+    store.close()

@@ -127,7 +127,14 @@ EVENT_TYPES: dict[str, type[InboxEvent]] = {
 
 def event_record(event: InboxEvent) -> dict[str, Any]:
     """The event's fields as a JSON-able dict (its kind is stored beside it)."""
-    return {f.name: getattr(event, f.name) for f in fields(event)}  # fields(): the ClassVar kind is not one
+    names = _FIELD_NAMES.get(type(event))
+    if names is None:  # fields(): the ClassVar kind is not one
+        names = _FIELD_NAMES[type(event)] = tuple(f.name for f in fields(event))
+    return {name: getattr(event, name) for name in names}
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""Field names per event class (``fields()`` is slow for a per-event path)."""
 
 
 def event_from_record(kind: str, record: dict[str, Any]) -> InboxEvent:
@@ -213,7 +220,14 @@ class Inbox:
         if loop is None:
             return
         try:
-            loop.call_soon_threadsafe(fn)
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        try:
+            if running is loop:  # posted from the loop itself (the runtime's group commit): no self-pipe write
+                loop.call_soon(fn)
+            else:
+                loop.call_soon_threadsafe(fn)
         except RuntimeError:  # that loop is closed; the next bind() attaches a new one
             pass
 

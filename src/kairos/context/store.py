@@ -86,6 +86,14 @@ class StoredEvent:
     posted_at: float
 
 
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` without building an encoder per call (per-event paths)."""
+
+
+_LAST_SEQ_LIMIT = 100_000
+"""Sessions whose newest inbox seq is remembered (past this the memory starts over)."""
+
+
 def _unusable(path: Path, e: Exception) -> StoreError:
     return StoreError(
         f"the session database {path} cannot be used ({type(e).__name__}: {e}). It was left as it is: "
@@ -113,6 +121,10 @@ class TrajectoryStore:
             except ConfigError as e:
                 raise StoreError(str(e)) from e
         self._lock = threading.Lock()
+        self._last_seq: dict[str, int] = {}
+        """Newest inbox seq per session as this connection last saw it (group commits skip a query per
+        session); valid while no other connection has committed: see ``PRAGMA data_version``."""
+        self._last_seq_version = -1
         try:
             self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         except sqlite3.Error as e:
@@ -308,8 +320,13 @@ class TrajectoryStore:
             "INSERT INTO inbox (session_id, seq, posted_at, kind, record) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? "
             "FROM inbox WHERE session_id = ? RETURNING seq"
         )
-        args = (session_id, now, kind, json.dumps(record, ensure_ascii=False), session_id)
-        rows = self._read(sql, args)
+        args = (session_id, now, kind, _encode(record), session_id)
+        with self._lock:
+            self._last_seq.pop(session_id, None)  # taken here without the cache: it is stale now
+            try:
+                rows = self._db.execute(sql, args).fetchall()
+            except sqlite3.DatabaseError as e:
+                raise _unusable(self.path, e) from e
         return int(rows[0][0]), now
 
     def post_events(
@@ -330,14 +347,11 @@ class TrajectoryStore:
             except sqlite3.DatabaseError as e:
                 raise _unusable(self.path, e) from e
             try:
-                last: dict[str, int] = {}
-                for sid in dict.fromkeys(item[0] for item in items):
-                    row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE session_id = ?", (sid,))
-                    last[sid] = int(row.fetchone()[0])
+                last = self._last_seqs(dict.fromkeys(item[0] for item in items))
                 rows = []
                 for sid, kind, record, key in items:
                     seq = last[sid] + 1
-                    args = (sid, seq, now, kind, json.dumps(record, ensure_ascii=False), key)
+                    args = (sid, seq, now, kind, _encode(record), key)
                     if key is not None:
                         if not self._db.execute(insert + " ON CONFLICT DO NOTHING", args).rowcount:
                             out.append(None)
@@ -351,7 +365,25 @@ class TrajectoryStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            if len(self._last_seq) > _LAST_SEQ_LIMIT:
+                self._last_seq.clear()
+            self._last_seq.update(last)  # committed: these are the newest seqs now
         return out
+
+    def _last_seqs(self, sessions: Iterable[str]) -> dict[str, int]:
+        """The newest inbox seq of each session (0 for none); call in a write transaction, under the lock."""
+        version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._last_seq_version:  # another connection (a process, a second store) committed
+            self._last_seq.clear()
+            self._last_seq_version = version
+        last: dict[str, int] = {}
+        for sid in sessions:
+            known = self._last_seq.get(sid)
+            if known is None:
+                row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE session_id = ?", (sid,))
+                known = int(row.fetchone()[0])
+            last[sid] = known
+        return last
 
     def pending_events(self, session_id: str) -> list[StoredEvent]:
         """Inbox events not consumed yet, oldest first (unreadable rows are skipped, not fatal)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
-from kairos.models._memo import MessageMemo
 from kairos.models.types import (
     Message,
     ModelRequest,
@@ -18,7 +17,9 @@ from kairos.models.types import (
     ResponseDone,
     StreamEvent,
     ToolSpec,
+    estimate_messages_tokens,
 )
+from kairos.models.types import estimate_tokens as estimate_tokens  # re-exported: its long-standing home
 
 
 @runtime_checkable
@@ -63,14 +64,9 @@ async def complete(model: Model, request: ModelRequest) -> ModelResponse:
     return final
 
 
-def estimate_tokens(text: str) -> int:
-    """A tokenizer-free estimate (about 4 characters per token for English and code)."""
-    return (len(text) + 3) // 4
-
-
 def estimate_message_tokens(m: Message) -> int:
     """Estimated tokens of one message: content, tool-call arguments and per-message overhead."""
-    return 4 + estimate_tokens(m.content) + sum(estimate_tokens(c.arguments) + 8 for c in m.tool_calls)
+    return m.estimated_tokens()
 
 
 def estimate_request_tokens(request: ModelRequest) -> int:
@@ -80,10 +76,13 @@ def estimate_request_tokens(request: ModelRequest) -> int:
 
 
 class TokenEstimator:
-    """``estimate_request_tokens`` in O(new messages): per-message counts are memoised."""
+    """``estimate_request_tokens`` with the head (system, tools) kept and per-message counts cached.
+
+    Each message keeps its own count (:meth:`Message.estimated_tokens`), so a model shared by many
+    sessions whose requests interleave does not count their whole trajectories again per request.
+    """
 
     def __init__(self) -> None:
-        self._memo = MessageMemo(estimate_message_tokens)
         self._head: tuple[str, tuple[ToolSpec, ...], int] | None = None
 
     def __call__(self, request: ModelRequest) -> int:
@@ -96,9 +95,4 @@ class TokenEstimator:
         ):
             head = estimate_tokens(request.system) + sum(estimate_tokens(t.serialized()) for t in request.tools)
             head_of = self._head = (request.system, request.tools, head)
-        # the stable prefix is memoised; the trailing status changes every request and is counted apart
-        # (memoising it would make the next request's prefix differ at that message: a slow compare)
-        stable = request.stable_prefix_len if request.stable_prefix_len is not None else len(request.messages)
-        self._memo.update(request.messages[:stable])
-        tail = sum(map(estimate_message_tokens, request.messages[stable:]))
-        return head_of[2] + sum(self._memo.values) + tail
+        return head_of[2] + estimate_messages_tokens(request.messages)

@@ -34,7 +34,9 @@ from kairos.models.types import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    any_reasoning,
     apply_reasoning_policy,
+    last_user_index,
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -101,6 +103,8 @@ class OpenAICompatModel(RemoteModel[bytes]):
         self._sdk = openai
         self._client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s)
         self._tools_json: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], str]] = {}
+        self._system_json: tuple[str, str] = ("", "")
+        """The last system text and its message's JSON (every session of an agent shares one)."""
 
     def wire_messages(self, request: ModelRequest) -> list[dict[str, Any]]:
         """The ``messages`` array sent: plain system text first, reasoning filtered by the policy."""
@@ -117,9 +121,28 @@ class OpenAICompatModel(RemoteModel[bytes]):
     def _prepare(self, request: ModelRequest) -> bytes:
         """The request body, encoded once per call (retries resend the same bytes).
 
-        Encoded here rather than by the SDK: the tool schemas (most of the bytes on a short
-        trajectory) are the same for every session of an agent, so their JSON is kept.
+        Encoded here rather than by the SDK, and from pieces kept between requests: each message
+        keeps its own JSON (:meth:`Message.openai_json`) and the tool schemas' JSON is kept per
+        tool list, so a request costs O(new messages) in encoding however long the trajectory,
+        and the bytes are those of :meth:`_prepare_plain`.
         """
+        if "model" in self.extra_body or "messages" in self.extra_body:
+            return self._prepare_plain(request)  # an override of the head: no shortcut
+        rest = {
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **self.extra_body,
+        }
+        # {"model":…,"messages":[…],<rest>}: the same bytes as one json.dumps of the whole body
+        text = f'{{"model":{_dumps(self.name)},"messages":[{",".join(self._wire_json(request))}],{_dumps(rest)[1:]}'
+        if request.tools and "tools" not in self.extra_body:
+            text = f'{text[:-1]},"tools":{self._tools_text(request.tools)}}}'
+        return text.encode()
+
+    def _prepare_plain(self, request: ModelRequest) -> bytes:
+        """The request body as one ``json.dumps`` of it (the reference :meth:`_prepare` matches)."""
         body: dict[str, Any] = {
             "model": self.name,
             "messages": self.wire_messages(request),
@@ -133,6 +156,26 @@ class OpenAICompatModel(RemoteModel[bytes]):
         if request.tools and "tools" not in self.extra_body:
             text = f'{text[:-1]},"tools":{self._tools_text(request.tools)}}}'
         return text.encode()
+
+    def _wire_json(self, request: ModelRequest) -> list[str]:
+        """The JSON of each element of :meth:`wire_messages`, mostly from the messages' own caches."""
+        out: list[str] = []
+        system = request.system_text()
+        if system:
+            if self._system_json[0] != system:
+                self._system_json = (system, _dumps({"role": "system", "content": system}))
+            out.append(self._system_json[1])
+        messages = request.messages
+        policy = self.reasoning_policy
+        if policy is ReasoningPolicy.KEEP_ALL or not any_reasoning(messages):
+            keep_from = 0  # (without reasoning anywhere both encodings are the same)
+        elif policy is ReasoningPolicy.STRIP:
+            keep_from = len(messages)
+        else:  # reasoning since the last real user message (all of it when there is none)
+            keep_from = max(0, last_user_index(messages))
+        out += [m.openai_json() for m in messages[:keep_from]]
+        out += [m.openai_json(include_reasoning=True) for m in messages[keep_from:]]
+        return out
 
     def _tools_text(self, tools: tuple[ToolSpec, ...]) -> str:
         key = tuple(map(id, tools))  # the cached entry holds the specs, so their ids stay theirs

@@ -7,6 +7,8 @@ serialises them byte-stably, so they must never be mutated after creation.
 from __future__ import annotations
 
 import json
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
@@ -95,6 +97,14 @@ class Message:
     the KV cache also holds across the model's own replies."""
     origin: Origin | None = None
     """Set on ``user``-role messages the user did not type (status, catalog, mail, timers)."""
+    # Encodings computed on first use and kept with the message: a message is immutable and every
+    # request resends the whole trajectory, so without them each request re-encodes every message
+    # (O(trajectory) CPU per event on a long-running server). Not fields of the value: excluded from
+    # ``==``, ``hash`` and ``repr``; ``replace`` starts a copy without them.
+    _wire_json: str | None = field(default=None, init=False, repr=False, compare=False)
+    _wire_json_bare: str | None = field(default=None, init=False, repr=False, compare=False)
+    _record_json: str | None = field(default=None, init=False, repr=False, compare=False)
+    _tokens: int = field(default=-1, init=False, repr=False, compare=False)
 
     @staticmethod
     def system(content: str) -> Message:
@@ -133,6 +143,28 @@ class Message:
         if include_reasoning and self.reasoning:
             out["reasoning_content"] = self.reasoning
         return out
+
+    def openai_json(self, *, include_reasoning: bool = False) -> str:
+        """``to_openai`` as compact JSON (as the OpenAI SDK sends it), encoded once per message."""
+        if include_reasoning and self.reasoning:
+            text = self._wire_json
+            if text is None:
+                text = _compact(self.to_openai(include_reasoning=True))
+                object.__setattr__(self, "_wire_json", text)
+            return text
+        text = self._wire_json_bare
+        if text is None:
+            text = _compact(self.to_openai())
+            object.__setattr__(self, "_wire_json_bare", text)
+        return text
+
+    def estimated_tokens(self) -> int:
+        """Tokenizer-free estimate: content, tool-call arguments and per-message overhead (kept once computed)."""
+        n = self._tokens
+        if n < 0:
+            n = 4 + estimate_tokens(self.content) + sum(estimate_tokens(c.arguments) + 8 for c in self.tool_calls)
+            object.__setattr__(self, "_tokens", n)
+        return n
 
     def to_record(self) -> dict[str, Any]:
         """A lossless JSON-able record, used for persistence and the prefix audit."""
@@ -174,8 +206,12 @@ class Message:
         )
 
     def serialized(self) -> str:
-        """Canonical bytes of this message (sorted keys, no whitespace variation)."""
-        return json.dumps(self.to_record(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        """Canonical bytes of this message (sorted keys, no whitespace variation); encoded once per message."""
+        text = self._record_json
+        if text is None:
+            text = json.dumps(self.to_record(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+            object.__setattr__(self, "_record_json", text)
+        return text
 
     def without_reasoning(self) -> Message:
         """This message without its reasoning (the same object when it has none)."""
@@ -332,11 +368,50 @@ ModelDelta: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta
 StreamEvent: TypeAlias = ModelDelta | ModelNotice | ResponseDone
 
 
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about 4 characters per token for English and code)."""
+    return (len(text) + 3) // 4
+
+
+def _compact(value: object) -> str:
+    """JSON as the OpenAI SDK sends it (compact, UTF-8, no NaN)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_TOKENS = operator.attrgetter("_tokens")
+_REASONING = operator.attrgetter("reasoning")
+
+
+def estimate_messages_tokens(messages: Sequence[Message]) -> int:
+    """The sum of :meth:`Message.estimated_tokens` over ``messages``.
+
+    Runs in C for messages already counted (a request resends the whole trajectory; only its new
+    messages are counted in Python).
+    """
+    counts = list(map(_TOKENS, messages))
+    if -1 in counts:
+        counts = [m.estimated_tokens() for m in messages]
+    return sum(counts)
+
+
+def any_reasoning(messages: Sequence[Message]) -> bool:
+    """Whether any of ``messages`` carries reasoning (a C-speed scan)."""
+    return any(map(_REASONING, messages))
+
+
+def last_user_index(messages: Sequence[Message]) -> int:
+    """Index of the last real user message (-1 when there is none)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].from_user:
+            return i
+    return -1
+
+
 def apply_reasoning_policy(messages: tuple[Message, ...], policy: ReasoningPolicy) -> tuple[Message, ...]:
     """Drop reasoning the policy says the model must not see again."""
     if policy is ReasoningPolicy.KEEP_ALL:
         return messages
     if policy is ReasoningPolicy.STRIP:
         return tuple(m.without_reasoning() for m in messages)
-    last_user = max((i for i, m in enumerate(messages) if m.from_user), default=-1)
+    last_user = last_user_index(messages)
     return tuple(m.without_reasoning() if i < last_user else m for i, m in enumerate(messages))

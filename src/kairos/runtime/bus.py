@@ -32,6 +32,8 @@ CREATE TABLE IF NOT EXISTS bus (
 );
 CREATE INDEX IF NOT EXISTS bus_session ON bus (session, cursor);
 """
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)`` without building an encoder per record."""
 _QUEUE_LIMIT = 50_000
 """A subscriber this far behind is cut off; it reconnects with its cursor and loses nothing."""
 
@@ -129,7 +131,7 @@ class SqliteBus:
             self._flush_scheduled = False
         self._db.write_many(
             "INSERT OR IGNORE INTO bus (cursor, session, type, data, at) VALUES (?, ?, ?, ?, ?)",
-            [(e.cursor, e.session, e.type, json.dumps(e.data, ensure_ascii=False), e.at) for e in batch],
+            [(e.cursor, e.session, e.type, _encode(e.data), e.at) for e in batch],
         )
 
     def history(self, session: str | None, after: int, limit: int = 1000) -> list[BusEvent]:
