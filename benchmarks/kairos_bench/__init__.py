@@ -27,6 +27,10 @@ class Bench:
     """Its ``run`` takes ``limit``, cases per category (``kairos bench NAME --limit N``)."""
     takes_data: bool = False
     """Its ``run`` takes ``data``, a dataset folder (``kairos bench NAME --data DIR``)."""
+    takes_questions: bool = False
+    """Its ``run`` takes ``questions``, a seeded sample size per conversation (``--questions N``)."""
+    takes_modes: bool = False
+    """Its ``run`` takes ``modes``, comma-separated (``--modes bm25,hybrid+rerank``)."""
 
     def run(self, **kwargs: Any) -> dict[str, Any]:
         """Import the bench module and run it."""
@@ -60,5 +64,9 @@ TOOL_DISCOVERY = Bench(
     "tool_discovery", "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model", True
 )
 LOCOMO_RETRIEVAL = Bench(
-    "locomo_retrieval", "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense and hybrid retrieval", takes_data=True
+    "locomo_retrieval",
+    "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense, hybrid (+rerank, +contextual with the LLM) retrieval",
+    takes_data=True,
+    takes_questions=True,
+    takes_modes=True,
 )

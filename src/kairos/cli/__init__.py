@@ -352,6 +352,10 @@ def bench(
         int | None, typer.Option("--limit", min=1, help="cases per category (benches with a limit)")
     ] = None,
     data: Annotated[Path | None, typer.Option("--data", help="data folder (benches that read a dataset)")] = None,
+    questions: Annotated[
+        int | None, typer.Option("--questions", min=1, help="a seeded sample of N questions per conversation")
+    ] = None,
+    modes: Annotated[str | None, typer.Option("--modes", help="comma-separated modes (benches with modes)")] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -391,6 +395,12 @@ def bench(
         if not getattr(bench_, "takes_data", False):
             raise _fail(f"benchmark {name!r} does not take --data")
         opts["data"] = data
+    for flag, key, value in (("--questions", "questions", questions), ("--modes", "modes", modes)):
+        if value is not None:
+            if not getattr(bench_, f"takes_{key}", False):
+                takes = sorted(k for k, ep in found.items() if getattr(ep.load(), f"takes_{key}", False))
+                raise _fail(f"benchmark {name!r} does not take {flag} (these do: {', '.join(takes) or 'none'})")
+            opts[key] = value
     runner = bench_.run
     try:
         result = runner(console=console, **opts)

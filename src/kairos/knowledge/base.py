@@ -21,6 +21,7 @@ from rich.progress import Progress
 
 from kairos.knowledge.chunking import DEFAULT_CHUNKING, ChunkSpec, Turn, chunk_text, conversation_chunks
 from kairos.knowledge.embeddings import Embedder
+from kairos.knowledge.rerank import DEFAULT_RERANK_DEPTH, Reranker, rerank_order, rerank_scores
 from kairos.knowledge.store import (
     NO_FILTERS,
     ChunkHit,
@@ -38,7 +39,7 @@ from kairos.tools.toolsets.documents import (
     kind_of,
 )
 
-Mode = Literal["bm25", "dense", "hybrid"]
+Mode = Literal["bm25", "dense", "hybrid", "hybrid+rerank"]
 RRF_K = 60
 """The RRF constant of Cormack et al. (2009): a hit at rank r adds 1 / (60 + r)."""
 
@@ -63,6 +64,8 @@ class Hit:
     score: float
     bm25_rank: int | None = None
     dense_rank: int | None = None
+    rerank_score: float | None = None
+    """The reranker's score (``hybrid+rerank`` only; None: not judged)."""
 
 
 @dataclass(slots=True)
@@ -71,6 +74,8 @@ class SearchResult:
 
     hits: list[Hit]
     conflicts: list[dict[str, Any]] = field(default_factory=list)
+    warning: str = ""
+    """Set when a step degraded (the reranker failed: the hits are in fused order)."""
 
 
 def rrf(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[Hit]:
@@ -107,6 +112,7 @@ class KnowledgeBase:
         embedder: vectors for passages and queries (its ``dim`` must match the store's).
         chunking: how documents are chunked.
         max_bytes: larger files are refused.
+        reranker: judges the top ``rerank_depth`` fused hits in ``hybrid+rerank`` searches.
     """
 
     def __init__(
@@ -116,11 +122,15 @@ class KnowledgeBase:
         chunking: ChunkSpec = DEFAULT_CHUNKING,
         *,
         max_bytes: int = MAX_DOCUMENT_BYTES,
+        reranker: Reranker | None = None,
+        rerank_depth: int = DEFAULT_RERANK_DEPTH,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.chunking = chunking
         self.max_bytes = max_bytes
+        self.reranker = reranker
+        self.rerank_depth = rerank_depth
 
     @classmethod
     def open(cls, state_dir: Path, embedder: Embedder, *, show_progress: bool = False) -> KnowledgeBase:
@@ -167,6 +177,10 @@ class KnowledgeBase:
         chunks = conversation_chunks(turns)
         digest = hashlib.sha256("\n".join(c.text for c in chunks).encode()).hexdigest()
         return self._store(DocumentIn(source, "conversation", digest, title, owner), chunks)
+
+    def add_chunks(self, doc: DocumentIn, chunks: list[ChunkIn]) -> FileResult:
+        """Embed and store chunks made elsewhere (contextualised ones, say) as the next version of ``doc.source``."""
+        return self._store(doc, chunks)
 
     def add_file(self, path: Path, *, source: str | None = None, owner: str | None = None) -> FileResult:
         """Read, extract, chunk, embed and store one file; every failure is a result with a clear message."""
@@ -217,7 +231,12 @@ class KnowledgeBase:
     # ---- retrieval --------------------------------------------------------------------------
 
     def search(self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS) -> SearchResult:
-        """Top ``k`` chunks for ``query``; ``hybrid`` runs BM25 and dense side by side and fuses them by RRF."""
+        """Top ``k`` chunks for ``query``; ``hybrid`` runs BM25 and dense side by side and fuses them by RRF.
+
+        ``hybrid+rerank`` runs :meth:`asearch` in a fresh event loop (from async code, call that instead).
+        """
+        if mode == "hybrid+rerank":
+            return asyncio.run(self.asearch(query, k, mode, filters))
         if not query.strip() or k <= 0:
             return SearchResult([])
         depth = max(k, 50)
@@ -233,14 +252,30 @@ class KnowledgeBase:
                 dense = self.store.search_dense(vec, depth, filters)
                 hits = rrf([lexical.result(), dense])[:k]
         else:
-            raise ValueError(f"unknown search mode {mode!r}: use bm25, dense or hybrid")
+            raise ValueError(f"unknown search mode {mode!r}: use bm25, dense, hybrid or hybrid+rerank")
         return SearchResult(hits, conflicts_of([h.chunk for h in hits]))
 
     async def asearch(
         self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS
     ) -> SearchResult:
-        """:meth:`search` off the event loop (cancelling the caller leaves the store consistent: reads only)."""
-        return await asyncio.to_thread(self.search, query, k, mode, filters)
+        """:meth:`search` off the event loop (cancelling the caller leaves the store consistent: reads only).
+
+        ``hybrid+rerank``: the top ``max(k, rerank_depth)`` fused hits, the first ``rerank_depth`` of
+        them reordered by the reranker; if it fails, the fused order with a warning.
+        """
+        if mode != "hybrid+rerank":
+            return await asyncio.to_thread(self.search, query, k, mode, filters)
+        if self.reranker is None:
+            raise ValueError("hybrid+rerank needs a reranker: KnowledgeBase(..., reranker=LLMReranker(model))")
+        fused = await asyncio.to_thread(self.search, query, max(k, self.rerank_depth), "hybrid", filters)
+        head, tail = fused.hits[: self.rerank_depth], fused.hits[self.rerank_depth :]
+        if not head:
+            return fused
+        outcome = await rerank_scores(self.reranker, query, [h.chunk.text for h in head])
+        for hit, score in zip(head, outcome.scores, strict=True):
+            hit.rerank_score = score
+        hits = [head[i] for i in rerank_order(outcome.scores)] + tail
+        return SearchResult(hits[:k], conflicts_of([h.chunk for h in hits[:k]]), outcome.warning)
 
     def list_documents(self, filters: Filters = NO_FILTERS, offset: int = 0, limit: int = 50) -> list[StoredDocument]:
         """Stored documents (current versions unless ``filters.all_versions``)."""
