@@ -44,7 +44,7 @@ from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.chunking import Turn
 from kairos.knowledge.contextual import ContextCache, ContextWriter
 from kairos.knowledge.embeddings import Embedder, make_embedder
-from kairos.knowledge.rerank import LLMReranker, Reranker
+from kairos.knowledge.rerank import DEFAULT_RERANK_DEPTH, LLMReranker, Reranker
 from kairos.knowledge.store import Filters
 from kairos.models.base import Model
 from kairos.models.bundled import default_cache_dir
@@ -150,8 +150,8 @@ def _score(tally: _Tally, split: str, qa: dict[str, Any], evidence: set[str], id
 
 async def _conversation(
     name: str, turns: list[Turn], qas: list[dict[str, Any]], modes: Sequence[str], emb: Embedder,
-    reranker: Reranker | None, writer: ContextWriter | None, tallies: dict[str, _Tally], build_s: dict[str, float],
-    console: Console,
+    reranker: Reranker | None, rerank_depth: int, writer: ContextWriter | None, tallies: dict[str, _Tally],
+    build_s: dict[str, float], console: Console,
 ) -> None:  # fmt: skip
     split = "dev" if name in DEV else "held_out"
     any_time = Filters(all_versions=True)  # conversations are dated in the past; no validity cut
@@ -159,7 +159,7 @@ async def _conversation(
         bases: dict[str, KnowledgeBase] = {}
         if set(modes) - {"hybrid+contextual"}:
             kb = KnowledgeBase.open(Path(stack.enter_context(tempfile.TemporaryDirectory())), emb)
-            kb.reranker = reranker
+            kb.reranker, kb.rerank_depth = reranker, rerank_depth
             stack.callback(kb.close)
             console.print(f"{name}: indexing {len(turns)} turns…")
             t0 = time.perf_counter()
@@ -200,6 +200,7 @@ def run(
     seed: int = SEED,
     llm: Model | None = None,
     reranker: Reranker | None = None,
+    rerank_depth: int = DEFAULT_RERANK_DEPTH,
     context_cache: Path | None = None,
 ) -> dict[str, Any]:
     """Index every conversation of ``data`` and measure retrieval per mode.
@@ -207,7 +208,8 @@ def run(
     ``modes``: a list or comma-separated names (default: the model-free three); ``questions``: a
     seeded sample of that many questions per conversation; ``quick``: one conversation, 30 questions.
     ``llm`` replaces the named ``model`` (tests pass a scripted one), ``reranker`` the LLM reranker,
-    ``context_cache`` the contexts' SQLite file (default: in the kairos cache dir).
+    ``context_cache`` the contexts' SQLite file (default: in the kairos cache dir). A rerank only
+    reorders the top ``rerank_depth`` fused hits, so its recall@10 is at most hybrid's recall@depth.
     """
     console = console or Console(stderr=True)
     wanted = [m.strip() for m in modes.split(",")] if isinstance(modes, str) else list(modes or MODEL_FREE)
@@ -251,7 +253,11 @@ def run(
             sample[path.stem] = picked
             qas = [qas[i] for i in picked]
             unknown_ids += sum(len({norm_id(str(e)) for e in q["evidence"]} - known) for q in qas)
-            asyncio.run(_conversation(path.stem, turns, qas, wanted, emb, reranker, writer, tallies, build_s, console))
+            asyncio.run(
+                _conversation(
+                    path.stem, turns, qas, wanted, emb, reranker, rerank_depth, writer, tallies, build_s, console
+                )
+            )
     rows: list[dict[str, Any]] = []
     for split in ("all", "dev", "held_out"):
         for mode in wanted:
@@ -309,7 +315,7 @@ def run(
         "embedder": emb.name,
         "chat_model": (llm.name if llm else model or "local") if needs_model else None,
         "reranker": reranker.name if reranker is not None and "hybrid+rerank" in wanted else None,
-        "rerank_depth": 20,
+        "rerank_depth": rerank_depth,
         "chunking": "one chunk per turn (date and speaker in the text)",
         "fusion": "RRF k=60 over the top max(k, 50) of each retriever",
         "bm25": "SQLite FTS5 (porter, unicode61), OR of the query's words minus a short stopword list",
