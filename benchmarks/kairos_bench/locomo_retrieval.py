@@ -40,7 +40,7 @@ from rich.console import Console
 
 from kairos.errors import ConfigError
 from kairos.knowledge import contextual
-from kairos.knowledge.base import KnowledgeBase
+from kairos.knowledge.base import CONTEXT_TURNS, KnowledgeBase
 from kairos.knowledge.chunking import Turn
 from kairos.knowledge.contextual import ContextCache, ContextWriter
 from kairos.knowledge.embeddings import Embedder, make_embedder
@@ -316,7 +316,8 @@ def run(
         "chat_model": (llm.name if llm else model or "local") if needs_model else None,
         "reranker": reranker.name if reranker is not None and "hybrid+rerank" in wanted else None,
         "rerank_depth": rerank_depth,
-        "chunking": "one chunk per turn (date and speaker in the text)",
+        "chunking": f"one chunk per turn (date and speaker in the text), after the {CONTEXT_TURNS} turn(s) before "
+        "it in the same session",
         "fusion": "RRF k=60 over the top max(k, 50) of each retriever",
         "bm25": "SQLite FTS5 (porter, unicode61), OR of the query's words minus a short stopword list",
         "dense_filtering": "over-fetch from HNSW (usearch) and filter in SQL, widening until k pass",

@@ -41,6 +41,10 @@ from kairos.tools.toolsets.documents import (
 
 Mode = Literal["bm25", "dense", "hybrid", "hybrid+rerank"]
 RRF_K = 60
+CONTEXT_TURNS = 1
+"""Earlier turns indexed with each conversation turn. On LoCoMo's development conversations (26, 30, 41) one
+previous turn lifted BM25 recall@10 from 0.641 to 0.741 and hybrid from 0.646 to 0.710; on the held-out
+ones BM25 went from 0.620 to 0.692. The following turn did not help (0.639)."""
 """The RRF constant of Cormack et al. (2009): a hit at rank r adds 1 / (60 + r)."""
 
 
@@ -169,12 +173,16 @@ class KnowledgeBase:
         return self._store(doc, chunks)
 
     def add_conversation(
-        self, source: str, turns: Sequence[Turn], *, title: str = "", owner: str | None = None
-    ) -> FileResult:
-        """Store a conversation with one chunk per turn (its id, speaker and date kept)."""
+        self, source: str, turns: Sequence[Turn], *, title: str = "", owner: str | None = None,
+        context_turns: int = CONTEXT_TURNS,
+    ) -> FileResult:  # fmt: skip
+        """Store a conversation with one chunk per turn (its id, speaker and date kept).
+
+        ``context_turns`` earlier turns of the same session go ahead of each turn's text (0: the turn alone).
+        """
         if not turns:
             return FileResult(source, "error", message="empty conversation: nothing to index")
-        chunks = conversation_chunks(turns)
+        chunks = conversation_chunks(turns, context_turns)
         digest = hashlib.sha256("\n".join(c.text for c in chunks).encode()).hexdigest()
         return self._store(DocumentIn(source, "conversation", digest, title, owner), chunks)
 

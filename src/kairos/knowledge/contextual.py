@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kairos.knowledge.base import FileResult, KnowledgeBase
+from kairos.knowledge.base import CONTEXT_TURNS, FileResult, KnowledgeBase
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
 from kairos.knowledge.records import ChunkIn, DocumentIn
 from kairos.models.base import Model
@@ -254,12 +254,17 @@ def contextual_document(doc: DocumentIn, chunks: Sequence[ChunkIn]) -> DocumentI
 
 async def add_conversation(
     kb: KnowledgeBase, writer: ContextWriter, source: str, turns: Sequence[Turn], *, title: str = "",
-    owner: str | None = None,
+    owner: str | None = None, context_turns: int = CONTEXT_TURNS,
 ) -> FileResult:  # fmt: skip
     """:meth:`KnowledgeBase.add_conversation` with a context per turn (written per session, cached on disk)."""
     if not turns:
         return FileResult(source, "error", message="empty conversation: nothing to index")
-    chunks = await contextualize(writer, conversation_chunks(turns), kind="conversation", title=title)
+    # contexts are written for the bare turns (the session is the document), then put on the indexed chunks
+    bare = await contextualize(writer, conversation_chunks(turns), kind="conversation", title=title)
+    chunks = [
+        with_context(c, b.meta.get("context"))
+        for c, b in zip(conversation_chunks(turns, context_turns), bare, strict=True)
+    ]
     doc = contextual_document(DocumentIn(source, "conversation", "", title, owner), chunks)
     result = await asyncio.to_thread(kb.add_chunks, doc, chunks)
     result.notes.extend(writer.warnings)
