@@ -63,7 +63,10 @@ TOOL_DISCOVERY = Bench(
     "tool_discovery", "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model", True
 )
 LOCOMO_RETRIEVAL = Bench(
-    "locomo_retrieval", "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense and hybrid retrieval", takes_data=True
+    "locomo_retrieval",
+    "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense, hybrid (+rerank, +contextual with the LLM) retrieval",
+    takes_data=True,
+    options=("questions", "modes"),
 )
 MEMORY_EVAL = Bench(
     "memory_eval",

@@ -220,7 +220,8 @@ async def _answer_all(
                     hits = kb.search(question, k, "hybrid", any_time).hits
                     ordered = sorted(hits, key=lambda h: h.chunk.position)
                     card_text = memory.render_cards(memory.cards(question, CARD_LIMIT)) if memory else ""
-                    request = build_request(question, [h.chunk.text for h in ordered], card_text)
+                    turns = [h.chunk.text.rsplit("\n", 1)[-1] for h in ordered]  # the turn, not its indexed context
+                    request = build_request(question, turns, card_text)
                     try:
                         response = await complete(llm, request)
                     except KairosError as e:

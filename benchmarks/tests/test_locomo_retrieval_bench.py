@@ -7,9 +7,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from kairos.errors import ConfigError
 from kairos.knowledge import HashEmbedder
+from kairos.models.types import ModelRequest, ModelResponse
+from kairos.testing import ScriptedModel, call, reply
 from kairos_bench import LOCOMO_RETRIEVAL
-from kairos_bench.locomo_retrieval import DEFAULT_DATA, load_turns, norm_id, parse_when, run
+from kairos_bench.locomo_retrieval import DEFAULT_DATA, load_turns, norm_id, parse_when, run, sample_questions
 
 CONV: dict[str, Any] = {
     "conversation": {
@@ -47,9 +50,14 @@ def test_run_on_a_small_folder(tmp_path: Path) -> None:
     result = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder())
     assert result["bench"] == "locomo-retrieval"
     assert result["params"]["questions"] == 2 and result["params"]["questions_without_evidence"] == 1
-    rows = {r["mode"]: r for r in result["rows"]}
+    rows = {r["mode"]: r for r in result["rows"] if r.get("split", "all") == "all"}
     assert set(rows) == {"bm25", "dense", "hybrid", "hybrid+contextual", "hybrid+rerank"}
     assert "not run" in rows["hybrid+rerank"]["status"]
+    # conv-x is not a development conversation: it is reported as held out
+    assert {(r["mode"], r["split"]) for r in result["rows"] if "split" in r} == {
+        (m, s) for m in ("bm25", "dense", "hybrid") for s in ("all", "held_out")
+    }
+    assert result["summary"]["recall10_bm25_held_out"] == result["summary"]["recall10_bm25"]
     # four turns, k up to 20: every evidence turn is retrieved in every mode
     assert rows["bm25"]["recall@5"] == 1.0 and rows["hybrid"]["recall@20"] == 1.0
     bm25_top = rows["bm25"]["mrr"]
@@ -57,6 +65,60 @@ def test_run_on_a_small_folder(tmp_path: Path) -> None:
     summary = result["summary"]
     assert summary["recall10_best"] == max(summary[f"recall10_{m}"] for m in ("bm25", "dense", "hybrid"))
     assert summary["recall10_gain_over_bm25"] == pytest.approx(summary["recall10_best"] - summary["recall10_bm25"])
+
+
+def test_llm_modes_with_a_scripted_model(tmp_path: Path) -> None:
+    (tmp_path / "conv-26.json").write_text(json.dumps(CONV))  # a development conversation's name
+    (tmp_path / "conv-x.json").write_text(json.dumps(CONV))
+
+    def step(request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1].content
+        if "<passage>" in last:  # the reranker: only the kiln turn is relevant
+            return reply("", call("relevance", {"relevant": "kiln" in last.split("<passage>")[1]}))
+        return reply("Bo and Ann catch up about their pets and pottery.")  # a context
+
+    model = ScriptedModel([step] * 200)
+    cache = tmp_path / "cache" / "contexts.db"
+    modes = "hybrid,hybrid+rerank,hybrid+contextual"
+    result = run(
+        Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes=modes, llm=model, context_cache=cache
+    )
+    rows = {(r["mode"], r["split"]): r for r in result["rows"] if "split" in r}
+    assert {m for m, _ in rows} == {"hybrid", "hybrid+rerank", "hybrid+contextual"}
+    assert rows[("hybrid+rerank", "dev")]["questions"] == 2 and rows[("hybrid+rerank", "held_out")]["questions"] == 2
+    generation = rows[("hybrid+contextual", "context-generation")]
+    assert generation["generated"] == 4 and generation["from_cache"] == 4  # conv-x repeats conv-26's turns
+    assert result["params"]["reranker"] == "llm-yes-no:scripted" and result["params"]["modes"] == [
+        "hybrid", "hybrid+rerank", "hybrid+contextual"
+    ]  # fmt: skip
+    assert "recall10_hybrid+rerank_dev" in result["summary"] and "recall10_bm25" not in result["summary"]
+    # the judge puts the kiln turn first for every query: the kiln question's evidence ranks 1, the
+    # greyhound question's (D1:1) ranks 3, behind it and D1:2 (which carries D1:1 as its context turn)
+    assert rows[("hybrid+rerank", "all")]["mrr"] == 0.6667 and rows[("hybrid", "all")]["mrr"] == 0.75
+    # a rerun takes every context from the disk cache
+    idle = ScriptedModel([])
+    again = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="hybrid+contextual", llm=idle,
+                context_cache=cache)  # fmt: skip
+    regen = next(r for r in again["rows"] if r.get("split") == "context-generation")
+    assert regen["generated"] == 0 and regen["from_cache"] == 8 and idle.requests == []
+
+
+def test_questions_sample_is_seeded_and_reported(tmp_path: Path) -> None:
+    qas = [{"question": f"q{i}", "evidence": ["D1:1"], "category": 4} for i in range(10)]
+    assert sample_questions(qas, 3, "conv-1.json") == sample_questions(qas, 3, "conv-1.json")
+    assert sample_questions(qas, 3, "conv-1.json") != sample_questions(qas, 3, "conv-2.json")
+    assert sample_questions(qas, 30, "conv-1.json") == list(range(10))
+    (tmp_path / "conv-x.json").write_text(json.dumps({**CONV, "qa": CONV["qa"] + qas}))
+    result = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), questions=4, modes=["bm25"])
+    indices = result["params"]["sample"]["indices"]["conv-x"]
+    assert len(indices) == 4 and result["params"]["questions"] == 4
+    assert [r["questions"] for r in result["rows"] if r.get("split") == "all"] == [4]
+
+
+def test_unknown_mode_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "conv-x.json").write_text(json.dumps(CONV))
+    with pytest.raises(ConfigError, match="unknown mode"):
+        run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="bm25,magic")
 
 
 def test_empty_folder_is_a_clear_error(tmp_path: Path) -> None:
@@ -70,5 +132,6 @@ def test_quick_run_on_the_shared_data() -> None:
     assert result["params"]["questions"] == 30 and result["summary"]["recall10_bm25"] > 0.3
 
 
-def test_registered_with_a_data_option() -> None:
+def test_registered_with_data_questions_and_modes_options() -> None:
     assert LOCOMO_RETRIEVAL.takes_data and LOCOMO_RETRIEVAL.module == "locomo_retrieval"
+    assert {"questions", "modes"} <= set(LOCOMO_RETRIEVAL.options)

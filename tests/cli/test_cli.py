@@ -110,6 +110,13 @@ def test_bench_rejects_no_model_and_docs_for_a_bench_without_them() -> None:
     assert result.exit_code == 1 and "does not take --docs" in result.output
 
 
+def test_bench_questions_and_modes_reach_only_benches_that_take_them() -> None:
+    result = runner.invoke(app, ["bench", "overhead", "--questions", "3"])
+    assert result.exit_code == 1 and "does not take --questions (these do: locomo-retrieval)" in result.output
+    result = runner.invoke(app, ["bench", "locomo-retrieval", "--modes", "bm25,magic"])
+    assert result.exit_code == 1 and "unknown mode(s) magic" in result.output
+
+
 # ---- trust, config layers and notices (issue 8 §5) ------------------------------------------
 
 

@@ -45,6 +45,21 @@ def test_conversation_chunks_are_one_per_turn_with_id_speaker_and_date() -> None
     assert chunks[0].meta == {"turn_id": "D1:1", "speaker": "Ann"} and chunks[0].valid_from == 100.0
 
 
+def test_conversation_chunks_carry_the_turn_before_within_a_session() -> None:
+    turns = [
+        Turn("Ann", "Which breed is he?", "D1:1", 100.0, "8 May"),
+        Turn("Bo", "A greyhound.", "D1:2", 100.0, "8 May"),
+        Turn("Bo", "New day!", "D2:1", 200.0, "9 May"),
+    ]
+    chunks = conversation_chunks(turns, context_turns=1)
+    assert [c.text for c in chunks] == [
+        "[8 May] Ann: Which breed is he?",
+        "Ann: Which breed is he?\n[8 May] Bo: A greyhound.",
+        "[9 May] Bo: New day!",  # another session: nothing carried over
+    ]
+    assert chunks[1].meta["context_ids"] == ["D1:1"] and "context_ids" not in chunks[2].meta
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [({"size": 100}, "256–1024"), ({"overlap": 0.5}, "0.10–0.20"), ({"strategy": "magic"}, "fixed")],

@@ -380,6 +380,10 @@ def bench(
         bool, typer.Option("--no-model", help="skip the parts that need a model (benches that allow it)")
     ] = False,
     docs: Annotated[int | None, typer.Option("--docs", min=1, help="corpus size (benches with a corpus)")] = None,
+    questions: Annotated[
+        int | None, typer.Option("--questions", min=1, help="a seeded sample of N questions per conversation")
+    ] = None,
+    modes: Annotated[str | None, typer.Option("--modes", help="comma-separated modes (benches with modes)")] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -421,7 +425,8 @@ def bench(
         opts["data"] = data
     extra: dict[str, object] = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
     extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
-    extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs}
+    extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs, "questions": questions}
+    extra["modes"] = modes
     for key, value in extra.items():
         if value is None:
             continue

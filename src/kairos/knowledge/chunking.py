@@ -153,13 +153,24 @@ class Turn:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def conversation_chunks(turns: Sequence[Turn]) -> list[ChunkIn]:
-    """One chunk per turn (a conversation round), keeping its id, speaker and date."""
+def conversation_chunks(turns: Sequence[Turn], context_turns: int = 0) -> list[ChunkIn]:
+    """One chunk per turn, keeping its id, speaker and date, with ``context_turns`` earlier turns of its session.
+
+    A reply is found through what it answers ("Which breed?" / "A greyhound"), so the turns before
+    it in the same session come first in its text. The turn itself is the dated line, last;
+    ``meta["context_ids"]`` lists the turns added before it.
+    """
     out: list[ChunkIn] = []
-    for turn in turns:
+    for i, turn in enumerate(turns):
         when = f"[{turn.when}] " if turn.when else ""
-        meta = {"turn_id": turn.turn_id, "speaker": turn.speaker, **turn.meta}
-        out.append(ChunkIn(f"{when}{turn.speaker}: {turn.text}", len(out), meta, valid_from=turn.timestamp))
+        before = [
+            t for t in turns[max(0, i - context_turns) : i] if t.when == turn.when and t.timestamp == turn.timestamp
+        ]
+        meta: dict[str, Any] = {"turn_id": turn.turn_id, "speaker": turn.speaker, **turn.meta}
+        if before:
+            meta["context_ids"] = [t.turn_id for t in before]
+        lines = [f"{t.speaker}: {t.text}" for t in before] + [f"{when}{turn.speaker}: {turn.text}"]
+        out.append(ChunkIn("\n".join(lines), len(out), meta, valid_from=turn.timestamp))
     return out
 
 
