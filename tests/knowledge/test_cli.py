@@ -32,7 +32,7 @@ def test_add_search_stats_remove(tmp_path: Path, monkeypatch: object) -> None:
     assert _kb(ws, "search", "x", "--mode", "magic")[0] == 2
     code, out = _kb(ws, "stats")
     stats = json.loads(out)
-    assert code == 0 and stats["documents"] == 1 and stats["consistency"]["fts_rows"] == stats["chunks"]
+    assert code == 0 and stats["documents"] == 1 and stats["consistency"]["bm25_docs"] == stats["chunks"]
     code, out = _kb(ws, "remove", str(ws / "a.md"))
     assert code == 0 and "removed" in out
     code, out = _kb(ws, "remove", "never-added.md")

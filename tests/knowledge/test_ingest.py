@@ -68,7 +68,7 @@ def test_bad_files_get_clear_errors_and_the_batch_continues(kb: KnowledgeBase, t
     assert results["missing.md"].message == "no such file or folder"
     assert results["latin1.txt"].status == "added" and "not UTF-8" in results["latin1.txt"].notes[0]
     assert results["good.txt"].status == "added"
-    assert kb.store.check() == {"chunks": 2, "fts_rows": 2, "vectors": 2, "orphan_chunks": 0}
+    assert kb.store.check() == {"chunks": 2, "bm25_docs": 2, "vectors": 2, "orphan_chunks": 0}
 
 
 def test_re_adding_a_file_is_a_no_op_until_it_changes(kb: KnowledgeBase, tmp_path: Path) -> None:

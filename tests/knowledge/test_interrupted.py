@@ -59,7 +59,7 @@ def test_a_killed_ingest_rolls_back_and_the_base_stays_consistent(tmp_path: Path
     kb = KnowledgeBase.open(state, HashEmbedder())
     try:
         assert kb.store.get_document("big.txt") is None
-        assert kb.store.check() == {"chunks": 1, "fts_rows": 1, "vectors": 1, "orphan_chunks": 0}
+        assert kb.store.check() == {"chunks": 1, "bm25_docs": 1, "vectors": 1, "orphan_chunks": 0}
         assert {h.chunk.source for h in kb.search("big chunk", 50, "bm25").hits} <= {"small.txt"}
         assert kb.search("small document", 1).hits[0].chunk.source == "small.txt"
         assert kb.add_text("big.txt", "the ingest can be repeated").status == "added"  # nothing is locked

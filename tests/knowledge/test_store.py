@@ -31,7 +31,7 @@ def test_round_trip_survives_reopen(tmp_path: Path) -> None:
         chunks = store.document_chunks(doc.id)
         assert [c.text for c in chunks] == ["alpha beta", "gamma delta"]
         assert chunks[1].meta == {"i": 1}
-        assert store.check() == {"chunks": 2, "fts_rows": 2, "vectors": 2, "orphan_chunks": 0}
+        assert store.check() == {"chunks": 2, "bm25_docs": 2, "vectors": 2, "orphan_chunks": 0}
         assert store.search_bm25("gamma", 5)[0].text == "gamma delta"
 
 
@@ -75,7 +75,7 @@ def test_hnsw_insert_and_delete_are_incremental(kb: KnowledgeBase) -> None:
     kb.add_text("two.txt", "submarine periscope sonar")
     assert kb.store.check()["vectors"] == 2
     assert kb.remove("one.txt") == 1
-    assert kb.store.check() == {"chunks": 1, "fts_rows": 1, "vectors": 1, "orphan_chunks": 0}
+    assert kb.store.check() == {"chunks": 1, "bm25_docs": 1, "vectors": 1, "orphan_chunks": 0}
     assert [h.source for h in kb.store.search_dense(vec, 5)] == ["two.txt"]
     assert kb.store.search_bm25("apples", 5) == []
     assert kb.remove("one.txt") == 0
@@ -161,7 +161,7 @@ def test_two_processes_writers_see_each_others_vectors(tmp_path: Path) -> None:
         assert [h.chunk.source for h in b.search("alpha beta gamma", 5, "dense").hits] == ["a.txt"]
         b.add_text("b.txt", "submarine periscope")
         a.add_text("c.txt", "volcano lava")
-        assert b.store.check() == {"chunks": 3, "fts_rows": 3, "vectors": 3, "orphan_chunks": 0}
+        assert b.store.check() == {"chunks": 3, "bm25_docs": 3, "vectors": 3, "orphan_chunks": 0}
         assert a.search("submarine periscope", 1, "dense").hits[0].chunk.source == "b.txt"
         assert b.search("volcano lava", 1, "dense").hits[0].chunk.source == "c.txt"
     finally:

@@ -200,11 +200,16 @@ NO_FILTERS = Filters()
 """Current versions, valid now, not expired, any owner or source."""
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 OR-query of the words of ``text`` (stopwords dropped unless nothing else is left); None if empty."""
+def query_words(text: str) -> list[str]:
+    """The lower-cased words of ``text`` a full-text query keeps (stopwords dropped unless nothing else is left)."""
     words = [w.lower() for w in _TOKEN.findall(text)]
     kept = [w for w in words if w not in _STOPWORDS] or words
-    unique = list(dict.fromkeys(kept))
+    return list(dict.fromkeys(kept))
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 OR-query of the words of ``text`` (see :func:`query_words`); None if empty."""
+    unique = query_words(text)
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique) if unique else None
 
 

@@ -1,10 +1,15 @@
-"""The knowledge store: one SQLite database per state dir, FTS5 for BM25, a usearch HNSW index for vectors.
+"""The knowledge store: one SQLite database per state dir, tantivy for BM25, a usearch HNSW index for vectors.
 
 ``<state dir>/knowledge.db`` holds documents, their chunks (source, position, version, validity and
-expiry, owner, metadata), the chunks' vectors and, for user memory, memories. BM25 is SQLite FTS5:
-it ships with Python, and its rows are written in the same transaction as the chunks, so full-text
-search can never disagree with the table (an ingest killed halfway rolls back both). Filters are
-part of the FTS query itself (a join), never applied to a top-k afterwards.
+expiry, owner, metadata), the chunks' vectors and, for user memory, memories. It is the source of
+truth; both indexes beside it are caches of its rows, rebuilt when they do not match it.
+
+BM25 is tantivy (``knowledge.tantivy/``, see :mod:`kairos.knowledge.bm25` for why and for its crash
+safety): written inside the chunks' write transaction and stamped with the generation it matches.
+Filters are applied inside retrieval: owner, sources, kind and excluded kinds are part of the tantivy
+query; validity, expiry and "current version" (which change when a new version arrives) are checked
+in SQL on an over-fetched top list, widened (×4 each round) until ``k`` hits pass or the matches run
+out — BM25 is exact, so the result is the true filtered top ``k``.
 
 Vectors are stored in the database too; the HNSW index (``knowledge.usearch`` beside it) is a cache
 of them. A generation number, bumped in every write transaction, is saved with the index: on open,
@@ -31,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 from rich.progress import Progress
 
+from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.records import (
     NO_FILTERS,
     ChunkHit,
@@ -41,6 +47,7 @@ from kairos.knowledge.records import (
     StoredDocument,
     StoreError,
     fts_query,
+    query_words,
 )
 from kairos.paths import ensure_state_dir
 
@@ -48,6 +55,7 @@ if TYPE_CHECKING:
     from kairos.retrieval.embeddings import Vectors
 
 __all__ = [
+    "BM25_NAME",
     "DB_NAME",
     "INDEX_NAME",
     "NO_FILTERS",
@@ -64,6 +72,7 @@ __all__ = [
 
 DB_NAME = "knowledge.db"
 INDEX_NAME = "knowledge.usearch"
+BM25_NAME = "knowledge.tantivy"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
@@ -80,7 +89,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id, position);
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (text, tokenize = 'porter unicode61 remove_diacritics 2');
+DROP TABLE IF EXISTS chunks_fts;
 CREATE TABLE IF NOT EXISTS memories (
     id INTEGER PRIMARY KEY, owner TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
     version INTEGER NOT NULL DEFAULT 1, supersedes INTEGER REFERENCES memories(id), importance REAL,
@@ -92,6 +101,7 @@ CREATE TABLE IF NOT EXISTS memories (
 
 _DOC_COLS = "id, source, version, digest, kind, title, owner, current, added_at, valid_from, valid_to, expires_at, meta"
 _HIT_COLS = "c.id, c.doc_id, c.source, c.version, c.position, c.text, c.meta, d.title, d.current"
+_BM25_ROWS = "SELECT c.id, c.text, c.owner, c.source, d.kind FROM chunks c JOIN documents d ON d.id = c.doc_id"
 
 
 def _doc(row: Sequence[Any], chunks: int = 0) -> StoredDocument:
@@ -106,13 +116,13 @@ def _hit(row: Sequence[Any], score: float) -> ChunkHit:
 
 
 class SQLiteKnowledgeStore:
-    """The embedded :class:`KnowledgeStore`: ``<state_dir>/knowledge.db`` plus ``knowledge.usearch``.
+    """The embedded :class:`KnowledgeStore`: ``<state_dir>/knowledge.db`` plus ``knowledge.usearch`` and ``.tantivy``.
 
     Args:
         state_dir: the workspace's state dir (``kairos.paths.default_state_dir``).
         dim: vector length of the embedder in use.
         embedder_name: stored on first use; opening with another model raises :class:`StoreError`.
-        show_progress: show a progress bar while the vector index is rebuilt.
+        show_progress: show a progress bar while an index is rebuilt.
     """
 
     def __init__(self, state_dir: Path, dim: int, embedder_name: str, *, show_progress: bool = False) -> None:
@@ -144,6 +154,60 @@ class SQLiteKnowledgeStore:
         self._dirty = False
         self._index_gen = -1  # the database generation the in-memory index reflects
         self._index = self._open_index()
+        try:
+            self._bm25 = TantivyBM25(state_dir / BM25_NAME)
+        except (OSError, ValueError, RuntimeError) as e:
+            self._db.close()
+            raise StoreError(f"cannot open the full-text index {state_dir / BM25_NAME}: {e}") from e
+        self._bm25_gen = -1  # the database generation the full-text index reflects
+        self._sync_bm25()
+
+    # ---- the full-text index ----------------------------------------------------------------
+
+    def _sync_bm25(self) -> None:
+        """Adopt the full-text index if it matches the database's generation, else rebuild it."""
+        gen = self._gen()
+        if gen == self._bm25_gen:
+            return
+        n = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        if self._bm25.matches(gen, n):
+            self._bm25_gen = gen
+        else:
+            self.rebuild_bm25()
+
+    def rebuild_bm25(self) -> None:
+        """Rebuild the full-text index from the chunk rows (a progress bar when asked for)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # writers wait: the rows and the generation stay put
+            try:
+                gen = self._gen()
+                n = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+                if not self._bm25.matches(gen, n):  # another process may have fixed it meanwhile
+                    self._write_bm25(gen, rebuild=True)
+            finally:
+                self._db.execute("COMMIT")
+            self._bm25_gen = gen
+
+    def _write_bm25(self, gen: int, add: Sequence[int] = (), delete: Sequence[int] = (), rebuild: bool = False) -> None:
+        """Inside a write transaction: bring the full-text index to generation ``gen`` and stamp it.
+
+        Incremental (``add`` chunk ids, ``delete`` chunk ids) only when the stamp names ``gen - 1``;
+        otherwise every row is indexed again.
+        """
+        if rebuild or self._bm25.stamped_gen() != gen - 1:
+            total = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            rows = self._db.execute(f"{_BM25_ROWS} ORDER BY c.id")
+            self._bm25.rebuild(rows, total, show_progress=self._show_progress)
+        else:
+            self._bm25.invalidate()
+            rows_added: list[Any] = []
+            for start in range(0, len(add), 500):
+                part = add[start : start + 500]
+                rows_added.extend(
+                    self._db.execute(f"{_BM25_ROWS} WHERE c.id IN ({','.join('?' * len(part))})", part).fetchall()
+                )
+            self._bm25.apply(rows_added, delete)
+        self._bm25.mark(gen)
 
     # ---- the vector index -------------------------------------------------------------------
 
@@ -274,15 +338,16 @@ class SQLiteKnowledgeStore:
                             doc.expires_at, json.dumps(chunk.meta, ensure_ascii=False), vec.tobytes(),
                         ),
                     )  # fmt: skip
-                    chunk_id = int(cur.lastrowid or 0)
-                    db.execute("INSERT INTO chunks_fts (rowid, text) VALUES (?, ?)", (chunk_id, chunk.text))
-                    new_keys.append(chunk_id)
+                    new_keys.append(int(cur.lastrowid or 0))
                     new_vecs.append(vec)
                 before = self._bump()
+                self._bm25_gen = -1  # until the commit: the full-text index may be ahead of the table
+                self._write_bm25(before + 1, add=new_keys)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            self._bm25_gen = before + 1
             if before != self._index_gen:  # another process wrote meanwhile: reload everything
                 self._index = self._open_index()
             else:
@@ -301,14 +366,16 @@ class SQLiteKnowledgeStore:
             db.execute("BEGIN IMMEDIATE")
             try:
                 ids = [r[0] for r in db.execute("SELECT id FROM chunks WHERE source = ?", (source,))]
-                db.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in ids])
                 db.execute("DELETE FROM chunks WHERE source = ?", (source,))
                 n = db.execute("DELETE FROM documents WHERE source = ?", (source,)).rowcount
                 before = self._bump()
+                self._bm25_gen = -1
+                self._write_bm25(before + 1, delete=ids)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            self._bm25_gen = before + 1
             if before != self._index_gen:
                 self._index = self._open_index()
             else:
@@ -365,18 +432,32 @@ class SQLiteKnowledgeStore:
             return [_doc(r, r[13]) for r in rows]
 
     def search_bm25(self, query: str, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
-        """FTS5 BM25 over the chunks that pass ``filters`` (joined in the same query); score = -bm25."""
-        match = fts_query(query)
-        if match is None or k <= 0:
+        """BM25 top ``k`` among the chunks that pass ``filters`` (see the module docstring for how)."""
+        terms = self._bm25.terms(query_words(query))
+        if not terms or k <= 0:
             return []
         with self._lock:
+            self._sync_bm25()
+            f = filters
+            search = self._bm25.query(terms, f.owner, f.sources, f.kind, f.exclude_kinds)
             where, args = filters.sql(time.time())
-            rows = self._db.execute(
-                f"SELECT {_HIT_COLS}, bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-                f"JOIN documents d ON d.id = c.doc_id WHERE chunks_fts MATCH ? AND {where} ORDER BY s LIMIT ?",
-                [match, *args, k],
-            ).fetchall()
-            return [_hit(r[:9], -float(r[9])) for r in rows]
+            fetch = max(4 * k, 32)
+            while True:
+                found = self._bm25.search(search, fetch)
+                scores = dict(found)
+                kept: list[ChunkHit] = []
+                for start in range(0, len(found), 500):
+                    part = [chunk_id for chunk_id, _ in found[start : start + 500]]
+                    rows = self._db.execute(
+                        f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                        f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
+                        [*part, *args],
+                    ).fetchall()
+                    kept.extend(_hit(r, scores[r[0]]) for r in rows)
+                if len(kept) >= k or len(found) < fetch:  # enough, or every match was seen
+                    kept.sort(key=lambda h: (-h.score, h.chunk_id))
+                    return kept[:k]
+                fetch *= 4
 
     def search_dense(self, vector: Vectors, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
         """Cosine top ``k`` among chunks passing ``filters``: over-fetch from HNSW, filter in SQL, widen until full."""
@@ -449,15 +530,16 @@ class SQLiteKnowledgeStore:
             }
 
     def check(self) -> dict[str, int]:
-        """Row counts that must agree (chunks, full-text rows, vectors) — for tests and ``kb stats``."""
+        """Row counts that must agree (chunks, full-text documents, vectors) — for tests and ``kb stats``."""
         with self._lock:
             self._fresh()
+            self._sync_bm25()
             chunks = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            fts = self._db.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+            fts = self._bm25.num_docs()
             orphans = self._db.execute(
                 "SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE d.id IS NULL"
             ).fetchone()[0]
-            return {"chunks": chunks, "fts_rows": fts, "vectors": len(self._index), "orphan_chunks": orphans}
+            return {"chunks": chunks, "bm25_docs": fts, "vectors": len(self._index), "orphan_chunks": orphans}
 
     def close(self) -> None:
         """Save the index and close the database."""
