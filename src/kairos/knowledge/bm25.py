@@ -59,11 +59,11 @@ NO_OWNER = "\x00"
 
 
 class TantivyBM25:
-    """A tantivy index in ``folder`` plus ``<folder>.json``, the stamp naming the generation it matches."""
+    """A tantivy index in ``folder`` plus ``<folder name>.json`` beside it, the stamp naming its generation."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.stamp = folder.with_suffix(".json")
+        self.stamp = folder.parent / f"{folder.name}.json"
         self.schema = _schema()
         self.analyzer = _analyzer()
         self.index = self._open()
