@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kairos.knowledge import Filters, HashEmbedder, KnowledgeBase
+from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.store import BM25_NAME, DB_NAME
 
 
@@ -178,3 +179,18 @@ def test_a_second_store_sees_the_first_ones_writes_and_deletes(tmp_path: Path) -
     finally:
         a.close()
         b.close()
+
+
+def test_index_files_damaged_while_open_are_rebuilt_on_the_next_search(
+    kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb.add_text("a.txt", "alpha beta gamma")
+    search, failures = TantivyBM25.search, [ValueError("tantivy: a segment file is truncated")]
+
+    def damaged_once(self: TantivyBM25, query: object, limit: int) -> list[tuple[int, float]]:
+        if failures:
+            raise failures.pop()
+        return search(self, query, limit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TantivyBM25, "search", damaged_once)
+    assert _sources(kb, "alpha") == ["a.txt"] and failures == [] and _consistent(kb)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -31,6 +32,7 @@ import tantivy
 from rich.progress import Progress
 
 TOKENIZER = "kairos_en"
+_ROWS = "SELECT c.id, c.text, c.owner, c.source, d.kind FROM chunks c JOIN documents d ON d.id = c.doc_id"
 _HEAP = 32_000_000  # bytes of tantivy's indexing arena (it wants at least 15 MB per thread)
 
 
@@ -141,6 +143,27 @@ class TantivyBM25:
         finally:
             writer.wait_merging_threads()  # frees the writer lock; merges small segments
         self.reload()
+
+    def write(
+        self, db: sqlite3.Connection, gen: int, add: Sequence[int] = (), delete: Sequence[int] = (), *,
+        rebuild: bool = False, show_progress: bool = False,
+    ) -> None:  # fmt: skip
+        """Inside ``db``'s write transaction: bring the index to generation ``gen`` and stamp it.
+
+        Incremental (``add`` and ``delete`` chunk ids) only when the stamp names ``gen - 1``;
+        otherwise (or with ``rebuild``) every chunk row is indexed again.
+        """
+        if rebuild or self.stamped_gen() != gen - 1:
+            total = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            self.rebuild(db.execute(f"{_ROWS} ORDER BY c.id"), total, show_progress=show_progress)
+        else:
+            self.invalidate()
+            added: list[Sequence[object]] = []
+            for start in range(0, len(add), 500):
+                part = add[start : start + 500]
+                added.extend(db.execute(f"{_ROWS} WHERE c.id IN ({','.join('?' * len(part))})", part).fetchall())
+            self.apply(added, delete)
+        self.mark(gen)
 
     def rebuild(self, rows: Iterable[Sequence[object]], total: int, *, show_progress: bool = False) -> None:
         """Replace the whole index by ``rows`` (a progress bar when asked for); the caller stamps it."""

@@ -101,7 +101,6 @@ CREATE TABLE IF NOT EXISTS memories (
 
 _DOC_COLS = "id, source, version, digest, kind, title, owner, current, added_at, valid_from, valid_to, expires_at, meta"
 _HIT_COLS = "c.id, c.doc_id, c.source, c.version, c.position, c.text, c.meta, d.title, d.current"
-_BM25_ROWS = "SELECT c.id, c.text, c.owner, c.source, d.kind FROM chunks c JOIN documents d ON d.id = c.doc_id"
 
 
 def _doc(row: Sequence[Any], chunks: int = 0) -> StoredDocument:
@@ -175,39 +174,22 @@ class SQLiteKnowledgeStore:
         else:
             self.rebuild_bm25()
 
-    def rebuild_bm25(self) -> None:
-        """Rebuild the full-text index from the chunk rows (a progress bar when asked for)."""
+    def rebuild_bm25(self, *, force: bool = False) -> None:
+        """Rebuild the full-text index from the chunk rows unless it matches them (``force``: always)."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")  # writers wait: the rows and the generation stay put
             try:
                 gen = self._gen()
                 n = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-                if not self._bm25.matches(gen, n):  # another process may have fixed it meanwhile
+                if force or not self._bm25.matches(gen, n):  # another process may have fixed it meanwhile
                     self._write_bm25(gen, rebuild=True)
             finally:
                 self._db.execute("COMMIT")
             self._bm25_gen = gen
 
     def _write_bm25(self, gen: int, add: Sequence[int] = (), delete: Sequence[int] = (), rebuild: bool = False) -> None:
-        """Inside a write transaction: bring the full-text index to generation ``gen`` and stamp it.
-
-        Incremental (``add`` chunk ids, ``delete`` chunk ids) only when the stamp names ``gen - 1``;
-        otherwise every row is indexed again.
-        """
-        if rebuild or self._bm25.stamped_gen() != gen - 1:
-            total = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
-            rows = self._db.execute(f"{_BM25_ROWS} ORDER BY c.id")
-            self._bm25.rebuild(rows, total, show_progress=self._show_progress)
-        else:
-            self._bm25.invalidate()
-            rows_added: list[Any] = []
-            for start in range(0, len(add), 500):
-                part = add[start : start + 500]
-                rows_added.extend(
-                    self._db.execute(f"{_BM25_ROWS} WHERE c.id IN ({','.join('?' * len(part))})", part).fetchall()
-                )
-            self._bm25.apply(rows_added, delete)
-        self._bm25.mark(gen)
+        """Inside a write transaction: bring the full-text index to generation ``gen`` (see ``TantivyBM25.write``)."""
+        self._bm25.write(self._db, gen, add, delete, rebuild=rebuild, show_progress=self._show_progress)
 
     # ---- the vector index -------------------------------------------------------------------
 
@@ -443,21 +425,30 @@ class SQLiteKnowledgeStore:
             where, args = filters.sql(time.time())
             fetch = max(4 * k, 32)
             while True:
-                found = self._bm25.search(search, fetch)
-                scores = dict(found)
-                kept: list[ChunkHit] = []
-                for start in range(0, len(found), 500):
-                    part = [chunk_id for chunk_id, _ in found[start : start + 500]]
-                    rows = self._db.execute(
-                        f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                        f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
-                        [*part, *args],
-                    ).fetchall()
-                    kept.extend(_hit(r, scores[r[0]]) for r in rows)
+                try:
+                    found = self._bm25.search(search, fetch)
+                except ValueError:  # index files damaged since they were opened: rebuild from the rows, once
+                    self.rebuild_bm25(force=True)
+                    found = self._bm25.search(search, fetch)
+                kept = self._filtered(found, where, args)
                 if len(kept) >= k or len(found) < fetch:  # enough, or every match was seen
-                    kept.sort(key=lambda h: (-h.score, h.chunk_id))
                     return kept[:k]
                 fetch *= 4
+
+    def _filtered(self, scored: Sequence[tuple[int, float]], where: str, args: list[Any]) -> list[ChunkHit]:
+        """The chunks among ``scored`` (chunk id, score) that pass the filter ``where``, best first."""
+        scores = dict(scored)
+        kept: list[ChunkHit] = []
+        for start in range(0, len(scored), 500):
+            part = [chunk_id for chunk_id, _ in scored[start : start + 500]]
+            rows = self._db.execute(
+                f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
+                [*part, *args],
+            ).fetchall()
+            kept.extend(_hit(r, scores[r[0]]) for r in rows)
+        kept.sort(key=lambda h: (-h.score, h.chunk_id))
+        return kept
 
     def search_dense(self, vector: Vectors, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
         """Cosine top ``k`` among chunks passing ``filters``: over-fetch from HNSW, filter in SQL, widen until full."""
@@ -471,19 +462,9 @@ class SQLiteKnowledgeStore:
             fetch = min(size, max(4 * k, 32))
             while True:
                 found = self._index.search(query, fetch)
-                keys = [int(x) for x in found.keys]
-                sims = {key: 1.0 - float(d) for key, d in zip(keys, found.distances, strict=True)}
-                kept: list[ChunkHit] = []
-                for start in range(0, len(keys), 500):
-                    part = keys[start : start + 500]
-                    rows = self._db.execute(
-                        f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                        f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
-                        [*part, *args],
-                    ).fetchall()
-                    kept.extend(_hit(r, sims[r[0]]) for r in rows)
+                sims = [(int(key), 1.0 - float(d)) for key, d in zip(found.keys, found.distances, strict=True)]
+                kept = self._filtered(sims, where, args)
                 if len(kept) >= k:
-                    kept.sort(key=lambda h: -h.score)
                     return kept[:k]
                 if fetch >= size:  # HNSW is approximate: near-duplicates can hide a few; scan the filtered rows
                     return self._exact_dense(query, k, where, args)
