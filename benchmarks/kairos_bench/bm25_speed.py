@@ -245,7 +245,7 @@ def run(
                 store.add_document(doc, [(ChunkIn(f"{turns[j % len(turns)]} new{j}", 0), np.ones(DIM))])
                 inserts.append((time.perf_counter() - t1) * 1000)
             db_bytes = sum(f.stat().st_size for f in Path(tmp).iterdir() if f.name.startswith("knowledge.db"))
-            tantivy_bytes = sum(f.stat().st_size for f in bm25.folder.iterdir())
+            tantivy_bytes = bm25.size_bytes()
         finally:
             raw.close()
             store.close()

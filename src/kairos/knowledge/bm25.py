@@ -107,6 +107,10 @@ class TantivyBM25:
         """Documents in the last reloaded view (deleted ones excluded)."""
         return int(self.index.searcher().num_docs)
 
+    def size_bytes(self) -> int:
+        """Bytes of the index files on disk."""
+        return sum(f.stat().st_size for f in self.folder.iterdir() if f.is_file()) if self.folder.is_dir() else 0
+
     def reload(self) -> None:
         """See the latest commit (another process's, too)."""
         self.index.reload()

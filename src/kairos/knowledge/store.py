@@ -415,10 +415,10 @@ class SQLiteKnowledgeStore:
 
     def search_bm25(self, query: str, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
         """BM25 top ``k`` among the chunks that pass ``filters`` (see the module docstring for how)."""
-        terms = self._bm25.terms(query_words(query))
-        if not terms or k <= 0:
-            return []
-        with self._lock:
+        with self._lock:  # tantivy's analyzer is not shared across threads
+            terms = self._bm25.terms(query_words(query))
+            if not terms or k <= 0:
+                return []
             self._sync_bm25()
             f = filters
             search = self._bm25.query(terms, f.owner, f.sources, f.kind, f.exclude_kinds)
@@ -508,6 +508,7 @@ class SQLiteKnowledgeStore:
                 "memories": one[4],
                 "db_bytes": self.path.stat().st_size if self.path.exists() else 0,
                 "index_bytes": self.index_path.stat().st_size if self.index_path.exists() else 0,
+                "bm25_bytes": self._bm25.size_bytes(),
             }
 
     def check(self) -> dict[str, int]:
