@@ -139,6 +139,7 @@ def test_a_choice_scorer_is_read_not_run_and_its_scores_are_graded(kb: Knowledge
     assert [h.chunk.source for h in result.hits] == ["c.md", "b.md", "d.md", "a.md"]
     assert [round(h.rerank_score or 0, 6) for h in result.hits] == [0.9, 0.6, 0.2, 0.1]
     assert result.warning == "" and model.requests == []  # nothing was generated
+    assert kb.reranker.name == "llm-yes-no-logits:scripted"
     stats = kb.reranker.last_stats
     assert (stats.judged, stats.prompt_tokens, stats.cached_prompt_tokens) == (4, 400, 320)
     # plain-text prompts (no tools) asking yes/no; the query and instructions come before the
@@ -158,6 +159,7 @@ def test_a_scorer_without_logprobs_falls_back_to_generation(kb: KnowledgeBase) -
     result = asyncio.run(kb.asearch("greyhound dogs walks", k=4, mode="hybrid+rerank"))
     assert result.hits[0].chunk.source == "c.md" and result.hits[0].rerank_score == 1.0
     assert len(model.choice_requests) == 1 and len(model.requests) == 4
+    assert reranker.name == "llm-yes-no:scripted"  # results say how they were judged
     asyncio.run(reranker.score("dogs", ["a kiln"]))  # it does not ask again
     assert len(model.choice_requests) == 1 and len(model.requests) == 5
 

@@ -146,9 +146,10 @@ class LLMReranker:
     def __init__(self, model: Model, *, timeout_s: float = 60.0) -> None:
         self.model = model
         self.timeout_s = timeout_s
-        self.name = f"llm-yes-no:{model.name}"
+        self._logits = isinstance(model, ChoiceScorer)  # False once the model says it cannot after all
+        self.name = f"llm-yes-no{'-logits' if self._logits else ''}:{model.name}"
+        """``llm-yes-no-logits:<model>`` while verdicts are read from logits, ``llm-yes-no:<model>`` when generated."""
         self.last_stats = RerankStats()
-        self._logits = True  # False once the model said it cannot score choices after all
 
     def request(self, query: str, passage: str) -> ModelRequest:
         """The judge prompt for a generated verdict: the query before the passage (a shared prefix)."""
@@ -169,11 +170,12 @@ class LLMReranker:
         stats = self.last_stats = RerankStats()
         t0 = time.perf_counter()
         try:
-            if isinstance(self.model, ChoiceScorer) and self._logits:
+            if self._logits and isinstance(self.model, ChoiceScorer):
                 try:
                     return await self._score_by_logits(self.model, query, passages, stats)
                 except NotImplementedError:  # e.g. a server without logprobs: generate from now on
                     self._logits = False
+                    self.name = f"llm-yes-no:{self.model.name}"
                     stats = self.last_stats = RerankStats()
             return await self._score_by_generation(query, passages, stats)
         finally:
