@@ -1,4 +1,4 @@
-"""End-to-end on the real bundled 1.5B model: tool use and cross-turn KV-cache reuse."""
+"""End-to-end on the real bundled 1.5B model: tool use, cross-turn KV-cache reuse, reranking from logits."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, ToolCallF
 from kairos.app import build_agent
 from kairos.config import KairosConfig
 from kairos.context.session import Session, SessionStore
+from kairos.knowledge.rerank import LLMReranker
 from kairos.models.local import LocalModel
 
 pytestmark = pytest.mark.model
@@ -67,3 +68,23 @@ async def test_second_turn_reuses_the_kv_cache(model: LocalModel, workspace: Pat
     assert first_of_turn.audit.ok
     u = first_of_turn.usage
     assert u.cached_prompt_tokens >= 0.9 * u.prompt_tokens, (u.cached_prompt_tokens, u.prompt_tokens)
+
+
+async def test_logit_reranker_scores_a_relevant_passage_above_an_irrelevant_one(model: LocalModel) -> None:
+    query = "How far does a greyhound run in a typical race?"
+    relevant = "Most greyhound races in Britain are run over 480 metres, a little under a third of a mile."
+    irrelevant = "Pottery classes start on Monday evenings; bring an apron, the kiln room gets hot."
+    reranker = LLMReranker(model)
+    scores = await reranker.score(query, [relevant, irrelevant])
+    stats = reranker.last_stats
+    print(
+        f"\nlogit rerank: {stats.seconds / stats.judged:.2f} s per candidate, scores {scores}, "
+        f"{stats.cached_prompt_tokens}/{stats.prompt_tokens} prompt tokens from cache"
+    )
+    assert scores[0] is not None and scores[1] is not None
+    assert scores[0] > 0.5 > scores[1]
+    # one more candidate for the same query pays only for its passage and the closing line
+    other = "Comet the greyhound sleeps on the sofa all afternoon."
+    result = await model.choice_logprobs(reranker.choice_request(query, other), ("yes", "no"))
+    print(f"one more candidate: {result.usage.total_s:.2f} s, {result.usage.new_prompt_tokens} new prompt tokens")
+    assert result.usage.new_prompt_tokens < result.usage.prompt_tokens / 2

@@ -6,7 +6,8 @@ Error tree (all carry data in fields, see ``kairos.errors``):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from kairos.models.types import (
@@ -17,6 +18,7 @@ from kairos.models.types import (
     ResponseDone,
     StreamEvent,
     ToolSpec,
+    Usage,
     estimate_messages_tokens,
 )
 from kairos.models.types import estimate_tokens as estimate_tokens  # re-exported: its long-standing home
@@ -46,6 +48,39 @@ class Model(Protocol):
 
     def count_tokens(self, request: ModelRequest) -> int:
         """Prompt tokens of ``request``: exact where the backend has a tokenizer, else an estimate."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceLogprobs:
+    """Log-probabilities of the first token of each choice as the reply's first token, and what it cost.
+
+    ``logprobs`` maps every choice asked for to ``log P``; ``-inf`` where the backend gives it no mass.
+    """
+
+    logprobs: Mapping[str, float]
+    usage: Usage = field(default_factory=Usage)
+
+
+@runtime_checkable
+class ChoiceScorer(Protocol):
+    """A model that can score fixed answers without generating (one prompt evaluation, no decoding).
+
+    Why: a yes/no judgement read from the next-token distribution costs one forward pass over the
+    prompt's new tokens and gives a graded score, where generating an answer costs ~20 decoded
+    tokens and gives only yes or no. Backends implement it where they can read logits.
+    """
+
+    async def choice_logprobs(self, request: ModelRequest, choices: Sequence[str]) -> ChoiceLogprobs:
+        """``log P(first token of choice)`` for the reply to ``request``, case and leading-space variants summed.
+
+        ``request`` must carry no tools: the reply is plain text, not the tool-call format.
+
+        Raises:
+            ValueError: no choices, an empty choice, two choices that start with the same token, or tools.
+            ModelError: the backend failed.
+            ContextOverflowError: ``request`` does not fit the model's window.
+        """
         ...
 
 

@@ -25,13 +25,15 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kairos.errors import ConfigError, ContextOverflowError, ModelError
+from kairos.models._choices import choice_logprobs_from_logits, first_token_ids, last_logits
 from kairos.models._prefix_store import PrefixStateStore
 from kairos.models._reply import FINAL_ANSWER, ReplyScanner, parse_reply
+from kairos.models.base import ChoiceLogprobs
 from kairos.models.bundled import ProgressFn, default_cache_dir, resolve_model_path
 from kairos.models.types import (
     Message,
@@ -70,9 +72,14 @@ def _tool_line(tool: ToolSpec) -> str:
     )
 
 
-def system_turn_text(request: ModelRequest) -> str:
-    """System text + tool list + reply-format rules. Depends on the request only (cacheable)."""
+def system_turn_text(request: ModelRequest, *, reply_format: bool = True) -> str:
+    """System text + tool list + reply-format rules. Depends on the request only (cacheable).
+
+    ``reply_format=False``: the system text alone, for a plain-text reply (choice scoring).
+    """
     parts = [request.system_text()] if request.system_text() else []
+    if not reply_format:
+        return "\n\n".join(parts)
     if request.tools:
         lines = "\n".join(_tool_line(t) for t in request.tools)
         parts.append(
@@ -117,11 +124,11 @@ def _turn(text: str, raw: str | None = None) -> list[Segment]:
     return [Segment("special", IM_START), *body, Segment("special", IM_END), Segment("text", "\n")]
 
 
-def prompt_segments(request: ModelRequest) -> list[Segment]:
-    """The whole prompt, ending with the open assistant turn."""
+def prompt_segments(request: ModelRequest, *, reply_format: bool = True) -> list[Segment]:
+    """The whole prompt, ending with the open assistant turn (``reply_format``: see :func:`system_turn_text`)."""
     if any(t.name == FINAL_ANSWER for t in request.tools):
         raise ConfigError(f"a tool may not be named {FINAL_ANSWER!r}: the local model reserves it for answers")
-    segs = _turn("system\n" + system_turn_text(request))
+    segs = _turn("system\n" + system_turn_text(request, reply_format=reply_format))
     msgs = request.messages
     i = 0
     while i < len(msgs):
@@ -186,8 +193,6 @@ def reply_schema(tools: Iterable[ToolSpec], args: dict[str, dict[str, Any]] | No
     return {"anyOf": [wrapper, final]}
 
 
-# ---- incremental reply scanner -------------------------------------------------------------
-
 # ---- the backend ---------------------------------------------------------------------------
 
 
@@ -239,7 +244,7 @@ class LocalModel:
         self._bos: list[int] = []
         self._splice: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._grammars: dict[str, Any] = {}
-        self._last_prompt: tuple[ModelRequest, list[int]] | None = None
+        self._last_prompt: tuple[ModelRequest, bool, list[int]] | None = None
         self.grammar_build_s: float = 0.0
         """Seconds spent on the last grammar built (0 when it came from the cache)."""
 
@@ -287,13 +292,13 @@ class LocalModel:
 
     # -- tokens ----------------------------------------------------------------------------
 
-    def _tokens(self, request: ModelRequest) -> list[int]:
+    def _tokens(self, request: ModelRequest, *, reply_format: bool = True) -> list[int]:
         last = self._last_prompt
-        if last is not None and (last[0] is request or last[0] == request):
-            return last[1]
+        if last is not None and last[1] == reply_format and (last[0] is request or last[0] == request):
+            return last[2]
         self.load()
         tokens = list(self._bos)
-        for seg in prompt_segments(request):
+        for seg in prompt_segments(request, reply_format=reply_format):
             spliced = self._splice.get(seg.text) if seg.kind == "raw" else None
             if seg.kind == "special":
                 tokens.append(self._specials[seg.text])
@@ -301,7 +306,7 @@ class LocalModel:
                 tokens.extend(spliced)
             elif seg.text:
                 tokens.extend(self._llm.tokenize(seg.text.encode(), add_bos=False, special=False))
-        self._last_prompt = (request, tokens)
+        self._last_prompt = (request, reply_format, tokens)
         return tokens
 
     def count_tokens(self, request: ModelRequest) -> int:
@@ -346,6 +351,15 @@ class LocalModel:
             (i for i, (a, b) in enumerate(zip(evaluated, tokens, strict=False)) if a != b),
             min(len(evaluated), len(tokens)),
         )
+
+    def _warm(self, tokens: list[int]) -> int:
+        """Load the system prefix's KV state from disk when that helps; the prompt tokens reused."""
+        cached = self._reused_prefix(tokens)
+        if self.prefix_store is not None:
+            end = tokens.index(self._specials[IM_END]) + 1 if self._specials[IM_END] in tokens else 0
+            if self.prefix_store.warm(self._llm, tokens[:end], self._common_prefix(tokens[:end])):
+                cached = self._reused_prefix(tokens)  # loaded from disk: reused, not recomputed
+        return cached
 
     def reset_cache(self) -> None:
         """Forget the KV state (benchmarks start each variant cold); the next call re-reads all."""
@@ -400,11 +414,7 @@ class LocalModel:
                     limit=self.context_window,
                 )
             grammar = self._grammar(request.tools)
-            cached = self._reused_prefix(tokens)
-            if self.prefix_store is not None:
-                end = tokens.index(self._specials[IM_END]) + 1 if self._specials[IM_END] in tokens else 0
-                if self.prefix_store.warm(llm, tokens[:end], self._common_prefix(tokens[:end])):
-                    cached = self._reused_prefix(tokens)  # loaded from disk: reused, not recomputed
+            cached = self._warm(tokens)
             from llama_cpp import llama_model_get_vocab, llama_vocab_is_eog
 
             vocab = llama_model_get_vocab(llm.model)
@@ -478,3 +488,41 @@ class LocalModel:
                     return
         finally:
             stop.set()
+
+    # -- choice scoring (no generation) ----------------------------------------------------
+
+    def _score_choices(self, request: ModelRequest, choices: tuple[str, ...]) -> ChoiceLogprobs:
+        """Worker-thread body: evaluate the prompt's new tokens, read the next-token logits once."""
+        with self._lock:
+            t0 = time.perf_counter()
+            tokens = self._tokens(request, reply_format=False)
+            llm = self._llm
+            if len(tokens) >= self.context_window:
+                raise ContextOverflowError(
+                    f"prompt of {len(tokens)} tokens does not fit a {self.context_window}-token window",
+                    prompt_tokens=len(tokens),
+                    limit=self.context_window,
+                )
+            ids = first_token_ids(lambda text: llm.tokenize(text.encode(), add_bos=False, special=False), choices)
+            # Always decode at least the last prompt token: the logits read below are then this
+            # prompt's, whatever ran before (a generation, a state loaded from disk).
+            cached = min(self._warm(tokens), len(tokens) - 1)
+            if not llm._ctx.kv_cache_seq_rm(-1, cached, -1):  # a model without partial KV removal
+                llm.reset()
+                cached = 0
+            llm.n_tokens = cached
+            llm.eval(tokens[cached:])
+            logits = last_logits(llm)
+            usage = Usage(prompt_tokens=len(tokens), cached_prompt_tokens=cached, total_s=time.perf_counter() - t0)
+            return ChoiceLogprobs(choice_logprobs_from_logits(logits, ids), usage)
+
+    async def choice_logprobs(self, request: ModelRequest, choices: Sequence[str]) -> ChoiceLogprobs:
+        """Score ``choices`` as the reply's first token: one prompt evaluation, no decoding (see ``ChoiceScorer``).
+
+        The prompt is the plain ChatML rendering (no reply-format rules); its prefix shares the KV
+        cache with earlier calls, so requests that differ only at the end pay only for the end.
+        Cancelling waits for nothing, but the evaluation already started finishes in its thread.
+        """
+        if request.tools:
+            raise ValueError("choice scoring takes a request without tools: the reply is plain text")
+        return await asyncio.to_thread(self._score_choices, request, tuple(choices))
