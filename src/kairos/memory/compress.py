@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from kairos.memory.records import KINDS, MemoryCard
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest, ToolSpec
 
 log = logging.getLogger("kairos.memory")
 
@@ -86,14 +86,11 @@ async def summarize(model: Model, cards: Sequence[MemoryCard], *, timeout_s: flo
     request = ModelRequest(SUMMARY_SYSTEM, "", (SUMMARY_TOOL,), (Message.user(listing),), max_tokens=400)
     try:
         async with asyncio.timeout(timeout_s):
-            response = None
-            async for item in model.stream(request):
-                if isinstance(item, ResponseDone):
-                    response = item.response
+            response = await complete(model, request)
     except Exception as e:  # compression is an optimisation: a failure keeps the originals
         log.warning("memory compression failed (%s: %s); memories kept as they are", type(e).__name__, str(e)[:200])
         return None
-    for call in response.message.tool_calls if response else ():
+    for call in response.message.tool_calls:
         if call.name != SUMMARY_TOOL.name:
             continue
         try:

@@ -18,8 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from kairos.memory.records import CATEGORIES, FORMATS, KINDS, PREFERENCE_LIKE, MemoryCard, MemoryProvenance
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.security.provenance import ProvenanceGuard
 
 log = logging.getLogger("kairos.memory")
@@ -173,18 +173,12 @@ async def ask_operations(
     request = ModelRequest(EXTRACTOR_SYSTEM, "", (OPERATIONS_TOOL,), (Message.user(prompt),), max_tokens=max_tokens)
     try:
         async with asyncio.timeout(timeout_s):
-            response = None
-            async for item in model.stream(request):
-                if isinstance(item, ResponseDone):
-                    response = item.response
+            response = await complete(model, request)
     except TimeoutError:
         log.warning("memory extraction: no answer within %g s; nothing stored", timeout_s)
         return None
     except Exception as e:  # a model failure must not lose the session: nothing is stored, the transcript stays
         log.warning("memory extraction failed (%s: %s); nothing stored", type(e).__name__, str(e)[:200])
-        return None
-    if response is None:
-        log.warning("memory extraction: the model ended without a response; nothing stored")
         return None
     return parse_operations(response.message.tool_calls)
 

@@ -46,8 +46,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest, ToolSpec
 
 PiiType: TypeAlias = Literal[
     "EMAIL", "PHONE", "CARD", "BANK_ACCOUNT", "GOV_ID", "IP", "SECRET", "ADDRESS", "DOB", "NAME",
@@ -462,16 +462,11 @@ class PiiScrubber:
         request = ModelRequest(PII_SYSTEM, "", (PII_TOOL,), (Message.user(f"<text>\n{masked}\n</text>"),), 400)
         try:
             async with asyncio.timeout(budget_s):
-                response = None
-                async for item in self.model.stream(request):
-                    if isinstance(item, ResponseDone):
-                        response = item.response
+                response = await complete(self.model, request)
         except TimeoutError:
             return None, f"no answer within {self.timeout_s:g} s"
         except Exception as e:  # any model failure falls back to the regex layer
             return None, f"{type(e).__name__}: {str(e)[:200]}"
-        if response is None:
-            return None, "the model ended without a response"
         for c in response.message.tool_calls:
             if c.name == PII_TOOL.name:
                 try:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.runtime.events import STRATEGIES, URGENT_TYPES, Event, Strategy
 
 log = logging.getLogger("kairos.runtime")
@@ -126,14 +126,9 @@ class Classifier:
         self.calls += 1
         try:
             async with asyncio.timeout(self.timeout_s):
-                response = None
-                async for item in self.model.stream(request):
-                    if isinstance(item, ResponseDone):
-                        response = item.response
+                response = await complete(self.model, request)
         except Exception as e:  # a classifier failure must never lose or block the event
             log.warning("urgency classifier failed (%s); using the rules", e)
-            return None
-        if response is None:
             return None
         message = response.message
         for call in message.tool_calls:

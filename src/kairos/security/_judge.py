@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest, ToolSpec
 
 Risk: TypeAlias = Literal["low", "medium", "high"]
 RISKS: tuple[Risk, ...] = ("low", "medium", "high")
@@ -59,16 +59,11 @@ async def ask_verdict(model: Model, system: str, text: str, *, timeout_s: float,
 
     try:
         async with asyncio.timeout(timeout_s):
-            response = None
-            async for item in model.stream(request):
-                if isinstance(item, ResponseDone):
-                    response = item.response
+            response = await complete(model, request)
     except TimeoutError:
         return failed(f"no answer within {timeout_s:g} s")
     except Exception as e:  # any model failure rejects, never approves
         return failed(f"{type(e).__name__}: {str(e)[:200]}")
-    if response is None:
-        return failed("the model ended without a response")
     return parse_verdict(response.message.tool_calls, by, response.message.content) or failed(
         f"unparsable answer: {(response.message.content or '(no verdict call)')[:120]!r}"
     )
