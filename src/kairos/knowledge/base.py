@@ -101,8 +101,6 @@ def rrf(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[Hit]:
                 hit.bm25_rank = rank
             elif which == 1:
                 hit.dense_rank = rank
-            elif which == 2:
-                hit.graph_rank = rank
     return sorted(fused.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
@@ -289,10 +287,8 @@ class KnowledgeBase:
             )
         return SearchResult(hits, conflicts_of([h.chunk for h in hits]))
 
-    def fused(
-        self, query: str, depth: int, filters: Filters, *, vector: Any = None, extra: Sequence[ChunkHit] | None = None
-    ) -> list[Hit]:
-        """BM25 and dense top ``depth`` (side by side) fused by RRF, with ``extra`` as a third ranking.
+    def fused(self, query: str, depth: int, filters: Filters, *, vector: Any = None) -> list[Hit]:
+        """BM25 and dense top ``depth`` (side by side) fused by RRF.
 
         ``filters`` are used as given (summary chunks included unless they exclude them).
         """
@@ -300,10 +296,7 @@ class KnowledgeBase:
             lexical = pool.submit(self.store.search_bm25, query, depth, filters)
             vec = self.embedder.embed_queries([query])[0] if vector is None else vector
             dense = self.store.search_dense(vec, depth, filters)
-            rankings: list[Sequence[ChunkHit]] = [lexical.result(), dense]
-        if extra is not None:
-            rankings.append(extra)
-        return rrf(rankings)
+            return rrf([lexical.result(), dense])
 
     async def asearch(
         self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS

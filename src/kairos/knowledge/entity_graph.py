@@ -11,7 +11,8 @@ keys), so the graph never disagrees with the chunks.
 ``hybrid+graph``: the entities named in the query, their neighbours one or two hops away (not
 through hubs: an entity in more than ``max_fanout`` triples, a conversation's speaker say, is a
 seed but is not walked through), and the chunks whose triples touch them, scored by hop and by how
-rare each entity is; that ranking is fused with BM25 and dense by RRF.
+rare each entity is; that ranking is fused by RRF with the ``hybrid`` ranking (two lists, so a
+chunk reached only through the graph can still rise to the top).
 
 Chunks are quoted data: the prompt says so; only the tool's triples are kept, and only those
 whose two entities occur in the chunk's own text, so an instruction inside a chunk can add nothing
@@ -35,12 +36,13 @@ from typing import Any
 
 from rich.progress import Progress
 
-from kairos.knowledge.base import SUMMARY_KIND, KnowledgeBase, SearchResult, conflicts_of, without_summaries
+from kairos.knowledge.base import SUMMARY_KIND, Hit, KnowledgeBase, SearchResult, conflicts_of, without_summaries
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkHit, Filters
 from kairos.knowledge.store import SQLiteKnowledgeStore
 from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.retrieval.fusion import rrf_scores
 
 PROMPT_VERSION = "graph-1"
 MAX_TRIPLES = 12
@@ -472,8 +474,17 @@ def search_graph(
         graph = graph_ranking(store, query_entities(store, query), depth, filters, hops=hops)
     else:
         warning = "no entity graph is built for these documents (kb add --graph); results are plain hybrid"
-    hits = kb.fused(query, depth, filters, extra=graph)[:k]
-    return SearchResult(hits, conflicts_of([h.chunk for h in hits]), warning)
+    hybrid = kb.fused(query, depth, filters)[:depth]
+    if not graph:
+        return SearchResult(hybrid[:k], conflicts_of([h.chunk for h in hybrid[:k]]), warning)
+    scores = rrf_scores([[h.chunk.chunk_id for h in hybrid], [c.chunk_id for c in graph]])
+    hits = {h.chunk.chunk_id: h for h in hybrid}
+    for rank, chunk in enumerate(graph, 1):
+        hits.setdefault(chunk.chunk_id, Hit(chunk, 0.0)).graph_rank = rank
+    for chunk_id, hit in hits.items():
+        hit.score = scores[chunk_id]
+    best = sorted(hits.values(), key=lambda h: (-h.score, h.chunk.chunk_id))[:k]
+    return SearchResult(best, conflicts_of([h.chunk for h in best]), warning)
 
 
 __all__ = [
