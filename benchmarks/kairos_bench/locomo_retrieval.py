@@ -20,8 +20,9 @@ summaries together (a summary hit expanded into its best turns); ``hybrid+graph`
 entity graph (triples per turn) and fuses its one-to-two-hop ranking with hybrid (summaries and
 triples cached on disk like the contexts). These need the model and run only when asked for
 (``modes``); ``questions`` samples a fixed, seeded set of questions per conversation (every mode
-then runs on that sample, and the sample is reported). Nothing here is tuned per question: settings were chosen on the development
-conversations (``DEV``) and rows and summary report the others apart, as held out.
+then runs on that sample, and the sample is reported). Nothing here is tuned per question:
+settings were chosen on the development conversations (``DEV``) and rows and summary report the
+others apart, as held out.
 """
 
 from __future__ import annotations
