@@ -307,7 +307,7 @@ def run(
     if aux.extractor is not None:
         est = aux.extractor.stats
         rows.append(
-            {"mode": "hybrid+graph", "split": "graph-extraction", "chunks": est.chunks, "from_cache": est.from_cache,
+            {"mode": "hybrid+graph", "split": "graph-extraction", "passages": est.chunks, "from_cache": est.from_cache,
              "extracted": est.extracted, "failed": est.failed, "unreadable": est.unreadable,
              "triples": aux.triples, "triples_dropped": aux.dropped, "extraction_s": round(est.seconds, 1),
              "warnings": sorted(set(aux.extractor.warnings))}

@@ -31,7 +31,7 @@ FILLER = [f"Some owner said they now live in house number {i}; where people live
 def triples_for(request: ModelRequest) -> ModelResponse:
     """A scripted extractor: the known facts of the passage, through the triples tool."""
     passage = request.messages[0].content.split("<passage>\n")[1].split("\n</passage>")[0]
-    found = FACTS.get(passage, [])
+    found = [t for text, triples in FACTS.items() if text in passage for t in triples]
     return reply("", call("triples", {"triples": [{"subject": s, "relation": r, "object": o} for s, r, o in found]}))
 
 
@@ -65,6 +65,7 @@ def test_graph_build_aliases_and_two_hop_search(kb: KnowledgeBase) -> None:
     model = ScriptedModel([triples_for] * 40)
     result = asyncio.run(build_graph(kb, "story.md", TripleExtractor(model)))
     assert result.status == "built" and result.chunks == 28 and result.triples == 4 and result.dropped == 0
+    assert len(model.requests) < 10  # consecutive short chunks share a call
     first = model.requests[0]
     assert first.tools == (TRIPLES_TOOL,) and first.system_static == GRAPH_SYSTEM
     # "Ann" is the one longer "Ann Lee" of the document: one entity
@@ -93,7 +94,7 @@ def test_a_rebuild_asks_nothing_and_the_cache_serves_another_base(tmp_path: Path
     add_doc(kb2, list(FACTS))
     again = TripleExtractor(idle, ContextCache(cache))
     assert asyncio.run(build_graph(kb2, "story.md", again)).triples == 4
-    assert idle.requests == [] and again.stats.from_cache == 3
+    assert idle.requests == [] and again.stats.from_cache == 1  # the three chunks were one batch
     assert triples_of(kb2) == triples_of(kb)
     kb.close()
     kb2.close()
@@ -110,7 +111,7 @@ def test_bad_model_output_is_ignored(kb: KnowledgeBase) -> None:
         reply(json.dumps({"triples": [{"subject": "Eve", "relation": "sings", "object": "Eve"}]})),
     ]  # fmt: skip
     extractor = TripleExtractor(ScriptedModel(script))
-    result = asyncio.run(build_graph(kb, "story.md", extractor))
+    result = asyncio.run(build_graph(kb, "story.md", extractor, batch_chars=0))
     assert result.status == "built" and result.triples == 0 and result.dropped == 3
     assert extractor.stats.unreadable == 2 and triples_of(kb) == set()
     assert asyncio.run(build_graph(kb, "story.md", TripleExtractor(ScriptedModel([])))).status == "unchanged"
@@ -122,10 +123,10 @@ def test_bad_model_output_is_ignored(kb: KnowledgeBase) -> None:
 def test_model_failure_keeps_what_was_extracted_and_search_falls_back(kb: KnowledgeBase, tmp_path: Path) -> None:
     add_doc(kb, list(FACTS))
     model = ScriptedModel([triples_for, ModelUnavailableError("gone", model="m"), triples_for])
-    result = asyncio.run(build_graph(kb, "story.md", TripleExtractor(model)))
+    result = asyncio.run(build_graph(kb, "story.md", TripleExtractor(model), batch_chars=0))
     assert result.status == "partial" and result.chunks == 1 and result.triples == 2
     assert any("ModelUnavailableError" in w for w in result.warnings) and len(model.requests) == 2
-    rest = asyncio.run(build_graph(kb, "story.md", TripleExtractor(ScriptedModel([triples_for] * 2))))
+    rest = asyncio.run(build_graph(kb, "story.md", TripleExtractor(ScriptedModel([triples_for] * 2)), batch_chars=0))
     assert rest.status == "built" and rest.chunks == 2 and len(triples_of(kb)) == 4
     empty = KnowledgeBase.open(tmp_path / "empty", HashEmbedder())
     add_doc(empty, list(FACTS))
@@ -168,3 +169,15 @@ def test_removing_a_source_removes_its_triples(kb: KnowledgeBase) -> None:
     with kb.store.read() as db:
         assert db.execute("SELECT count(*) FROM graph_chunks").fetchone()[0] == 0
     assert kb.search("Rex", k=3, mode="hybrid+graph").hits == []
+
+
+def test_a_batch_call_gives_each_chunk_the_triples_it_mentions(kb: KnowledgeBase) -> None:
+    add_doc(kb, list(FACTS))
+    model = ScriptedModel([triples_for])
+    result = asyncio.run(build_graph(kb, "story.md", TripleExtractor(model), batch_chars=10_000))
+    assert len(model.requests) == 1 and result.chunks == 3 and result.triples == 4
+    with kb.store.read() as db:
+        per_chunk = dict(
+            db.execute("SELECT c.position, g.triples FROM graph_chunks g JOIN chunks c ON c.id = g.chunk_id")
+        )
+    assert per_chunk == {0: 2, 1: 1, 2: 1}

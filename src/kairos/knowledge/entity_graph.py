@@ -45,7 +45,9 @@ from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
 from kairos.retrieval.fusion import rrf_scores
 
 PROMPT_VERSION = "graph-1"
-MAX_TRIPLES = 12
+MAX_TRIPLES = 24
+BATCH_CHARS = 1200
+"""Consecutive chunks up to this many characters share one extraction call (four or five conversation turns)."""
 _NAME = {"type": "string", "minLength": 1, "maxLength": 80}
 TRIPLES_TOOL = ToolSpec(
     "triples",
@@ -177,7 +179,7 @@ def parse_triples(calls: Sequence[Any], text: str = "") -> list[Triple] | None:
 
 @dataclass(slots=True)
 class ExtractStats:
-    """Chunks asked about, served from the disk cache, extracted, failed; answers that did not parse."""
+    """Passages (batches of chunks) asked about, served from the disk cache, extracted, failed; unparsable answers."""
 
     chunks: int = 0
     from_cache: int = 0
@@ -206,7 +208,7 @@ class TripleExtractor:
 
     def request(self, passage: str) -> ModelRequest:
         """The passage, quoted, with the triples tool as the only tool."""
-        ask = Message.user(f"<passage>\n{passage[:4000]}\n</passage>\n\nReport this passage's facts as triples.")
+        ask = Message.user(f"<passage>\n{passage[:6000]}\n</passage>\n\nReport this passage's facts as triples.")
         return ModelRequest(GRAPH_SYSTEM, "", (TRIPLES_TOOL,), (ask,), max_tokens=400)
 
     async def triples(self, passage: str) -> list[Triple] | None:
@@ -271,12 +273,28 @@ def _aliases(keys: set[str]) -> dict[str, str]:
     return out
 
 
+def batches(chunks: Sequence[ChunkHit], budget: int) -> list[list[ChunkHit]]:
+    """Runs of consecutive chunks of at most ``budget`` characters together (a longer chunk alone)."""
+    out: list[list[ChunkHit]] = []
+    size = 0
+    for chunk in chunks:
+        if out and size + len(chunk.text) <= budget and chunk.position == out[-1][-1].position + 1:
+            out[-1].append(chunk)
+            size += len(chunk.text)
+        else:
+            out.append([chunk])
+            size = len(chunk.text)
+    return out
+
+
 async def build_graph(
     kb: KnowledgeBase, source: str, extractor: TripleExtractor, *, aliases: Mapping[str, str] | None = None,
-    show_progress: bool = False,
+    batch_chars: int = BATCH_CHARS, show_progress: bool = False,
 ) -> GraphResult:  # fmt: skip
     """Extract the triples of ``source``'s current chunks not yet in the graph and store them in one transaction.
 
+    Consecutive short chunks (conversation turns) share one model call up to ``batch_chars`` characters;
+    each triple then goes to every chunk of the batch that mentions both its entities (none: dropped).
     ``aliases`` maps extra names to canonical ones (both are normalised first).
     """
     store = kb.store
@@ -295,33 +313,35 @@ async def build_graph(
     pending = [c for c in chunks if c.chunk_id not in done]
     if not pending:
         return GraphResult(source, "unchanged", len(chunks))
-    raw: list[tuple[ChunkHit, list[Triple]]] = []
+    raw: list[tuple[list[ChunkHit], list[Triple]]] = []
     with Progress(disable=not show_progress, transient=True) as progress:
         task = progress.add_task(f"extracting entities {source[-40:]}", total=len(pending))
-        for chunk in pending:
-            found = await extractor.triples(chunk.text)
+        for batch in batches(pending, batch_chars):
+            found = await extractor.triples("\n\n".join(c.text for c in batch))
             if found is None:
                 break
-            raw.append((chunk, found))
-            progress.advance(task)
+            raw.append((batch, found))
+            progress.advance(task, len(batch))
     extra = {normalise(a): normalise(b) for a, b in (aliases or {}).items() if normalise(a) and normalise(b)}
     keys = {normalise(n) for _, ts in raw for s, _, o in ts for n in (s, o)} - {""}
     alias = {**_aliases(keys), **extra}
     kept: list[tuple[int, list[tuple[str, str, str, str, str]]]] = []
     dropped = 0
-    for chunk, triples in raw:
-        words = _chunk_words(chunk.text)
-        rows = []
+    for batch, triples in raw:
+        per_chunk: list[list[tuple[str, str, str, str, str]]] = [[] for _ in batch]
+        words = [_chunk_words(c.text) for c in batch]
         for s, rel, o in triples:
             sk, ok = normalise(s), normalise(o)
-            if not sk or not ok or sk == ok or not rel or not _grounded(sk, words) or not _grounded(ok, words):
+            homes = [i for i, w in enumerate(words) if _grounded(sk, w) and _grounded(ok, w)] if sk and ok else []
+            if sk == ok or not rel or not homes:
                 dropped += 1
                 continue
-            rows.append((alias.get(sk, sk), s, rel, alias.get(ok, ok), o))
-        kept.append((chunk.chunk_id, rows))
+            for i in homes:
+                per_chunk[i].append((alias.get(sk, sk), s, rel, alias.get(ok, ok), o))
+        kept.extend((c.chunk_id, r) for c, r in zip(batch, per_chunk, strict=True))
     n = await asyncio.to_thread(_write, store, kept)
     status = "partial" if extractor.broken else "built"
-    return GraphResult(source, status, len(raw), n, dropped, warnings=list(extractor.warnings))
+    return GraphResult(source, status, len(kept), n, dropped, warnings=list(extractor.warnings))
 
 
 def _write(store: SQLiteKnowledgeStore, kept: list[tuple[int, list[tuple[str, str, str, str, str]]]]) -> int:
@@ -494,6 +514,7 @@ __all__ = [
     "ExtractStats",
     "GraphResult",
     "TripleExtractor",
+    "batches",
     "build_graph",
     "ensure_schema",
     "graph_ranking",
