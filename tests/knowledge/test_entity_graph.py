@@ -12,11 +12,12 @@ from kairos.knowledge.entity_graph import (
     TRIPLES_TOOL,
     TripleExtractor,
     build_graph,
+    graph_ranking,
     normalise,
     parse_triples,
     query_entities,
 )
-from kairos.knowledge.records import ChunkIn, DocumentIn
+from kairos.knowledge.records import ChunkIn, DocumentIn, Filters
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, call, reply
 
@@ -181,3 +182,24 @@ def test_a_batch_call_gives_each_chunk_the_triples_it_mentions(kb: KnowledgeBase
             db.execute("SELECT c.position, g.triples FROM graph_chunks g JOIN chunks c ON c.id = g.chunk_id")
         )
     assert per_chunk == {0: 2, 1: 1, 2: 1}
+
+
+def test_a_hub_entity_is_neither_walked_nor_scored(kb: KnowledgeBase) -> None:
+    texts = [f"Ann visited town number {i}." for i in range(6)] + ["Ann walked Rex to Lisbon."]
+    add_doc(kb, texts)
+
+    def extract(request: ModelRequest) -> ModelResponse:
+        passage = request.messages[0].content
+        found = [{"subject": "Ann", "relation": "visited", "object": f"town number {i}"} for i in range(6)
+                 if f"number {i}." in passage]  # fmt: skip
+        if "Rex" in passage:
+            found += [{"subject": "Ann", "relation": "walked", "object": "Rex"},
+                      {"subject": "Rex", "relation": "went to", "object": "Lisbon"}]  # fmt: skip
+        return reply("", call("triples", {"triples": found}))
+
+    asyncio.run(build_graph(kb, "story.md", TripleExtractor(ScriptedModel([extract] * 10)), batch_chars=0))
+    seeds = query_entities(kb.store, "What did Ann do with Rex?")
+    assert set(seeds.values()) == {"ann", "rex"}
+    hits = graph_ranking(kb.store, seeds, 10, Filters(), max_fanout=3)
+    assert [h.text for h in hits] == ["Ann walked Rex to Lisbon."]  # Ann (7 triples) adds nothing on her own
+    assert len(graph_ranking(kb.store, seeds, 10, Filters(), max_fanout=100)) == 7
