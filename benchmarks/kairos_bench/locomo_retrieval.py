@@ -45,10 +45,18 @@ from kairos.knowledge.base import CONTEXT_TURNS, KnowledgeBase
 from kairos.knowledge.chunking import Turn
 from kairos.knowledge.contextual import ContextCache, ContextWriter
 from kairos.knowledge.embeddings import make_embedder
-from kairos.knowledge.entity_graph import TripleExtractor, build_graph
+from kairos.knowledge.entity_graph import (
+    BATCH_CHARS,
+    GRAPH_DEPTH,
+    GRAPH_WEIGHT,
+    HOPS,
+    MAX_FANOUT,
+    TripleExtractor,
+    build_graph,
+)
 from kairos.knowledge.rerank import DEFAULT_RERANK_DEPTH, LLMReranker, Reranker
 from kairos.knowledge.store import Filters
-from kairos.knowledge.summary_tree import Summarizer, build_tree
+from kairos.knowledge.summary_tree import DEFAULT_TREE, Summarizer, build_tree
 from kairos.models.base import Model
 from kairos.models.bundled import default_cache_dir
 from kairos.retrieval.embeddings import Embedder
@@ -155,14 +163,14 @@ async def _conversation(
             if aux is not None and aux.summarizer is not None:
                 console.print(f"{name}: building the summary tree (cached summaries are free)…")
                 t0 = time.perf_counter()
-                tree = await build_tree(kb, name, aux.summarizer)
+                tree = await build_tree(kb, name, aux.summarizer, show_progress=console.is_terminal)
                 build_s["tree"] = build_s.get("tree", 0.0) + time.perf_counter() - t0
                 if tree.message:
                     aux.notes.add(f"tree {name}: {tree.status}: {tree.message}")
             if aux is not None and aux.extractor is not None:
                 console.print(f"{name}: extracting the entity graph (cached triples are free)…")
                 t0 = time.perf_counter()
-                graph = await build_graph(kb, name, aux.extractor)
+                graph = await build_graph(kb, name, aux.extractor, show_progress=console.is_terminal)
                 build_s["graph"] = build_s.get("graph", 0.0) + time.perf_counter() - t0
                 aux.triples += graph.triples
                 aux.dropped += graph.dropped
@@ -358,6 +366,12 @@ def run(
         "recall": "per question: share of its evidence dia_ids in the top k; mean over questions",
         "quick": quick,
         "auxiliary_index_notes": sorted(aux.notes),
+        "summary_tree": f"k-means (cosine) into ceil(n/{DEFAULT_TREE.branch}) clusters per level up to one root, "
+        f"at most {DEFAULT_TREE.max_levels} levels; a summary hit expands into its {DEFAULT_TREE.expand} leaves "
+        "nearest the query",
+        "entity_graph": f"triples per batch of consecutive turns (<= {BATCH_CHARS} chars), kept where both "
+        f"entities occur in the turn; {HOPS} hops, hubs (> {MAX_FANOUT} triples) not walked or scored; top "
+        f"{GRAPH_DEPTH} fused with hybrid by RRF at weight {GRAPH_WEIGHT}",
     }
     return {"bench": "locomo-retrieval", "params": params, "rows": rows, "summary": summary}
 

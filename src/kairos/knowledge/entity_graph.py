@@ -49,27 +49,14 @@ MAX_TRIPLES = 24
 BATCH_CHARS = 1200
 """Consecutive chunks up to this many characters share one extraction call (four or five conversation turns)."""
 _NAME = {"type": "string", "minLength": 1, "maxLength": 80}
+_TRIPLE = {"type": "object", "properties": {"subject": _NAME, "relation": _NAME, "object": _NAME},
+           "required": ["subject", "relation", "object"], "additionalProperties": False}  # fmt: skip
 TRIPLES_TOOL = ToolSpec(
     "triples",
     "Report the facts the passage states, as (subject, relation, object) triples.",
-    {
-        "type": "object",
-        "properties": {
-            "triples": {
-                "type": "array",
-                "maxItems": MAX_TRIPLES,
-                "items": {
-                    "type": "object",
-                    "properties": {"subject": _NAME, "relation": _NAME, "object": _NAME},
-                    "required": ["subject", "relation", "object"],
-                    "additionalProperties": False,
-                },
-            }
-        },
-        "required": ["triples"],
-        "additionalProperties": False,
-    },
-)
+    {"type": "object", "properties": {"triples": {"type": "array", "maxItems": MAX_TRIPLES, "items": _TRIPLE}},
+     "required": ["triples"], "additionalProperties": False},
+)  # fmt: skip
 GRAPH_SYSTEM = (
     "You extract facts for a knowledge graph. The user gives one passage. Report the facts it states as "
     "(subject, relation, object) triples through the triples tool: subjects and objects are short names of "
@@ -106,6 +93,10 @@ with a crude stand-in graph (capitalised words) on LoCoMo conv-26, recall@10 was
 0.63, 0.68 for weight 1 (depth 50), 0.5 (depth 50), 0.5 (depth 10): a noisy graph must not outvote hybrid."""
 GRAPH_DEPTH = 20
 """How many graph-ranked chunks are fused."""
+HOPS = 2
+"""How far from the query's entities the graph is walked."""
+MAX_FANOUT = 30
+"""An entity in more triples than this is a hub: a seed that is neither walked through nor scored."""
 HOP_WEIGHT = (1.0, 0.5, 0.25)
 """A triple's weight by the hop distance of its nearer entity from the query's entities."""
 
@@ -406,8 +397,8 @@ def _has_graph(db: Any) -> bool:
 
 
 def graph_ranking(
-    store: SQLiteKnowledgeStore, seeds: Mapping[int, str], depth: int, filters: Filters, *, hops: int = 2,
-    max_fanout: int = 30,
+    store: SQLiteKnowledgeStore, seeds: Mapping[int, str], depth: int, filters: Filters, *, hops: int = HOPS,
+    max_fanout: int = MAX_FANOUT,
 ) -> list[ChunkHit]:  # fmt: skip
     """Chunks whose triples touch the seeds or their neighbours, best first (only chunks passing ``filters``)."""
     if not seeds:
@@ -477,7 +468,7 @@ def graph_ranking(
 
 
 def search_graph(
-    kb: KnowledgeBase, query: str, k: int, filters: Filters = NO_FILTERS, *, hops: int = 2
+    kb: KnowledgeBase, query: str, k: int, filters: Filters = NO_FILTERS, *, hops: int = HOPS
 ) -> SearchResult:
     """``hybrid`` fused by RRF with the entity-graph ranking; plain ``hybrid`` with a warning when no graph."""
     filters = without_summaries(filters)
@@ -516,7 +507,12 @@ def search_graph(
 
 
 __all__ = [
+    "BATCH_CHARS",
+    "GRAPH_DEPTH",
     "GRAPH_SYSTEM",
+    "GRAPH_WEIGHT",
+    "HOPS",
+    "MAX_FANOUT",
     "PROMPT_VERSION",
     "TRIPLES_TOOL",
     "ExtractStats",
