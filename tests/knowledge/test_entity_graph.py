@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from kairos.errors import ModelUnavailableError
-from kairos.knowledge import HashEmbedder, KnowledgeBase
+from kairos.knowledge import HashEmbedder, KnowledgeBase, Turn
 from kairos.knowledge.contextual import ContextCache
 from kairos.knowledge.entity_graph import (
     GRAPH_SYSTEM,
@@ -203,3 +203,22 @@ def test_a_hub_entity_is_neither_walked_nor_scored(kb: KnowledgeBase) -> None:
     hits = graph_ranking(kb.store, seeds, 10, Filters(), max_fanout=3)
     assert [h.text for h in hits] == ["Ann walked Rex to Lisbon."]  # Ann (7 triples) adds nothing on her own
     assert len(graph_ranking(kb.store, seeds, 10, Filters(), max_fanout=100)) == 7
+
+
+def test_conversation_turns_are_batched_without_their_repeated_context(kb: KnowledgeBase) -> None:
+    turns = [
+        Turn("Ann", "Bo gave me a puppy called Rex.", "D1:1", 1_683_500_000.0, "8 May, 2023"),
+        Turn("Bo", "Rex loves Lisbon beaches.", "D1:2", 1_683_500_000.0, "8 May, 2023"),
+        Turn("Ann", "Rex swims daily.", "D1:3", 1_683_500_000.0, "8 May, 2023"),
+    ]
+    kb.add_conversation("chat", turns, context_turns=1)
+
+    def extract(request: ModelRequest) -> ModelResponse:
+        return reply("", call("triples", {"triples": [{"subject": "Rex", "relation": "loves", "object": "Lisbon"}]}))
+
+    model = ScriptedModel([extract])
+    result = asyncio.run(build_graph(kb, "chat", TripleExtractor(model)))
+    passage = model.requests[0].messages[0].content
+    assert len(model.requests) == 1 and all(passage.count(t.text) == 1 for t in turns)
+    # the triple goes to the turn that says it and to the next one, which carries it as context
+    assert result.triples == 2 and result.dropped == 0

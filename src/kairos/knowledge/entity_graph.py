@@ -270,17 +270,25 @@ def _aliases(keys: set[str]) -> dict[str, str]:
     return out
 
 
+def own_text(chunk: ChunkHit) -> str:
+    """A conversation chunk's own dated turn line(s), without the earlier turns indexed with it."""
+    if chunk.meta.get("context_ids") and (cut := chunk.text.rfind("\n[")) >= 0:
+        return chunk.text[cut + 1 :]
+    return chunk.text
+
+
 def batches(chunks: Sequence[ChunkHit], budget: int) -> list[list[ChunkHit]]:
-    """Runs of consecutive chunks of at most ``budget`` characters together (a longer chunk alone)."""
+    """Runs of consecutive chunks of at most ``budget`` characters (of their own text) together."""
     out: list[list[ChunkHit]] = []
     size = 0
     for chunk in chunks:
-        if out and size + len(chunk.text) <= budget and chunk.position == out[-1][-1].position + 1:
+        n = len(own_text(chunk))
+        if out and size + n <= budget and chunk.position == out[-1][-1].position + 1:
             out[-1].append(chunk)
-            size += len(chunk.text)
+            size += n
         else:
             out.append([chunk])
-            size = len(chunk.text)
+            size = n
     return out
 
 
@@ -290,8 +298,9 @@ async def build_graph(
 ) -> GraphResult:  # fmt: skip
     """Extract the triples of ``source``'s current chunks not yet in the graph and store them in one transaction.
 
-    Consecutive short chunks (conversation turns) share one model call up to ``batch_chars`` characters;
-    each triple then goes to every chunk of the batch that mentions both its entities (none: dropped).
+    Consecutive short chunks (conversation turns) share one model call up to ``batch_chars`` characters
+    (a turn's earlier context turns are left out: they are in the batch already); each triple then goes
+    to every chunk of the batch whose text mentions both its entities (none: dropped).
     ``aliases`` maps extra names to canonical ones (both are normalised first).
     """
     store = kb.store
@@ -314,7 +323,7 @@ async def build_graph(
     with Progress(disable=not show_progress, transient=True) as progress:
         task = progress.add_task(f"extracting entities {source[-40:]}", total=len(pending))
         for batch in batches(pending, batch_chars):
-            found = await extractor.triples("\n\n".join(c.text for c in batch))
+            found = await extractor.triples("\n\n".join(own_text(c) if len(batch) > 1 else c.text for c in batch))
             if found is None:
                 break
             raw.append((batch, found))
