@@ -15,10 +15,14 @@ reported.
 ``hybrid+rerank`` judges the top 20 fused candidates with the chat model (a yes/no reranker);
 ``hybrid+contextual`` indexes every turn with a model-written context (per session, the session as
 a reused KV prefix; contexts cached on disk, so a rerun is free) and searches it with ``hybrid``.
-Both need the model and run only when asked for (``modes``); ``questions`` samples a fixed, seeded
-set of questions per conversation (every mode then runs on that sample, and the sample is
-reported). Nothing here is tuned per question: settings were chosen on the development
-conversations (``DEV``) and rows and summary report the others apart, as held out.
+``hybrid+tree`` builds a RAPTOR summary tree over each conversation's turns and searches leaves and
+summaries together (a summary hit expanded into its best turns); ``hybrid+graph`` extracts an
+entity graph (triples per turn) and fuses its one-to-two-hop ranking with hybrid (summaries and
+triples cached on disk like the contexts). These need the model and run only when asked for
+(``modes``); ``questions`` samples a fixed, seeded set of questions per conversation (every mode
+then runs on that sample, and the sample is reported). Nothing here is tuned per question:
+settings were chosen on the development conversations (``DEV``) and rows and summary report the
+others apart, as held out.
 """
 
 from __future__ import annotations
@@ -41,8 +45,18 @@ from kairos.knowledge.base import CONTEXT_TURNS, KnowledgeBase
 from kairos.knowledge.chunking import Turn
 from kairos.knowledge.contextual import ContextCache, ContextWriter
 from kairos.knowledge.embeddings import make_embedder
+from kairos.knowledge.entity_graph import (
+    BATCH_CHARS,
+    GRAPH_DEPTH,
+    GRAPH_WEIGHT,
+    HOPS,
+    MAX_FANOUT,
+    TripleExtractor,
+    build_graph,
+)
 from kairos.knowledge.rerank import DEFAULT_RERANK_DEPTH, LLMReranker, Reranker
 from kairos.knowledge.store import Filters
+from kairos.knowledge.summary_tree import DEFAULT_TREE, Summarizer, build_tree
 from kairos.models.base import Model
 from kairos.models.bundled import default_cache_dir
 from kairos.retrieval.embeddings import Embedder
@@ -59,7 +73,7 @@ from kairos_bench._locomo import (
 )
 
 MODEL_FREE = ("bm25", "dense", "hybrid")
-LLM_MODES = ("hybrid+rerank", "hybrid+contextual")
+LLM_MODES = ("hybrid+rerank", "hybrid+contextual", "hybrid+tree", "hybrid+graph")
 MODES = MODEL_FREE + LLM_MODES
 DEV = ("conv-26", "conv-30", "conv-41")
 """Settings are chosen on these conversations; the others are reported apart as held out."""
@@ -72,6 +86,17 @@ def sample_questions(qas: list[dict[str, Any]], n: int | None, name: str, seed: 
     if n is None or n >= len(qas):
         return list(range(len(qas)))
     return sorted(random.Random(f"{seed}:{name}").sample(range(len(qas)), n))
+
+
+class _Aux:
+    """The model-built auxiliary indexes of a run (summary tree, entity graph) and what happened building them."""
+
+    def __init__(self, summarizer: Summarizer | None, extractor: TripleExtractor | None) -> None:
+        self.summarizer = summarizer
+        self.extractor = extractor
+        self.triples = 0
+        self.dropped = 0
+        self.notes: set[str] = set()
 
 
 class _Tally:
@@ -119,7 +144,7 @@ def _score(tally: _Tally, split: str, qa: dict[str, Any], evidence: set[str], id
 async def _conversation(
     name: str, turns: list[Turn], qas: list[dict[str, Any]], modes: Sequence[str], emb: Embedder,
     reranker: Reranker | None, rerank_depth: int, writer: ContextWriter | None, tallies: dict[str, _Tally],
-    build_s: dict[str, float], console: Console,
+    build_s: dict[str, float], console: Console, aux: _Aux | None = None,
 ) -> None:  # fmt: skip
     split = "dev" if name in DEV else "held_out"
     any_time = Filters(all_versions=True)  # conversations are dated in the past; no validity cut
@@ -135,6 +160,20 @@ async def _conversation(
             kb.store.flush()
             build_s["plain"] = build_s.get("plain", 0.0) + time.perf_counter() - t0
             bases = dict.fromkeys(set(modes) - {"hybrid+contextual"}, kb)
+            if aux is not None and aux.summarizer is not None:
+                console.print(f"{name}: building the summary tree (cached summaries are free)…")
+                t0 = time.perf_counter()
+                tree = await build_tree(kb, name, aux.summarizer, show_progress=console.is_terminal)
+                build_s["tree"] = build_s.get("tree", 0.0) + time.perf_counter() - t0
+                if tree.message:
+                    aux.notes.add(f"tree {name}: {tree.status}: {tree.message}")
+            if aux is not None and aux.extractor is not None:
+                console.print(f"{name}: extracting the entity graph (cached triples are free)…")
+                t0 = time.perf_counter()
+                graph = await build_graph(kb, name, aux.extractor, show_progress=console.is_terminal)
+                build_s["graph"] = build_s.get("graph", 0.0) + time.perf_counter() - t0
+                aux.triples += graph.triples
+                aux.dropped += graph.dropped
         if "hybrid+contextual" in modes:
             assert writer is not None
             ckb = KnowledgeBase.open(Path(stack.enter_context(tempfile.TemporaryDirectory())), emb)
@@ -153,6 +192,8 @@ async def _conversation(
                 t1 = time.perf_counter()
                 result = await bases[mode].asearch(str(qa["question"]), max(KS), search_mode, any_time)  # type: ignore[arg-type]
                 ids = [h.chunk.meta.get("turn_id") for h in result.hits]
+                if result.warning and aux is not None:
+                    aux.notes.add(f"{mode}: {result.warning}")
                 _score(tallies[mode], split, qa, evidence, ids, (time.perf_counter() - t1) * 1000)
 
 
@@ -195,18 +236,26 @@ def run(
     build_s: dict[str, float] = {}
     sample: dict[str, list[int]] = {}
     turns_total = unknown_ids = no_evidence = 0
-    needs_model = ("hybrid+rerank" in wanted and reranker is None) or "hybrid+contextual" in wanted
+    needs_model = ("hybrid+rerank" in wanted and reranker is None) or bool(
+        {"hybrid+contextual", "hybrid+tree", "hybrid+graph"} & set(wanted)
+    )
     with ExitStack() as stack:
         loaded = stack.enter_context(bench_model(llm or model or "local", 8192, console)) if needs_model else None
         if "hybrid+rerank" in wanted and reranker is None:
             assert loaded is not None
             reranker = LLMReranker(loaded)
         writer = None
-        if "hybrid+contextual" in wanted:
-            assert loaded is not None
+        cache = None
+        if {"hybrid+contextual", "hybrid+tree", "hybrid+graph"} & set(wanted):
             cache = ContextCache(context_cache or default_cache_dir().parent / "contexts" / "contexts.db")
             stack.callback(cache.close)
+        if "hybrid+contextual" in wanted:
+            assert loaded is not None
             writer = ContextWriter(loaded, cache)
+        aux = _Aux(
+            Summarizer(loaded, cache) if loaded is not None and "hybrid+tree" in wanted else None,
+            TripleExtractor(loaded, cache) if loaded is not None and "hybrid+graph" in wanted else None,
+        )
         for path in files:
             conv = read_conversation(path)
             turns = conv.turns
@@ -221,13 +270,25 @@ def run(
             unknown_ids += sum(len({norm_id(str(e)) for e in q["evidence"]} - known) for q in qas)
             asyncio.run(
                 _conversation(
-                    path.stem, turns, qas, wanted, emb, reranker, rerank_depth, writer, tallies, build_s, console
+                    path.stem,
+                    turns,
+                    qas,
+                    wanted,
+                    emb,
+                    reranker,
+                    rerank_depth,
+                    writer,
+                    tallies,
+                    build_s,
+                    console,
+                    aux,
                 )
             )
     rows: list[dict[str, Any]] = []
     for split in ("all", "dev", "held_out"):
         for mode in wanted:
             build = build_s.get("contextual" if mode == "hybrid+contextual" else "plain", 0.0)
+            build += build_s.get({"hybrid+tree": "tree", "hybrid+graph": "graph"}.get(mode, ""), 0.0)
             if (row := tallies[mode].row(mode, split, build)) is not None:
                 rows.append(row)
     rows.extend(
@@ -243,6 +304,21 @@ def run(
              "prompt_tokens": st.prompt_tokens, "prompt_tokens_from_kv_cache": st.cached_prompt_tokens,
              "kv_reuse": round(st.reuse, 4), "completion_tokens": st.completion_tokens,
              "generation_s": round(st.seconds, 1), "warnings": sorted(set(writer.warnings))}
+        )  # fmt: skip
+    if aux.summarizer is not None:
+        tst = aux.summarizer.stats
+        rows.append(
+            {"mode": "hybrid+tree", "split": "tree-generation", "summaries": tst.summaries,
+             "from_cache": tst.from_cache, "generated": tst.generated, "failed": tst.failed,
+             "generation_s": round(tst.seconds, 1), "warnings": sorted(set(aux.summarizer.warnings))}
+        )  # fmt: skip
+    if aux.extractor is not None:
+        est = aux.extractor.stats
+        rows.append(
+            {"mode": "hybrid+graph", "split": "graph-extraction", "passages": est.chunks, "from_cache": est.from_cache,
+             "extracted": est.extracted, "failed": est.failed, "unreadable": est.unreadable,
+             "triples": aux.triples, "triples_dropped": aux.dropped, "extraction_s": round(est.seconds, 1),
+             "warnings": sorted(set(aux.extractor.warnings))}
         )  # fmt: skip
     by_split = {(r["mode"], r["split"]): r["recall@10"] for r in rows if "recall@10" in r}
     recall10 = {mode: v for (mode, split), v in by_split.items() if split == "all"}
@@ -289,6 +365,13 @@ def run(
         "dense_filtering": "over-fetch from HNSW (usearch) and filter in SQL, widening until k pass",
         "recall": "per question: share of its evidence dia_ids in the top k; mean over questions",
         "quick": quick,
+        "auxiliary_index_notes": sorted(aux.notes),
+        "summary_tree": f"k-means (cosine) into ceil(n/{DEFAULT_TREE.branch}) clusters per level up to one root, "
+        f"at most {DEFAULT_TREE.max_levels} levels; a summary hit expands into its {DEFAULT_TREE.expand} leaves "
+        "nearest the query",
+        "entity_graph": f"triples per batch of consecutive turns (<= {BATCH_CHARS} chars), kept where both "
+        f"entities occur in the turn; {HOPS} hops, hubs (> {MAX_FANOUT} triples) not walked or scored; top "
+        f"{GRAPH_DEPTH} fused with hybrid by RRF at weight {GRAPH_WEIGHT}",
     }
     return {"bench": "locomo-retrieval", "params": params, "rows": rows, "summary": summary}
 

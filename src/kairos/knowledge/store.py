@@ -28,7 +28,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -367,6 +368,24 @@ class SQLiteKnowledgeStore:
             self._dirty = True
             return int(n)
 
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the database (auxiliary indexes beside the chunks): all of it or nothing."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """The connection, held under the store's lock (reads of auxiliary tables)."""
+        with self._lock:
+            yield self._db
+
     # ---- reads ------------------------------------------------------------------------------
 
     def find_current(self, source: str) -> StoredDocument | None:
@@ -399,6 +418,40 @@ class SQLiteKnowledgeStore:
                 (doc_id, limit, offset),
             ).fetchall()
             return [_hit(r, 0.0) for r in rows]
+
+    def chunks_by_id(self, ids: Sequence[int], filters: Filters | None = None) -> list[ChunkHit]:
+        """The chunks with these ids (those passing ``filters``, when given), in the order of ``ids``."""
+        found: dict[int, ChunkHit] = {}
+        with self._lock:
+            where, args = filters.sql(time.time()) if filters is not None else ("1", [])
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                rows = self._db.execute(
+                    f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                    f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
+                    [*part, *args],
+                ).fetchall()
+                found.update((r[0], _hit(r, 0.0)) for r in rows)
+        return [found[i] for i in ids if i in found]
+
+    def chunks_with_vectors(
+        self, doc_id: int, positions: Sequence[int] | None = None, filters: Filters | None = None
+    ) -> list[tuple[ChunkHit, npt.NDArray[np.float32]]]:
+        """A document's chunks (all, or those at ``positions``) with their vectors, in position order.
+
+        With ``filters``, only chunks that pass them (judged in the query, like every retrieval).
+        """
+        with self._lock:
+            where, args = filters.sql(time.time()) if filters is not None else ("1", [])
+            if positions is not None:
+                where += f" AND c.position IN ({','.join('?' * len(positions))})"
+                args = [*args, *positions]
+            rows = self._db.execute(
+                f"SELECT {_HIT_COLS}, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                f"WHERE c.doc_id = ? AND c.vector IS NOT NULL AND {where} ORDER BY c.position",
+                [doc_id, *args],
+            ).fetchall()
+            return [(_hit(r[:9], 0.0), np.frombuffer(r[9], dtype=np.float32)) for r in rows]
 
     def list_documents(self, filters: Filters = NO_FILTERS, offset: int = 0, limit: int = 50) -> list[StoredDocument]:
         """Documents passing ``filters`` (validity and expiry judged on the document), newest first."""
