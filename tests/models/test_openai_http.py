@@ -6,6 +6,7 @@ between reads); the rest runs through ``OpenAICompatModel`` against the loopback
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Iterator
@@ -208,3 +209,12 @@ async def test_the_key_is_in_no_error_repr_or_log(server: FakeServer, caplog: py
             texts += [str(chain), repr(chain), repr(getattr(chain, "body", None))]
             chain = chain.__cause__ or chain.__context__
     assert all(KEY not in text for text in texts)
+
+
+async def test_a_stream_held_open_after_done_still_completes(server: FakeServer) -> None:
+    events = chat_stream({"content": "ok"}).events
+    assert events is not None and events[-1] == (None, "[DONE]")
+    server.script(Reply(events=events, hold_open=True))  # the server never ends the body
+    async with make_model(server) as model:
+        assert (await complete(model, request())).message.content == "ok"
+        assert await asyncio.to_thread(server.client_hung_up.wait, 10)  # the connection was given up

@@ -15,6 +15,7 @@ with it one streamed call cost ~1.0 ms of CPU against ~0.6 ms with httpx2's pool
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
@@ -25,6 +26,8 @@ import httpx2
 LIMITS = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 """The SDK's pool limits (one ``kairos serve`` runs many sessions' model calls at once)."""
 STREAM_ERROR = "An error occurred during streaming"
+DRAIN_TIMEOUT_S = 0.1
+"""How long the rest of a body after ``[DONE]`` is waited for (the SDK's figure)."""
 
 
 class APIError(Exception):
@@ -116,14 +119,12 @@ class ChatCompletionsClient:
         try:
             if not response.is_success:
                 raise await _status_error(response)
-            decoder, done = SSEDecoder(), False
-            async for chunk in response.aiter_bytes():
-                if done:
-                    continue  # the (normally empty) rest is read, so the connection goes back to the pool
+            decoder, chunks = SSEDecoder(), response.aiter_bytes()
+            async for chunk in chunks:
                 for _event, data in decoder.feed(chunk):
                     if data.startswith(b"[DONE]"):
-                        done = True
-                        break
+                        await _drain(chunks)
+                        return
                     yield _parse(data)
         finally:
             await response.aclose()
@@ -172,6 +173,20 @@ class SSEDecoder:
                 elif name == b"event":
                     self._event = value
         return events
+
+
+async def _drain(chunks: AsyncIterator[bytes]) -> None:
+    """Read what follows ``[DONE]`` (normally nothing), so the connection can go back to the pool.
+
+    Briefly, as the SDK does: a server that keeps the stream open after ``[DONE]`` costs its
+    connection (closed instead of reused), never the finished reply.
+    """
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            async for _ in chunks:
+                pass
+    except (TimeoutError, httpx2.HTTPError):
+        pass
 
 
 def _parse(data: bytes) -> object:

@@ -1,6 +1,6 @@
 """Any OpenAI-compatible chat-completions server: vLLM, Ollama, llama.cpp server, OpenAI, OpenRouter.
 
-Streaming is normalised into kairos deltas. The HTTP path is a thin httpx client
+Streaming is normalised into kairos deltas. The HTTP path is a thin httpx2 client
 (``kairos.models._openai_http``), not the ``openai`` SDK: the body is encoded here, and the SDK's
 generic request and stream machinery cost most of ``kairos serve``'s CPU under load. It makes one
 attempt; only this backend knows whether a delta has already reached the consumer, so retries are
