@@ -60,9 +60,9 @@ class IncompleteStreamError(Exception):
 class RemoteModel(ABC, Generic[P]):
     """Base of the HTTP backends; ``P`` is what ``_prepare`` builds once per ``stream`` call.
 
-    Subclasses set ``_client`` (a client with ``async close()``) and ``_sdk`` (the module whose
-    errors are raised: the Anthropic SDK, or ``kairos.models._openai_http``, which names its
-    errors as the SDKs do: ``APITimeoutError``, ``APIConnectionError`` and ``APIStatusError``).
+    Subclasses set ``_client`` (an SDK client with ``async close()``) and ``_sdk`` (the SDK
+    module: both SDKs name their errors ``APITimeoutError``, ``APIConnectionError`` and
+    ``APIStatusError``).
     """
 
     _client: Any

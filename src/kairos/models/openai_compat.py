@@ -1,10 +1,7 @@
 """Any OpenAI-compatible chat-completions server: vLLM, Ollama, llama.cpp server, OpenAI, OpenRouter.
 
-Streaming is normalised into kairos deltas. The HTTP path is a thin httpx2 client
-(``kairos.models._openai_http``), not the ``openai`` SDK: the body is encoded here, and the SDK's
-generic request and stream machinery cost most of ``kairos serve``'s CPU under load. It makes one
-attempt; only this backend knows whether a delta has already reached the consumer, so retries are
-``kairos.models._retry``'s.
+Streaming is normalised into kairos deltas; the SDK's own retries are off because only this
+backend knows whether a delta has already reached the consumer (see ``kairos.models._retry``).
 A stream that ends without a ``finish_reason`` was cut and is never used as a reply. Tool calls
 that a server returns as text (a fenced JSON block, ``<tool_call>`` tags) become tool calls
 unless ``text_tool_calls="off"`` (see ``kairos.models._text_tools``).
@@ -16,11 +13,13 @@ import json
 import os
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
 from typing import Any
 
+import openai
+from openai import AsyncOpenAI, AsyncStream
+from openai.types.chat import ChatCompletion
+
 from kairos.errors import ModelError
-from kairos.models import _openai_http
 from kairos.models._remote import IncompleteStreamError, RemoteModel, ReplyParts, TextToolCalls
 from kairos.models._retry import RETRYABLE_STATUS, Retry, Verdict
 from kairos.models._text_tools import TextToolScanner
@@ -42,7 +41,7 @@ from kairos.models.types import (
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY_PLACEHOLDER = "sk-no-key-required"
-"""Sent when no key is configured: local servers (llama.cpp, Ollama, vLLM) ignore it, hosted ones answer 401."""
+"""Sent when no key is configured: local servers (llama.cpp, Ollama, vLLM) ignore it, the SDK needs one."""
 
 _TOOLS_CACHE_SIZE = 16
 """Tool lists whose JSON is kept (sessions of one agent share one list; sub-agents add a few)."""
@@ -101,8 +100,8 @@ class OpenAICompatModel(RemoteModel[bytes]):
         )
         key = api_key or os.environ.get("KAIROS_API_KEY") or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
         self.extra_body = dict(extra_body or {})
-        self._sdk = _openai_http  # its errors carry the SDK's names (see RemoteModel._classify)
-        self._client = _openai_http.ChatCompletionsClient(base_url=self.base_url, api_key=key, timeout_s=timeout_s)
+        self._sdk = openai
+        self._client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s)
         self._tools_json: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], str]] = {}
         self._system_json: tuple[str, str] = ("", "")
         """The last system text and its message's JSON (every session of an agent shares one)."""
@@ -190,12 +189,25 @@ class OpenAICompatModel(RemoteModel[bytes]):
     async def _attempt(
         self, request: ModelRequest, prepared: bytes, started: float
     ) -> AsyncGenerator[StreamEvent, None]:
+        # The SDK's typed ``chat.completions.create`` walks the whole body against its TypedDicts
+        # and builds a pydantic object per chunk: for plain JSON, as here, that took most of
+        # ``kairos serve``'s CPU per event in the load bench. Same endpoint, same errors (the
+        # stream still raises the SDK's APIError on an error event), chunks as plain dicts.
+        stream = await self._client.post(
+            "/chat/completions",
+            content=prepared,
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=AsyncStream[object],
+        )
         state = _StreamState(started, self._text_scanner(request))
-        # Closing the generator (cancellation, a consumer that stops early) closes the response.
-        async with aclosing(self._client.stream(prepared)) as chunks:
-            async for chunk in chunks:
+        try:
+            async for chunk in stream:
                 for delta in state.feed(chunk):
                     yield delta
+        finally:
+            # Also runs on cancellation or when the consumer stops early: frees the connection.
+            await stream.close()
         if state.finish_reason is None:
             # A close-delimited stream cut short looks like a normal end; only finish_reason
             # tells them apart. The reply (or a tool call's arguments) may be truncated.
@@ -217,9 +229,14 @@ class OpenAICompatModel(RemoteModel[bytes]):
         )
 
     def _classify_other(self, exc: Exception) -> Verdict:
-        if isinstance(exc, _openai_http.MalformedStreamError):
-            return ModelError(f"{self.name!r} at {self.base_url} failed mid-stream: {exc}", model=self.name)
-        if isinstance(exc, _openai_http.APIError):
+        if isinstance(exc, json.JSONDecodeError):
+            # The SDK lets an event whose data is not JSON through as is: the server does not
+            # speak the protocol, and asking again would get the same.
+            return ModelError(
+                f"{self.name!r} at {self.base_url} failed mid-stream: the stream sent data that is not JSON ({exc})",
+                model=self.name,
+            )
+        if isinstance(exc, openai.APIError):
             # An {"error": ...} object inside the event stream (vLLM, OpenRouter): retry if it is transient.
             message = _server_message(exc.body, exc.message)
             if exc.code and exc.code.isdigit() and int(exc.code) in RETRYABLE_STATUS:
@@ -334,7 +351,7 @@ class _StreamState:
 
 
 def _dumps(value: object) -> str:
-    """Compact UTF-8 JSON, no NaN (what the SDK sent, so servers see the same bytes)."""
+    """JSON as the SDK sends it (compact, UTF-8, no NaN)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 

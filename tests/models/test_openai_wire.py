@@ -1,7 +1,8 @@
-"""The OpenAI-compatible backend's own HTTP path: SSE framing, errors, headers, proxies and the key.
+"""The OpenAI-compatible backend on the wire: SSE framing, errors, headers, proxies and the key.
 
-The decoder is fed byte by byte where the framing matters (a line or a UTF-8 character split
-between reads); the rest runs through ``OpenAICompatModel`` against the loopback fake server.
+Raw event-stream bodies (CRLF, keep-alive comments, frames split mid-line and mid-character, an
+event cut before its blank line, error events) through ``OpenAICompatModel`` against the
+loopback fake server.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 import pytest
 
 from kairos.errors import ModelError, ModelUnavailableError
-from kairos.models._openai_http import SSEDecoder
 from kairos.models.base import complete
 from kairos.models.openai_compat import OpenAICompatModel
 from kairos.models.types import Message, ModelNotice, ModelRequest, ResponseDone, StreamEvent, TextDelta
@@ -50,36 +50,6 @@ def sse_body(*texts: str, newline: str = "\n") -> list[bytes]:
     chunks = [chat_chunk({"role": "assistant"}), *(chat_chunk({"content": t}) for t in texts)]
     chunks.append(chat_chunk({}, finish_reason="stop"))
     return [frame(c, newline) for c in chunks] + [f"data: [DONE]{newline}{newline}".encode()]
-
-
-def decode_bytewise(body: bytes) -> list[tuple[bytes | None, bytes]]:
-    decoder = SSEDecoder()
-    events: list[tuple[bytes | None, bytes]] = []
-    for i in range(len(body)):
-        events += decoder.feed(body[i : i + 1])
-    return events
-
-
-# ---- the decoder -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
-def test_lines_split_anywhere_decode_the_same(newline: str) -> None:
-    body = f'data: {{"a": "ü€"}}{newline}{newline}event: ping{newline}data: 2{newline}{newline}'.encode()
-    expected = [(None, '{"a": "ü€"}'.encode()), (b"ping", b"2")]
-    assert SSEDecoder().feed(body) == expected
-    assert decode_bytewise(body) == expected  # CR and LF, and each UTF-8 character, split between reads
-
-
-def test_comments_fields_and_multiline_data() -> None:
-    body = b": keep-alive\n\nid: 7\nretry: 100\ndata:first\ndata: second\nunknown: x\n\n: ping\n\n"
-    assert decode_bytewise(body) == [(None, b"first\nsecond")]  # one optional space after the colon
-
-
-def test_an_event_without_data_or_without_its_blank_line_is_dropped() -> None:
-    decoder = SSEDecoder()
-    assert decoder.feed(b"event: ping\n\n") == []
-    assert decoder.feed(b'data: {"cut": true}\n') == []  # the body ends here: no event
 
 
 # ---- framing through the backend ------------------------------------------------------------
