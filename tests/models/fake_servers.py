@@ -24,6 +24,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hold_open: bool = False
     """After the events, keep the stream open until the client hangs up (cancellation tests)."""
+    raw: list[bytes] | None = None
+    """An event-stream body written as is, one write per item, then the connection closes
+    (framing tests: CRLF, comments, lines split between writes)."""
     chunked_cut: bool = False
     """Send the events with chunked transfer encoding and hang up in the middle of a chunk after
     them: the client sees a broken HTTP body, not a clean end (a close-delimited stream cannot)."""
@@ -106,6 +109,13 @@ def _make_handler(server: FakeServer) -> type[BaseHTTPRequestHandler]:
             self.send_response(reply.status)
             for key, value in reply.headers.items():
                 self.send_header(key, value)
+            if reply.raw is not None:
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for piece in reply.raw:
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                return
             if reply.events is None:
                 payload = json.dumps(reply.body if reply.body is not None else {}).encode()
                 self.send_header("Content-Type", "application/json")

@@ -229,6 +229,13 @@ class OpenAICompatModel(RemoteModel[bytes]):
         )
 
     def _classify_other(self, exc: Exception) -> Verdict:
+        if isinstance(exc, json.JSONDecodeError):
+            # The SDK lets an event whose data is not JSON through as is: the server does not
+            # speak the protocol, and asking again would get the same.
+            return ModelError(
+                f"{self.name!r} at {self.base_url} failed mid-stream: the stream sent data that is not JSON ({exc})",
+                model=self.name,
+            )
         if isinstance(exc, openai.APIError):
             # An {"error": ...} object inside the event stream (vLLM, OpenRouter): retry if it is transient.
             message = _server_message(exc.body, exc.message)
