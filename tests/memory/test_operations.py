@@ -130,10 +130,16 @@ async def test_malformed_model_output_stores_nothing_and_warns(
     model.extend([reply("I think the user lives in Oslo.")])  # no tool call at all
     await memory.ingest_session([Message.user("I live in Oslo.")], session_id="s2", at=AT)
     assert memory.current() == [] and "did not call save_memories" in caplog.text
-    model.extend([ops({"op": "supersede", "content": "x", "evidence": [0]}, {"op": "teleport", "content": "y"},
+    model.extend([ops({"op": "delete", "content": "x", "evidence": [0]}, {"op": "teleport", "content": "y"},
                       op("Lives in Oslo", [0]))])  # fmt: skip
     report = await memory.ingest_session([Message.user("I live in Oslo.")], session_id="s3", at=AT)
     assert [c.content for c in memory.current()] == ["Lives in Oslo"]  # the two bad operations were dropped
+
+
+async def test_an_update_without_an_id_is_a_new_value(memory: UserMemory, model: ScriptedModel) -> None:
+    model.extend([ops({"op": "supersede", "content": "Lives in Oslo", "evidence": [0]})])
+    await memory.ingest_session([Message.user("I live in Oslo.")], session_id="s", at=AT)
+    assert [c.content for c in memory.current()] == ["Lives in Oslo"]
 
 
 async def test_model_failure_keeps_the_conversation_indexed(memory: UserMemory, model: ScriptedModel) -> None:

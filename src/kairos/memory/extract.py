@@ -66,9 +66,11 @@ EXTRACTOR_SYSTEM = """You maintain a long-term memory about one user. Read the c
 current memories, then call save_memories with the operations to apply.
 
 Rules:
-- Selective: keep only lasting facts, preferences, constraints, plans, relationships and important events.
-  Skip chit-chat, greetings, transient details (search result counts, tool progress) and things the
-  assistant said unless the user confirmed them.
+- Selective: keep lasting facts, preferences, constraints, plans, relationships and important events.
+  Keep what the conversation established about the user's accounts, bookings, appointments, orders,
+  policies, claims, vehicles and documents, even when the other party said it: copy names, dates,
+  amounts and every id or number exactly ("savings account 55012-88", not "a savings account"). Skip chit-chat,
+  greetings, transient details (search result counts, tool progress) and general advice.
 - Abstract: "I'd rather have a window seat on this flight" becomes "Prefers window seats".
 - Typed: kind is semantic (lasting facts, preferences), episodic (what happened, dated) or procedural
   (how the user wants things done). Choose a category.
@@ -215,8 +217,10 @@ def _operation(item: Any) -> ExtractedOp | None:
         return None
     target = item.get("id")
     if op != "add" and (not isinstance(target, int) or isinstance(target, bool)):
-        log.warning("memory extraction: dropped a %s without a memory id", op)
-        return None
+        if op == "delete":
+            log.warning("memory extraction: dropped a delete without a memory id")
+            return None
+        op, target = "add", None  # a new value without a slot: added, and the slot check supersedes a match
     kind = item.get("kind") if item.get("kind") in KINDS else "semantic"
     category = item.get("category") if item.get("category") in CATEGORIES else "fact"
     fmt = item.get("format") if item.get("format") in FORMATS else "note"
