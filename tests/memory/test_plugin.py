@@ -141,3 +141,23 @@ async def test_finish_memory_waits_for_extraction_and_closes(workspace: Path) ->
         assert [c.content for c in again.current()] == ["Plays the cello"]
     finally:
         again.close()
+
+
+async def test_past_conversation_rounds_relevant_to_the_request_come_with_the_cards(workspace: Path) -> None:
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")  # no extractor: no cards
+    try:
+        said = [Message.user("Which account number did you open for me?"),
+                Message.assistant("Your new checking account number is 7700123456."),
+                Message.user("Thanks. Also, the weather is lovely today.")]  # fmt: skip
+        await mem.ingest_session(said, session_id="bank", at=AT)
+        model = ScriptedModel([reply("It is 7700123456.")])
+        agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem, recall=1, extract_after_session=False)])
+        store = SessionStore(workspace / "sessions")
+        session = store.new()
+        await run(agent, session, "What was my checking account number again?")
+        (added,) = [m for m in session.messages if m.origin == MEMORY_ORIGIN]
+        assert "7700123456" in added.content and "session bank" in added.content and "weather" not in added.content
+        await session.aclose()
+        store.close()
+    finally:
+        mem.close()

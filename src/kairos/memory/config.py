@@ -27,6 +27,8 @@ class MemoryConfig(BaseModel):
     """Run the extractor (the agent's model) in the background when a session closes."""
     max_cards: int = Field(12, ge=0, le=50)
     """Key cards appended at the start of a session (0: only ``memory_search``)."""
+    recall: int = Field(4, ge=0, le=20)
+    """Excerpts of past conversations appended with the cards: the rounds most relevant to the first request."""
     formats: tuple[CardFormat, ...] = FORMATS
     """Card formats the extractor may write; others fall back to the first of these."""
     max_memories: int = Field(500, ge=10)

@@ -71,13 +71,13 @@ Rules:
   policies, claims, vehicles and documents, even when the other party said it: copy names, dates,
   amounts and every id or number exactly ("savings account 55012-88", not "a savings account"). Skip chit-chat,
   greetings, transient details (search result counts, tool progress) and general advice.
-- Abstract: "I'd rather have a window seat on this flight" becomes "Prefers window seats".
+- Abstract: store the lasting preference behind a remark, not the remark itself.
+- Only what THIS conversation says: never copy wording from these rules.
 - Typed: kind is semantic (lasting facts, preferences), episodic (what happened, dated) or procedural
   (how the user wants things done). Choose a category.
 - Formats: "note" for one short fact; "enhanced_note" for a fact with its context; "json_card" with
-  path category.subcategory.key and value (e.g. work.position.title = "Senior engineer"); and
-  "advanced_json_card" for people in the user's life, with person, relationship and backstory
-  (e.g. person "Dr. Zhang", relationship "father's cardiologist").
+  path category.subcategory.key and value; and "advanced_json_card" for people in the user's life,
+  with person, relationship and backstory.
 - Updates: when the conversation changes a memory listed below, use "supersede" with its id and the
   new value (the old value is kept in history); "update" refines a memory without contradicting it;
   "delete" when the user says it no longer holds. Never add a duplicate of a listed memory.

@@ -39,14 +39,19 @@ class MemoryPlugin(Plugin):
     Args:
         memory: the user's memory (the plugin closes it in :meth:`shutdown`, not per session).
         max_cards: cards appended at the start of a session.
+        recall: past-conversation excerpts appended with them (the rounds most relevant to the first request;
+            a small model rarely calls ``memory_search`` on its own).
         extract_after_session: run the extractor when a session closes.
     """
 
     stage = "memory"
 
-    def __init__(self, memory: UserMemory, *, max_cards: int = 12, extract_after_session: bool = True) -> None:
+    def __init__(
+        self, memory: UserMemory, *, max_cards: int = 12, recall: int = 4, extract_after_session: bool = True
+    ) -> None:
         self.memory = memory
         self.max_cards = max_cards
+        self.recall = recall
         self.extract_after_session = extract_after_session
         self._pending: set[asyncio.Task[Any]] = set()
         self._tools = [make_tool(self._search_fn(), name="memory_search", read_only=True, external=True)]
@@ -66,9 +71,10 @@ class MemoryPlugin(Plugin):
             return ()
         first = next((m.content for m in messages if m.from_user), None)
         cards = await asyncio.to_thread(self.memory.cards, first, self.max_cards)
-        if not cards:
+        excerpts = await self.memory.past_conversations(first, self.recall) if first else []
+        if not cards and not excerpts:
             return ()
-        return (Message.user(self.memory.render_cards(cards), MEMORY_ORIGIN),)
+        return (Message.user(self.memory.render_cards(cards, excerpts), MEMORY_ORIGIN),)
 
     async def close(self, ctx: RunContext) -> None:
         """Start the extractor on the session in the background (skipped when nothing new was said)."""
