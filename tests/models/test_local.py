@@ -288,3 +288,20 @@ async def test_context_overflow_is_raised_before_generating(model: LocalModel) -
     with pytest.raises(ContextOverflowError) as err:
         await complete(model, request)
     assert err.value.prompt_tokens == model.count_tokens(request) > err.value.limit == 4096
+
+
+def test_the_grammar_schema_drops_regex_patterns_but_keeps_a_property_named_pattern() -> None:
+    from kairos.models.local import grammar_schema, reply_schema
+
+    date = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}
+    params = {
+        "type": "object",
+        "properties": {"pattern": {"type": "string", "pattern": "^x"}, "when": date, "dates": {"items": date}},
+        "anyOf": [{"required": ["when"]}, {"properties": {"when": date}}],
+    }
+    cleaned = grammar_schema(params)
+    assert "pattern" in cleaned["properties"]  # the grep-style argument called "pattern" stays
+    assert "pattern" not in json.dumps(cleaned).replace('"pattern": {', "")
+    assert params["properties"]["when"]["pattern"]  # the tool's own schema is untouched (validation uses it)
+    schema = reply_schema([ToolSpec("plan", "plan a day", params)])
+    assert r"\d" not in json.dumps(schema)

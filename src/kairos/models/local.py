@@ -156,8 +156,36 @@ def render_prompt(request: ModelRequest) -> str:
 # ---- grammar schema (pure) -----------------------------------------------------------------
 
 
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
+
+
+def grammar_schema(schema: Any) -> Any:
+    """``schema`` without ``pattern`` keywords, for the grammar only.
+
+    llama.cpp turns some regexes (a digit class, say) into a grammar it cannot parse, and such a
+    grammar crashes the process. Arguments are still validated against the tool's full schema
+    before the tool runs, so a value that misses the pattern reaches the model as a clear error.
+    A property *named* ``pattern`` is kept.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k != "pattern"}
+    for key in _SCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: grammar_schema(sub) for name, sub in out[key].items()}
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [grammar_schema(sub) for sub in out[key]]
+    for key in _SCHEMA_ONE:
+        if key in out:
+            out[key] = grammar_schema(out[key])
+    return out
+
+
 def _args_schema(parameters: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = dict(parameters) if parameters else {"type": "object"}
+    schema: dict[str, Any] = grammar_schema(parameters) if parameters else {"type": "object"}
     if schema.get("type") == "object" and "properties" in schema and "additionalProperties" not in schema:
         schema["additionalProperties"] = False  # stops the small model inventing arguments
     return schema
