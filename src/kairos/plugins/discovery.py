@@ -79,13 +79,6 @@ class ToolDiscovery(Plugin):
         """``discover_tools`` and the (growing) loaded tools."""
         return [self.tool, self.loaded]
 
-    def system_suffix(self) -> str:
-        """The step a small model skips: a search result is not the answer (measured: 1 of 12 tasks called the tool)."""
-        return (
-            "When no listed tool fits, call discover_tools with the capability you need. Its result is not the "
-            "answer: call the loaded tool that fits the request, with its parameters, then answer from that result."
-        )
-
     async def open(self, ctx: RunContext) -> None:
         """A resumed session gets back the tools its earlier searches loaded."""
         self.loaded.add(self._by_name[n] for n in loaded_in(ctx.session.message_list()) if n in self._by_name)

@@ -58,7 +58,6 @@ async def test_found_tools_are_appended_and_callable_in_the_same_turn(
     assert "get_weather_forecast" in names[-1] and names[-1].index("get_weather_forecast") > names[-1].index(
         "get_stock_quote"
     )
-    assert all("Its result is not the answer" in r.system_text() for r in model.requests)  # the same prefix
     status = model.requests[-1].messages[-1].content
     assert "Discovered tools loaded" in status and "get_stock_quote" in status and "get_weather_forecast" in status
     assert json.loads(tool_results(session)[-1])["tool"] == "get_weather_forecast"
