@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from kairos.models.base import ChoiceLogprobs, ChoiceScorer, Model
-from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.models.base import ChoiceLogprobs, ChoiceScorer, Model, complete
+from kairos.models.types import Message, ModelRequest, ToolSpec
 
 DEFAULT_RERANK_DEPTH = 20
 """How many fused candidates a ``hybrid+rerank`` search judges.
@@ -204,13 +204,8 @@ class LLMReranker:
     async def _score_by_generation(self, query: str, passages: Sequence[str], stats: RerankStats) -> list[float | None]:
         scores: list[float | None] = []
         for passage in passages:
-            response = None
             async with asyncio.timeout(self.timeout_s):
-                async for item in self.model.stream(self.request(query, passage)):
-                    if isinstance(item, ResponseDone):
-                        response = item.response
-            if response is None:
-                raise RuntimeError(f"{self.model.name} ended without a response")
+                response = await complete(self.model, self.request(query, passage))
             stats.judged += 1
             stats.prompt_tokens += response.usage.prompt_tokens
             stats.cached_prompt_tokens += response.usage.cached_prompt_tokens
