@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kairos.plugins.skills import Skills
 from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.builtins import bash, python
 from kairos.tools.sandbox import SANDBOX_RESOURCE, Sandbox, SandboxConfig, granting
+from tests.skills.test_catalog import catalog_for, write_skill
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make test-deps)")
 
@@ -34,6 +37,11 @@ async def ctx(ws: Path) -> AsyncIterator[ToolContext]:
 
 def exists(path: str) -> bool:
     return os.path.exists(path)
+
+
+def hidden(path: Path) -> bool:
+    real = os.path.realpath(path)
+    return real.startswith(("/tmp/", "/var/tmp/", os.path.realpath(os.path.expanduser("~")) + "/"))
 
 
 def with_sandbox(ctx: ToolContext, **config: Any) -> ToolContext:
@@ -278,3 +286,56 @@ async def test_state_elsewhere_is_hidden(tmp_path: Path, ws: Path) -> None:
         assert not (other / "planted").exists()
     finally:
         await ctx.aclose()
+
+
+async def test_a_loaded_skill_outside_the_workspace_runs_from_a_hidden_place(ctx: ToolContext, tmp_path: Path) -> None:
+    """A skill in /tmp (or the home) is hidden by the sandbox until it is loaded; then its script runs.
+
+    The shell started before the load is restarted (in the same directory) so that it sees the folder.
+    """
+    if not hidden(tmp_path):
+        pytest.skip("the test folder is not in a place the sandbox hides")
+    body = "Run `{{python}} {{skill_dir}}/scripts/hello.py` now."
+    folder = write_skill(tmp_path / "shared", "hello", body=body)
+    (folder / "scripts").mkdir()
+    (folder / "scripts" / "hello.py").write_text("print('hello from the skill')\n")
+    skills = Skills(catalog_for(ctx.workspace, dirs=[str(tmp_path / "shared")]))
+    entry = skills.catalog.find("hello")
+    assert entry is not None and entry.skill is not None
+    skills.catalog.approvals.approve(entry.skill)
+    (ctx.workspace / "sub").mkdir()
+    assert "No such file" in (await sh(ctx, f"cd sub && ls {folder}/scripts")).content  # hidden before the load
+    loaded = await skills.tools()[0].call({"name": "hello"}, ctx)  # type: ignore[union-attr]
+    r = await sh(ctx, loaded.content.splitlines()[-1])  # the first command, ready to run
+    assert "hello from the skill" in r.content and not r.is_error, r.content
+    assert r.content.startswith(f"[started a fresh shell in {ctx.workspace / 'sub'} so that {folder} is visible")
+    r = await sh(ctx, f"touch {folder}/x; echo $?")
+    assert "Read-only file system" in r.content and not (folder / "x").exists()
+    assert "fresh shell" not in (await sh(ctx, "pwd")).content  # restarted once, not on every call
+
+
+def test_only_code_folders_in_hidden_places_are_shown(tmp_path: Path) -> None:
+    box = Sandbox()
+    home = os.path.realpath(os.path.expanduser("~"))
+    (tmp_path / "code").mkdir()
+    assert box.show(tmp_path / "code") and box.shown == (str((tmp_path / "code").resolve()),)
+    assert not box.show(tmp_path / "code")  # already shown
+    assert not box.show(Path("/tmp")) and not box.show(Path(home))  # a whole hidden place: never
+    assert not box.show(Path("/usr"))  # visible anyway
+    assert not box.show(tmp_path / "missing")
+    if os.path.isdir(os.path.join(home, ".ssh")):
+        assert not box.show(Path(home) / ".ssh")
+
+
+async def test_an_interpreter_under_tmp_stays_visible(
+    ctx: ToolContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkout and its .venv under /tmp: ``python`` from the venv must still run inside the sandbox."""
+    venv = tmp_path / "checkout" / ".venv"
+    venv.mkdir(parents=True)
+    (venv / "marker").write_text("venv\n")
+    (tmp_path / "other.txt").write_text("another program's file\n")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    r = await sh(ctx, f"cat {venv}/marker; ls {tmp_path}")
+    assert r.content.startswith("venv"), r.content
+    assert "other.txt" not in r.content  # the rest of /tmp stays hidden

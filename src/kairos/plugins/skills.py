@@ -36,8 +36,9 @@ from kairos.context.session import SessionView
 from kairos.models.types import Message, Origin
 from kairos.skills.catalog import SKILL_FILE, Skill, SkillCatalog, SkillEntry
 from kairos.skills.config import SkillsConfig
-from kairos.tools.base import Tool, ToolResult, ToolSource
+from kairos.tools.base import Tool, ToolContext, ToolResult, ToolSource
 from kairos.tools.function import make_tool
+from kairos.tools.sandbox import sandbox_of
 
 CATALOG_TAG = "skills_catalog"
 UPDATE_TAG = "skills_catalog_update"
@@ -217,12 +218,18 @@ class Skills(Plugin):
             "{{python}}", shlex.quote(self.python)
         )
 
-    def load(self, name: str) -> ToolResult:
-        """``load_skill``: the skill's instructions, its files, and the command to run first."""
+    def load(self, name: str, ctx: ToolContext | None = None) -> ToolResult:
+        """``load_skill``: the skill's instructions, its files, and the command to run first.
+
+        With ``ctx``, the skill's folder is shown to the session's sandbox (read-only), so that its
+        scripts run even when it lies in a place commands cannot see (the home, /tmp).
+        """
         found = self._usable(name)
         if isinstance(found, ToolResult):
             return found
         skill = found
+        if ctx is not None:
+            sandbox_of(ctx.resources).show(skill.folder)
         body = self.substitute(skill, skill.body)
         files = skill.files()
         listing = f"Files in this skill: {', '.join(files)}\n" if files else ""
@@ -271,7 +278,7 @@ class Skills(Plugin):
         )
 
     def _load_skill_fn(self) -> Any:
-        def load_skill(name: str) -> ToolResult:
+        def load_skill(name: str, *, ctx: ToolContext) -> ToolResult:
             """Load a skill's full instructions. Skills are listed by name and description in the
             <skills_catalog> message. Call this before starting a task that matches a skill's description,
             then follow the instructions it returns (they may name scripts to run with bash and files to read
@@ -280,7 +287,7 @@ class Skills(Plugin):
             Args:
                 name: the skill's name exactly as in the catalog, e.g. "report-writing".
             """
-            return self.load(name)
+            return self.load(name, ctx)
 
         return load_skill
 

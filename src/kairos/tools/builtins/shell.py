@@ -139,11 +139,18 @@ class BashSession:
         self.network = network
         self._confined = False
         self._cleanup: Callable[[], None] | None = None
+        self.shown: tuple[str, ...] = ()
+        """The sandbox's shown folders when this shell started (its mounts are fixed from then on)."""
 
     @property
     def process(self) -> asyncio.subprocess.Process | None:
         """The running ``bash`` process, if any (a fresh one starts on the next ``run``)."""
         return self._proc
+
+    @property
+    def confined(self) -> bool:
+        """Whether the running shell was started inside bubblewrap."""
+        return self._confined
 
     def _inside(self, p: Path) -> bool:
         return p == self.workspace or self.workspace in p.parents
@@ -156,6 +163,7 @@ class BashSession:
         preexec = die_with_kairos()
         self._confined = self.sandbox is not None and await self.sandbox.confined()
         if self.sandbox is not None and self._confined:
+            self.shown = self.sandbox.shown
             argv = self.sandbox.command(
                 argv, workspace=self.workspace, cwd=self.cwd, state_dirs=self.state_dirs, network=self.network
             )
@@ -370,12 +378,24 @@ def _new_session(ctx: ToolContext, box: Sandbox, *, network: bool) -> BashSessio
     )
 
 
-def _session(ctx: ToolContext, box: Sandbox) -> BashSession:
+async def _session(ctx: ToolContext, box: Sandbox) -> tuple[BashSession, str | None]:
+    """The session's shell, and a note when it was restarted to show folders shown since it started."""
     session = ctx.resources.get(RESOURCE_KEY)
+    note = None
+    if (
+        isinstance(session, BashSession)
+        and session.process is not None
+        and session.confined
+        and session.shown != box.shown
+    ):
+        await session.aclose()
+        new = ", ".join(sorted(set(box.shown) - set(session.shown)))
+        note = f"[started a fresh shell in {session.cwd} so that {new} is visible (variables are reset)]"
+        session = None
     if not isinstance(session, BashSession):
         session = _new_session(ctx, box, network=box.config.network == "allow")
         ctx.resources[RESOURCE_KEY] = session
-    return session
+    return session, note
 
 
 def _network_refusal(box: Sandbox) -> str | None:
@@ -418,7 +438,7 @@ async def run_command(command: str, timeout_s: float, network: bool, ctx: ToolCo
     if refusal is not None:
         return ToolResult(refusal, is_error=True, metadata={"sandbox": "refused"})
     one_off = network and confined and box.config.network != "allow"
-    session = _new_session(ctx, box, network=True) if one_off else _session(ctx, box)
+    session, fresh = (_new_session(ctx, box, network=True), None) if one_off else await _session(ctx, box)
     try:
         outcome = await session.run(command, limit)
     except OSError as exc:
@@ -456,5 +476,7 @@ async def run_command(command: str, timeout_s: float, network: bool, ctx: ToolCo
         metadata["exit_code"] = outcome.exit_code
     if outcome.restarted:
         parts.insert(0, f"[the previous shell had exited; started a fresh one in {session.cwd}]")
+    elif fresh is not None:
+        parts.insert(0, fresh)
     parts += outcome.notes
     return ToolResult("\n".join(parts) if parts else "(no output)", is_error=is_error, metadata=metadata)

@@ -28,6 +28,8 @@ HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", 
 """Files replaced by an empty one inside the sandbox (they hold password hashes)."""
 HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".netrc", ".docker", ".kube", ".config/gcloud", ".git-credentials")
 """Folders and files of the home directory hidden even when the workspace itself lies in it."""
+PRIVATE_TMP = ("/tmp", "/var/tmp")
+"""Replaced by an empty tmpfs inside the sandbox (other programs' files and sockets live there)."""
 _PROBE_TIMEOUT_S = 15.0
 _INSTALL = (
     "Install bubblewrap (Debian/Ubuntu: sudo apt-get install bubblewrap; Fedora: sudo dnf install bubblewrap; "
@@ -151,6 +153,26 @@ class Sandbox:
         self._probe_lock = asyncio.Lock()
         self.unconfined_approved = False
         """``mode = "ask"`` and no bubblewrap: the approver allowed unconfined commands for this session."""
+        self.shown: tuple[str, ...] = ()
+        """Folders inside a hidden place (home, /tmp) shown read-only to this session's commands (see :meth:`show`)."""
+
+    def show(self, folder: Path) -> bool:
+        """Show ``folder`` read-only to commands started from now on (a loaded skill's scripts, say).
+
+        Only needed, and only done, for a folder strictly inside a hidden place (a home, /tmp) that holds
+        none of the home's secrets and none of kairos's user configuration. Returns whether the set
+        of shown folders changed (a shell started before then does not see it).
+        """
+        real = os.path.realpath(folder)
+        if real in self.shown or not os.path.isdir(real):
+            return False
+        if not any(_inside(real, root) and real != root for root in _hidden_roots()):
+            return False
+        private = [os.path.join(h, s) for h in _homes() for s in HOME_SECRETS] + [os.path.realpath(user_config_dir())]
+        if any(_inside(p, real) for p in private):
+            return False
+        self.shown = tuple(sorted({*self.shown, real}))
+        return True
 
     @property
     def program(self) -> str | None:
@@ -217,7 +239,9 @@ class Sandbox:
         argv += ["--unshare-cgroup-try", "--cap-drop", "ALL"]
         if not network:
             argv.append("--unshare-net")
-        argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+        argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        for tmp in PRIVATE_TMP:
+            argv += ["--tmpfs", tmp]
         if Path("/run").is_dir() and not Path("/run").is_symlink():  # sockets (docker, dbus) live there
             argv += ["--tmpfs", "/run"]
             for keep in ("/run/systemd/resolve", "/run/resolvconf"):  # /etc/resolv.conf may point here
@@ -225,7 +249,7 @@ class Sandbox:
                     argv += ["--ro-bind", keep, keep]
         for home in _homes():
             argv += ["--tmpfs", home]
-        for p in _visible_python() + self.config.read_only_paths:
+        for p in [*_visible_python(), *self.shown, *self.config.read_only_paths]:
             if os.path.exists(p):
                 argv += ["--ro-bind", p, p]
         for p in self.config.writable_paths:
@@ -350,12 +374,20 @@ def _homes() -> list[str]:
     return out
 
 
+def _hidden_roots() -> list[str]:
+    """Places the sandbox replaces by an empty tmpfs: the homes and the private temporary folders."""
+    return [*_homes(), *(os.path.realpath(t) for t in PRIVATE_TMP if os.path.isdir(t))]
+
+
 def _visible_python() -> list[str]:
-    """The interpreter and virtual environment of kairos, when a hidden home holds them (code, not secrets)."""
-    homes = _homes()
+    """The interpreter and virtual environment of kairos, when a hidden place (home, /tmp) holds them.
+
+    Code, not secrets: ``{{python}}`` in a skill and ``python`` in a checkout under /tmp must still run.
+    """
+    roots = _hidden_roots()
     out: list[str] = []
     for p in {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}:
-        if any(_inside(p, h) for h in homes):
+        if any(_inside(p, r) and p != r for r in roots):
             out.append(p)
     return sorted(out)
 
