@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -395,3 +396,22 @@ async def test_tool_call_tags_in_text_become_tool_calls(server: FakeServer) -> N
     async with make_model(server, text_tool_calls="off") as model:
         _, response = await collect(model, make_request(tools=(GREP,)))
     assert response.message.content == "Searching.\n" + tag and not response.message.tool_calls
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        ("auto", None),
+        ("required", {"type": "any"}),
+        ("none", {"type": "none"}),
+        (("grep",), {"type": "tool", "name": "grep"}),
+        (("grep", "read_file"), {"type": "any"}),
+        (("not_offered",), {"type": "any"}),  # unknown names fall back to every tool
+    ],
+)
+async def test_tool_choice_is_sent_in_anthropic_shape(server: FakeServer, choice: Any, wire: Any) -> None:
+    server.script(anthropic_stream(("text", ["ok"])))
+    async with make_model(server) as model:
+        request = dataclasses.replace(make_request(tools=(READ, GREP)), tool_choice=choice)
+        await complete(model, request)
+    assert server.bodies()[0].get("tool_choice") == wire

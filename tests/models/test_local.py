@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -134,6 +135,8 @@ def test_reply_schema_shape() -> None:
     assert items[0]["properties"]["arguments"]["additionalProperties"] is False
     assert final["properties"]["name"]["const"] == FINAL_ANSWER
     assert reply_schema(()) == final
+    required = reply_schema(TOOLS, final=False)  # tool_choice "required": the wrapper alone
+    assert required == wrapper and reply_schema((), final=False) == final
 
 
 def test_local_model_is_a_model_and_loads_lazily() -> None:
@@ -230,6 +233,17 @@ async def test_two_independent_tools_in_one_reply(model: LocalModel) -> None:
         ("get_time", {"timezone": "Asia/Tokyo"}),
         ("get_weather", {"city": "Paris"}),
     ]
+
+
+@pytest.mark.model
+async def test_tool_choice_is_enforced_by_the_grammar(model: LocalModel) -> None:
+    greeting = req(Message.user("Hello! Just say hi back, please."))
+    assert not (await complete(model, greeting)).message.tool_calls  # left free, it answers
+    forced = await complete(model, replace(greeting, tool_choice=("get_time",)))
+    assert [c.name for c in forced.message.tool_calls] == ["get_time"]
+    weather = req(Message.user("What's the weather in Berlin?"))
+    text_only = await complete(model, replace(weather, tool_choice="none"))
+    assert not text_only.message.tool_calls and text_only.message.content.strip()
 
 
 @pytest.mark.model

@@ -152,3 +152,22 @@ def test_token_sums_count_new_messages_and_reuse_the_others() -> None:
     )  # 4 + 40/4; 4 + 8/4 + (8/4 + 8)
     fresh = [*counted, Message.tool("c", "z" * 12)]  # one not counted yet: counted now, the rest reused
     assert estimate_messages_tokens(fresh) == 30 + 7 and estimate_messages_tokens([]) == 0
+
+
+@pytest.mark.parametrize(
+    ("choice", "wire"),
+    [
+        ("auto", None),
+        ("required", "required"),
+        ("none", "none"),
+        (("bash",), {"type": "function", "function": {"name": "bash"}}),
+        (("bash", "read_file"), "required"),
+    ],
+)
+def test_tool_choice_is_sent_in_openai_shape_and_bodies_stay_identical(choice: object, wire: object) -> None:
+    request = replace(_request([Message.user("hi")], "s"), tool_choice=choice)  # type: ignore[arg-type]
+    body = _model()._prepare(request)
+    assert body == _model()._prepare_plain(request)
+    assert json.loads(body).get("tool_choice") == wire
+    no_tools = replace(request, tools=())
+    assert "tool_choice" not in json.loads(_model()._prepare(no_tools))  # nothing to choose from

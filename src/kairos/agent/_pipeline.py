@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from kairos.agent.events import AgentEvent, HookFailed
@@ -69,6 +70,7 @@ class Pipeline:
             "close",
             "on_input",
             "at_safe_point",
+            "tool_choice",
             "on_request",
             "on_overflow",
             "before_tool",
@@ -133,6 +135,18 @@ class Pipeline:
                 continue
             if messages:
                 append(messages)
+
+    async def tool_choice(self, ctx: RunContext, request: ModelRequest, report: Report) -> ModelRequest:
+        """``request`` with the first plugin opinion on its ``tool_choice`` (unchanged without one)."""
+        for p in self.hooked["tool_choice"]:
+            try:
+                choice = await p.tool_choice(ctx, request)
+            except Exception as e:
+                self.failed(p, "tool_choice", e, report)
+                continue
+            if choice is not None:
+                return replace(request, tool_choice=choice)
+        return request
 
     async def on_request(self, ctx: RunContext, request: ModelRequest, report: Report) -> None:
         """Observers of the final request."""

@@ -30,7 +30,7 @@ from kairos.context.builder import TrajectoryView
 from kairos.context.inbox import InboxEvent
 from kairos.context.session import Session, SessionView
 from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, SystemPrompt, ToolCall
+from kairos.models.types import Message, ModelRequest, SystemPrompt, ToolCall, ToolChoice
 from kairos.tools.base import Tool, ToolResult, ToolSet, ToolSource
 from kairos.tools.executor import ErrorFormatter
 
@@ -186,6 +186,13 @@ class Plugin:
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
         """Messages to append now (a changed catalog, a reminder). The loop appends them."""
         return ()
+
+    async def tool_choice(self, ctx: RunContext, request: ModelRequest) -> ToolChoice | None:
+        """What the next reply may be (a call required, text only, one of some tools); None: no opinion.
+
+        The first plugin with an opinion decides. It changes decoding, never the prompt.
+        """
+        return None
 
     async def on_request(self, ctx: RunContext, request: ModelRequest) -> None:
         """Observe the request about to be sent (it is final: budget checked, audited)."""

@@ -300,6 +300,7 @@ class Runner:
                     yield event
                 yield RunError(str(e), e)
                 return
+            request = await self.agent.pipeline.tool_choice(st, request, st.report)
             audit = st.auditor.audit(request, st.deliberate)
             st.deliberate = None
             await self.agent.pipeline.on_request(st, request, st.report)

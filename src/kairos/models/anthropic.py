@@ -210,6 +210,8 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
             params["system"] = system
         if tools := self.wire_tools(request):
             params["tools"] = tools
+            if (choice := _wire_choice(request)) is not None and not self.thinking:  # thinking allows auto only
+                params["tool_choice"] = choice
         if self.thinking:
             params["thinking"] = self.thinking
         if self.extra_body:
@@ -367,3 +369,16 @@ class _StreamState:
         )
         reason = _STOP_REASONS.get(self.stop_reason, self.stop_reason) if self.stop_reason else None
         return ModelResponse(message, usage, self.parts.finish_reason(reason))
+
+
+def _wire_choice(request: ModelRequest) -> dict[str, str] | None:
+    """The request's ``tool_choice`` in Anthropic's shape; None for ``auto`` (the default)."""
+    choice = request.tool_choice
+    if choice == "auto":
+        return None
+    if choice == "none":
+        return {"type": "none"}
+    allowed = request.allowed_tools() or ()
+    if isinstance(choice, tuple) and len(allowed) == 1:
+        return {"type": "tool", "name": allowed[0].name}
+    return {"type": "any"}

@@ -200,17 +200,21 @@ def _call_schema(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def reply_schema(tools: Iterable[ToolSpec], args: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def reply_schema(
+    tools: Iterable[ToolSpec], args: dict[str, dict[str, Any]] | None = None, *, final: bool = True
+) -> dict[str, Any]:
     """``{"tool_calls": [call, ...]}`` or the final answer; ``args`` overrides argument schemas.
+
+    ``final=False`` leaves the final answer out (a call is required; with no tools it stays allowed).
 
     Measured on Qwen2.5-Coder-1.5B: with this wrapper it lists two independent calls when asked
     for two things; with "one call object, or an array of them" it always emitted only one.
     """
     calls = [_call_schema(t.name, (args or {}).get(t.name) or _args_schema(t.parameters)) for t in tools]
     text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-    final = _call_schema(FINAL_ANSWER, {**text, "additionalProperties": False})
+    final_call = _call_schema(FINAL_ANSWER, {**text, "additionalProperties": False})
     if not calls:
-        return final
+        return final_call
     array = {"type": "array", "items": {"anyOf": calls}, "minItems": 1, "maxItems": 8}
     wrapper = {
         "type": "object",
@@ -218,7 +222,7 @@ def reply_schema(tools: Iterable[ToolSpec], args: dict[str, dict[str, Any]] | No
         "required": ["tool_calls"],
         "additionalProperties": False,
     }
-    return {"anyOf": [wrapper, final]}
+    return {"anyOf": [wrapper, final_call]} if final else wrapper
 
 
 # ---- the backend ---------------------------------------------------------------------------
@@ -395,9 +399,12 @@ class LocalModel:
             with self._lock:
                 self._llm.reset()
 
-    def _grammar(self, tools: tuple[ToolSpec, ...]) -> Any:
-        """The reply grammar for this tool set, built once (the GBNF conversion is not free)."""
-        key = "\n".join(t.serialized() for t in tools)
+    def _grammar(self, tools: tuple[ToolSpec, ...], *, final: bool = True) -> Any:
+        """The reply grammar for this tool set, built once (the GBNF conversion is not free).
+
+        ``final=False``: a call of one of ``tools`` is required (the request's ``tool_choice``).
+        """
+        key = ("" if final else "required\n") + "\n".join(t.serialized() for t in tools)
         if key in self._grammars:
             self.grammar_build_s = 0.0
             return self._grammars[key]
@@ -406,7 +413,7 @@ class LocalModel:
         t0 = time.perf_counter()
 
         def build(args: dict[str, dict[str, Any]] | None = None, only: ToolSpec | None = None) -> Any:
-            schema = _args_schema(only.parameters) if only else reply_schema(tools, args)
+            schema = _args_schema(only.parameters) if only else reply_schema(tools, args, final=final)
             return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
 
         try:
@@ -441,7 +448,8 @@ class LocalModel:
                     prompt_tokens=len(tokens),
                     limit=self.context_window,
                 )
-            grammar = self._grammar(request.tools)
+            allowed = request.allowed_tools()  # the prompt lists every tool; the grammar only the allowed
+            grammar = self._grammar(allowed or (), final=request.tool_choice == "auto")
             cached = self._warm(tokens)
             from llama_cpp import llama_model_get_vocab, llama_vocab_is_eog
 

@@ -137,9 +137,7 @@ class OpenAICompatModel(RemoteModel[bytes]):
         }
         # {"model":…,"messages":[…],<rest>}: the same bytes as one json.dumps of the whole body
         text = f'{{"model":{_dumps(self.name)},"messages":[{",".join(self._wire_json(request))}],{_dumps(rest)[1:]}'
-        if request.tools and "tools" not in self.extra_body:
-            text = f'{text[:-1]},"tools":{self._tools_text(request.tools)}}}'
-        return text.encode()
+        return self._with_tools(text, request).encode()
 
     def _prepare_plain(self, request: ModelRequest) -> bytes:
         """The request body as one ``json.dumps`` of it (the reference :meth:`_prepare` matches)."""
@@ -152,10 +150,16 @@ class OpenAICompatModel(RemoteModel[bytes]):
             "stream_options": {"include_usage": True},
             **self.extra_body,
         }
-        text = _dumps(body)
-        if request.tools and "tools" not in self.extra_body:
-            text = f'{text[:-1]},"tools":{self._tools_text(request.tools)}}}'
-        return text.encode()
+        return self._with_tools(_dumps(body), request).encode()
+
+    def _with_tools(self, text: str, request: ModelRequest) -> str:
+        """``text`` (a JSON object) with the request's tools and, unless ``auto``, its ``tool_choice``."""
+        if not request.tools or "tools" in self.extra_body:
+            return text
+        text = f'{text[:-1]},"tools":{self._tools_text(request.tools)}}}'
+        if request.tool_choice != "auto" and "tool_choice" not in self.extra_body:
+            text = f'{text[:-1]},"tool_choice":{_dumps(_wire_choice(request))}}}'
+        return text
 
     def _wire_json(self, request: ModelRequest) -> list[str]:
         """The JSON of each element of :meth:`wire_messages`, mostly from the messages' own caches."""
@@ -384,3 +388,11 @@ def _cached_tokens(usage: dict[str, Any]) -> int:
         # DeepSeek reports its context cache as prompt_cache_hit_tokens.
         cached = usage.get("prompt_cache_hit_tokens")
     return _count(cached)
+
+
+def _wire_choice(request: ModelRequest) -> str | dict[str, Any]:
+    """The request's ``tool_choice`` in OpenAI's shape (several named tools: ``required``)."""
+    allowed = request.allowed_tools() or ()
+    if isinstance(request.tool_choice, tuple) and len(allowed) == 1:
+        return {"type": "function", "function": {"name": allowed[0].name}}
+    return request.tool_choice if isinstance(request.tool_choice, str) else "required"

