@@ -55,9 +55,10 @@ REVIEWER = Bench("reviewer", "48 labelled tool calls: fp/fn rate and latency of 
 SANDBOX = Bench("sandbox", "26 escape attempts through the sandboxed bash/python tools; escapes must be 0")
 BFCL = Bench(
     "bfcl",
-    "BFCL v4, 5 categories: kairos constrained tool calls vs the plain chat template",
+    "BFCL v4, 5 categories: kairos constrained tool calls (gate off and on) vs the plain chat template",
     takes_duration=True,
     takes_limit=True,
+    options=("calibrate",),
 )
 TOOL_DISCOVERY = Bench(
     "tool_discovery", "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model", True

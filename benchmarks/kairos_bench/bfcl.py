@@ -7,8 +7,15 @@ Each case runs two ways on ONE loaded GGUF:
 
 * ``kairos``: one :class:`~kairos.models.local.LocalModel` request with the functions as
   ``ToolSpec``s; the reply's tool calls (its grammar allows several calls or a plain answer).
+* ``kairos_gate``: the same reply behind the tool-relevance gate (``[tools.relevance_gate]``,
+  :mod:`kairos.plugins.relevance`): when the model's own ``P(call)`` at the reply's branch point is
+  below the threshold the reply is text only, i.e. no call. Derived from ``kairos`` plus one
+  scoring pass on the same prompt (no second generation: a gated reply has no call by construction).
 * ``plain``: the GGUF's own chat template rendered with the tools (Qwen2.5's ``<tool_call>``
   convention), greedy decoding without a grammar, calls parsed generously from the text.
+
+``--calibrate`` scores ``P(call)`` on the next ``limit`` cases of each category (disjoint from the
+scored ones) and reports the threshold that best separates irrelevance from the rest.
 
 Scored like BFCL's AST checker (:mod:`kairos_bench._bfcl_score`). For irrelevance, correct means
 no call. ``--limit N`` takes the first N cases of each category.
@@ -32,9 +39,11 @@ from kairos.errors import ConfigError
 from kairos.models.base import Model
 from kairos.models.local import LocalModel
 from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.plugins.relevance import gate_p_call
+from kairos.tools.toolsets.config import RelevanceConfig
 from kairos_bench._bfcl_score import CATEGORIES, Call, parse_calls, score
 
-WAYS = ("kairos", "plain")
+WAYS = ("kairos", "kairos_gate", "plain")
 DEFAULT_LIMIT = 25
 MAX_TOKENS = 256
 _FILES = {"simple": "simple_python"}
@@ -82,17 +91,19 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def load_cases(category: str, limit: int | None, root: Path | None = None) -> list[Case]:
-    """The first ``limit`` cases of a category (all when None), each with its possible answers."""
+def load_cases(category: str, limit: int | None, root: Path | None = None, offset: int = 0) -> list[Case]:
+    """``limit`` cases of a category (all when None) after the first ``offset``, each with its possible answers."""
     root = root or data_dir()
     stem = f"BFCL_v4_{_FILES.get(category, category)}.json"
     answers: dict[str, list[dict[str, Any]]] = {}
     if category != "irrelevance":
         answers = {a["id"]: a["ground_truth"] for a in _lines(root / "possible_answer" / stem)}
     cases: list[Case] = []
-    for raw in _lines(root / stem):
+    for i, raw in enumerate(_lines(root / stem)):
         if limit is not None and len(cases) >= limit:
             break
+        if i < offset:
+            continue
         turns = raw["question"]
         cases.append(Case(raw["id"], category, list(turns[0]), raw["function"], answers.get(raw["id"])))
     return cases
@@ -117,17 +128,21 @@ def tool_specs(functions: list[dict[str, Any]]) -> tuple[ToolSpec, ...]:
 # ---- the two ways --------------------------------------------------------------------------
 
 
-async def kairos_way(model: Model, case: Case) -> tuple[list[Call], str]:
-    """One constrained request; the reply's tool calls (none when it answered in text)."""
+def kairos_request(case: Case) -> ModelRequest:
+    """The case as one request with its functions as tools."""
     system = "\n\n".join(m["content"] for m in case.messages if m["role"] == "system")
     messages = tuple(
         Message.user(m["content"]) if m["role"] == "user" else Message.assistant(m["content"])
         for m in case.messages
         if m["role"] != "system"
     )
-    request = ModelRequest(system, "", tool_specs(case.functions), messages, max_tokens=MAX_TOKENS)
+    return ModelRequest(system, "", tool_specs(case.functions), messages, max_tokens=MAX_TOKENS)
+
+
+async def kairos_way(model: Model, case: Case) -> tuple[list[Call], str]:
+    """One constrained request; the reply's tool calls (none when it answered in text)."""
     done = None
-    async for event in model.stream(request):
+    async for event in model.stream(kairos_request(case)):
         if isinstance(event, ResponseDone):
             done = event
     assert done is not None
@@ -191,46 +206,71 @@ def _row(category: str, way: str, results: list[dict[str, Any]]) -> dict[str, An
 
 
 def summarise(rows: list[dict[str, Any]], categories: tuple[str, ...] = CATEGORIES) -> dict[str, Any]:
-    """Accuracy per category and way, ``lift_overall`` (points) and ``no_category_below_plain``."""
+    """Accuracy per category and way; ``lift_overall`` (points) and ``no_category_below_plain`` per kairos way.
+
+    ``lift_overall``/``no_category_below_plain`` are kairos's defaults (gate off); the ``_gate`` keys the same
+    with the relevance gate on.
+    """
     acc = {(r["category"], r["way"]): r["accuracy"] for r in rows}
     summary: dict[str, Any] = {}
     for cat in categories:
-        summary[f"{cat}_kairos"] = acc.get((cat, "kairos"))
-        summary[f"{cat}_plain"] = acc.get((cat, "plain"))
-    pairs = [
-        (acc[(c, "kairos")], acc[(c, "plain")]) for c in categories if (c, "kairos") in acc and (c, "plain") in acc
-    ]
-    lifts = [k - p for k, p in pairs if k is not None and p is not None]
-    summary["lift_overall"] = round(100 * statistics.fmean(lifts), 1) if lifts else None
-    summary["no_category_below_plain"] = bool(lifts) and all(x >= 0 for x in lifts)
+        for way in WAYS:
+            summary[f"{cat}_{way}"] = acc.get((cat, way))
+    for way, suffix in (("kairos", ""), ("kairos_gate", "_gate")):
+        pairs = [(acc.get((c, way)), acc.get((c, "plain"))) for c in categories]
+        lifts = [k - p for k, p in pairs if k is not None and p is not None]
+        summary[f"lift_overall{suffix}"] = round(100 * statistics.fmean(lifts), 1) if lifts else None
+        summary[f"no_category_below_plain{suffix}"] = bool(lifts) and all(x >= 0 for x in lifts)
     return summary
 
 
 Way = Callable[[Case], tuple[list[Call], str]]
 
 
-def evaluate(case: Case, ways: dict[str, Way], console: Console) -> list[dict[str, Any]]:
-    """One case every way: the verdict, the calls, the raw reply and the latency."""
+Gate = Callable[[Case], float]
+"""``P(call)`` of the kairos request of a case (:func:`kairos.plugins.relevance.gate_p_call`)."""
+
+
+def evaluate(
+    case: Case, ways: dict[str, Way], console: Console, gate: Gate | None = None, threshold: float = 0.5
+) -> list[dict[str, Any]]:
+    """One case every way: the verdict, the calls, the raw reply and the latency; ``kairos_gate`` from ``kairos``."""
     results = []
     for way, fn in ways.items():
         t0 = time.perf_counter()
         calls, raw = fn(case)
         latency = time.perf_counter() - t0
-        verdict = score(case.category, case.functions, calls, case.answers)
-        results.append(
-            {
-                "id": case.id,
-                "category": case.category,
-                "way": way,
-                "ok": verdict.ok,
-                "reason": verdict.reason,
-                "calls": [{"name": n, "arguments": a} for n, a in calls],
-                "raw": raw[:600],
-                "latency_s": round(latency, 3),
-            }
-        )
-        console.log(f"{case.id:24s} {way:6s} {'ok ' if verdict.ok else 'BAD'} {latency:5.1f}s {verdict.reason}")
+        results.append(_result(case, way, calls, raw, latency, console))
+        if way == "kairos" and gate is not None:
+            t0 = time.perf_counter()
+            p_call = gate(case)  # after the generation: the prompt's KV state is still there
+            results.append(gated(case, results[-1], p_call, time.perf_counter() - t0, threshold, console))
     return results
+
+
+def _result(case: Case, way: str, calls: list[Call], raw: str, latency: float, console: Console) -> dict[str, Any]:
+    verdict = score(case.category, case.functions, calls, case.answers)
+    console.log(f"{case.id:24s} {way:11s} {'ok ' if verdict.ok else 'BAD'} {latency:5.1f}s {verdict.reason}")
+    return {
+        "id": case.id,
+        "category": case.category,
+        "way": way,
+        "ok": verdict.ok,
+        "reason": verdict.reason,
+        "calls": [{"name": n, "arguments": a} for n, a in calls],
+        "raw": raw[:600],
+        "latency_s": round(latency, 3),
+    }
+
+
+def gated(
+    case: Case, kairos: dict[str, Any], p_call: float, score_s: float, threshold: float, console: Console
+) -> dict[str, Any]:
+    """The ``kairos_gate`` result from the ``kairos`` one: no call when ``p_call < threshold``, else the same."""
+    calls = [(c["name"], c["arguments"]) for c in kairos["calls"]] if p_call >= threshold else []
+    raw = kairos["raw"] if p_call >= threshold else "(text only: the gate found no tool relevant)"
+    latency = score_s + kairos["latency_s"]
+    return {**_result(case, "kairos_gate", calls, raw, latency, console), "p_call": round(p_call, 4)}
 
 
 def run_rounds(
@@ -239,6 +279,8 @@ def run_rounds(
     console: Console,
     duration: float | None = None,
     checkpoint: Callable[[list[dict[str, Any]]], None] | None = None,
+    gate: Gate | None = None,
+    threshold: float = 0.5,
 ) -> tuple[list[dict[str, Any]], int]:
     """Round k runs case k of every category; no new round starts once ``duration`` seconds passed.
 
@@ -253,7 +295,7 @@ def run_rounds(
             console.log(f"--duration {duration:.0f}s reached after {k} rounds")
             break
         for case in cases:
-            results += evaluate(case, ways, console)
+            results += evaluate(case, ways, console, gate, threshold)
         done = k + 1
         if checkpoint is not None:
             checkpoint(results)
@@ -261,13 +303,18 @@ def run_rounds(
 
 
 def report(
-    results: list[dict[str, Any]], limit: int, model: str, categories: tuple[str, ...] = CATEGORIES
+    results: list[dict[str, Any]],
+    limit: int,
+    model: str,
+    categories: tuple[str, ...] = CATEGORIES,
+    threshold: float | None = None,
 ) -> dict[str, Any]:
     """The bench's JSON from per-case results: rows per category x way, failures, summary."""
+    ran = [w for w in WAYS if any(r["way"] == w for r in results)]
     rows = [
         _row(cat, way, [r for r in results if r["category"] == cat and r["way"] == way])
         for cat in categories
-        for way in WAYS
+        for way in ran
     ]
     failures = [{k: r[k] for k in ("id", "way", "reason", "calls")} for r in results if not r["ok"]]
     return {
@@ -281,11 +328,20 @@ def report(
             "chat template with the tools, no grammar, calls parsed generously",
             "max_tokens": MAX_TOKENS,
             "accuracy": "fraction correct (BFCL AST rules; irrelevance: no call); lift_overall in points",
+            "gate": "kairos_gate = kairos with [tools.relevance_gate] on: no call when P(call) < min_p_call "
+            f"({threshold}); its latency adds the scoring pass",
         },
         "rows": rows,
         "failures": failures,
         "summary": {**summarise(rows, categories), "limit": limit},
     }
+
+
+def _local_gate(local: LocalModel) -> Gate:
+    def gate(case: Case) -> float:
+        return asyncio.run(gate_p_call(local, kairos_request(case)))
+
+    return gate
 
 
 def run(
@@ -296,10 +352,17 @@ def run(
     duration: float | None = None,
     categories: tuple[str, ...] = CATEGORIES,
     details_path: Path | None = None,
+    calibrate: bool | None = None,
 ) -> dict[str, Any]:
-    """``limit`` cases per category (3 when quick, else 25) both ways, fewer if ``duration`` runs out."""
+    """``limit`` cases per category (3 when quick, else 25) every way, fewer if ``duration`` runs out.
+
+    ``calibrate``: instead, ``P(call)`` of the next ``limit`` cases of each category (see :func:`calibration`).
+    """
     console = console or Console()
     limit = limit or (3 if quick else DEFAULT_LIMIT)
+    if calibrate:
+        return calibration(console, model, limit, categories)
+    threshold = RelevanceConfig().min_p_call
     by_cat = [load_cases(cat, limit) for cat in categories]
     rounds = [[cases[k] for cases in by_cat if k < len(cases)] for k in range(limit)]
     local = LocalModel(model, n_ctx=8192, prefix_cache=False)
@@ -313,8 +376,60 @@ def run(
         if details_path is not None:
             details_path.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
 
+    ways: dict[str, Way] = {"kairos": kairos, "plain": plain}
     try:
-        results, done = run_rounds(rounds, {"kairos": kairos, "plain": plain}, console, duration, checkpoint)
+        results, done = run_rounds(rounds, ways, console, duration, checkpoint, _local_gate(local), threshold)
     finally:
         local.close()
-    return report(results, done, model, categories)
+    return report(results, done, model, categories, threshold)
+
+
+def best_threshold(scores: list[tuple[bool, float]]) -> tuple[float, float]:
+    """The ``P(call)`` threshold with the best balanced accuracy, and that accuracy.
+
+    ``scores``: (irrelevant?, P(call)) per case. Blocking an irrelevant case and letting a relevant one
+    through count equally (the mean of the two rates), so neither side's size decides.
+    """
+    irrelevant = [p for irr, p in scores if irr]
+    relevant = [p for irr, p in scores if not irr]
+    if not irrelevant or not relevant:
+        raise ValueError("calibration needs both irrelevance and relevant cases")
+    candidates = sorted({0.5, *(p for _, p in scores)})
+    best = (0.5, -1.0)
+    for t in candidates:
+        blocked = sum(p < t for p in irrelevant) / len(irrelevant)
+        passed = sum(p >= t for p in relevant) / len(relevant)
+        balanced = (blocked + passed) / 2
+        if balanced > best[1]:
+            best = (t, balanced)
+    return round(best[0], 4), round(best[1], 3)
+
+
+def calibration(console: Console, model: str, limit: int, categories: tuple[str, ...]) -> dict[str, Any]:
+    """``P(call)`` on cases ``limit+1 .. 2*limit`` of each category: held out from the scored first ``limit``."""
+    local = LocalModel(model, n_ctx=8192, prefix_cache=False)
+    gate = _local_gate(local)
+    rows: list[dict[str, Any]] = []
+    try:
+        for cat in categories:
+            for case in load_cases(cat, limit, offset=limit):
+                t0 = time.perf_counter()
+                p = gate(case)
+                rows.append(
+                    {"id": case.id, "category": cat, "p_call": round(p, 4), "s": round(time.perf_counter() - t0, 3)}
+                )
+                console.log(f"{case.id:24s} P(call) {p:.4f}")
+    finally:
+        local.close()
+    threshold, balanced = best_threshold([(r["category"] == "irrelevance", r["p_call"]) for r in rows])
+    medians = {
+        f"median_p_call_{cat}": round(statistics.median(r["p_call"] for r in rows if r["category"] == cat), 4)
+        for cat in categories
+        if any(r["category"] == cat for r in rows)
+    }
+    return {
+        "bench": "bfcl-gate-calibration",
+        "params": {"model": model, "cases": f"cases {limit + 1}-{2 * limit} of each category (held out)"},
+        "rows": rows,
+        "summary": {"threshold": threshold, "balanced_accuracy": balanced, **medians},
+    }

@@ -138,6 +138,28 @@ def test_summary_lift_in_points() -> None:
     assert summary["no_category_below_plain"] is True and summary["parallel_plain"] == 0.0
     rows[0]["accuracy"] = 0.5  # simple: kairos below plain
     assert bfcl.summarise(rows, ("simple", "multiple", "parallel"))["no_category_below_plain"] is False
+    rows += [{"category": c, "way": "kairos_gate", "accuracy": 1.0} for c in ("simple", "multiple", "parallel")]
+    gated = bfcl.summarise(rows, ("simple", "multiple", "parallel"))
+    assert gated["no_category_below_plain_gate"] is True and gated["simple_kairos_gate"] == 1.0
+    assert gated["lift_overall_gate"] == pytest.approx(100 * (0.1 + 0.2 + 1.0) / 3, abs=0.1)
+
+
+def test_the_gated_way_drops_the_calls_below_the_threshold() -> None:
+    case = bfcl.Case("irrelevance_0", "irrelevance", [{"role": "user", "content": "hi"}], [WEATHER], None)
+    console = Console(quiet=True)
+    ways = {"kairos": lambda c: ([("weather", {"city": "Rome"})], "{}")}
+    for p_call, ok in ((0.2, True), (0.9, False)):
+        results = bfcl.evaluate(case, ways, console, gate=lambda c, p=p_call: p, threshold=0.5)  # type: ignore[misc]
+        assert [r["way"] for r in results] == ["kairos", "kairos_gate"]
+        assert results[0]["ok"] is False and results[1]["ok"] is ok and results[1]["p_call"] == p_call
+
+
+def test_best_threshold_separates_irrelevance_from_the_rest() -> None:
+    scores = [(True, 0.3), (True, 0.6), (True, 0.95), (False, 0.7), (False, 0.9), (False, 0.99)]
+    threshold, balanced = bfcl.best_threshold(scores)
+    assert threshold == 0.7 and balanced == pytest.approx((2 / 3 + 1.0) / 2, abs=0.001)
+    with pytest.raises(ValueError, match="both"):
+        bfcl.best_threshold([(False, 0.5)])
 
 
 async def test_kairos_way_reads_the_replys_calls() -> None:
@@ -170,6 +192,7 @@ def test_cases_from_a_data_folder(tmp_path: Path) -> None:
     (tmp_path / "possible_answer" / "BFCL_v4_parallel.json").write_text("\n".join(json.dumps(a) for a in answers))
     cases = bfcl.load_cases("parallel", 2, tmp_path)
     assert [c.id for c in cases] == ["parallel_0", "parallel_1"]
+    assert [c.id for c in bfcl.load_cases("parallel", 2, tmp_path, offset=2)] == ["parallel_2", "parallel_3"]
     assert cases[1].messages == [{"role": "user", "content": "q1"}] and cases[1].answers == answers[1]["ground_truth"]
 
 

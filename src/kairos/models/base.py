@@ -71,10 +71,14 @@ class ChoiceScorer(Protocol):
     tokens and gives only yes or no. Backends implement it where they can read logits.
     """
 
-    async def choice_logprobs(self, request: ModelRequest, choices: Sequence[str]) -> ChoiceLogprobs:
+    async def choice_logprobs(
+        self, request: ModelRequest, choices: Sequence[str], *, reply_prefix: str | None = None
+    ) -> ChoiceLogprobs:
         """``log P(first token of choice)`` for the reply to ``request``, case and leading-space variants summed.
 
-        ``request`` must carry no tools: the reply is plain text, not the tool-call format.
+        Without ``reply_prefix`` the request must carry no tools: the reply is plain text. With it,
+        the request is rendered as for generation (tools and reply format) and the choices are scored
+        right after ``reply_prefix`` (the model's own branch point, e.g. call a tool or answer).
 
         Raises:
             ValueError: no choices, an empty choice, two choices that start with the same token, or tools.

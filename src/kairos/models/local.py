@@ -527,12 +527,16 @@ class LocalModel:
 
     # -- choice scoring (no generation) ----------------------------------------------------
 
-    def _score_choices(self, request: ModelRequest, choices: tuple[str, ...]) -> ChoiceLogprobs:
+    def _score_choices(
+        self, request: ModelRequest, choices: tuple[str, ...], reply_prefix: str | None
+    ) -> ChoiceLogprobs:
         """Worker-thread body: evaluate the prompt's new tokens, read the next-token logits once."""
         with self._lock:
             t0 = time.perf_counter()
-            tokens = self._tokens(request, reply_format=False)
+            tokens = self._tokens(request, reply_format=reply_prefix is not None)
             llm = self._llm
+            if reply_prefix:  # the reply as generation would start it (a copy: the list above is cached)
+                tokens = [*tokens, *llm.tokenize(reply_prefix.encode(), add_bos=False, special=False)]
             if len(tokens) >= self.context_window:
                 raise ContextOverflowError(
                     f"prompt of {len(tokens)} tokens does not fit a {self.context_window}-token window",
@@ -552,13 +556,17 @@ class LocalModel:
             usage = Usage(prompt_tokens=len(tokens), cached_prompt_tokens=cached, total_s=time.perf_counter() - t0)
             return ChoiceLogprobs(choice_logprobs_from_logits(logits, ids), usage)
 
-    async def choice_logprobs(self, request: ModelRequest, choices: Sequence[str]) -> ChoiceLogprobs:
+    async def choice_logprobs(
+        self, request: ModelRequest, choices: Sequence[str], *, reply_prefix: str | None = None
+    ) -> ChoiceLogprobs:
         """Score ``choices`` as the reply's first token: one prompt evaluation, no decoding (see ``ChoiceScorer``).
 
-        The prompt is the plain ChatML rendering (no reply-format rules); its prefix shares the KV
-        cache with earlier calls, so requests that differ only at the end pay only for the end.
-        Cancelling waits for nothing, but the evaluation already started finishes in its thread.
+        The prompt is the plain ChatML rendering (no reply-format rules); with ``reply_prefix`` it is
+        the prompt generation uses (tools and reply format) followed by the start of the reply. Its
+        prefix shares the KV cache with earlier calls, so requests that differ only at the end pay
+        only for the end. Cancelling waits for nothing, but the evaluation already started finishes
+        in its thread.
         """
-        if request.tools:
+        if request.tools and reply_prefix is None:
             raise ValueError("choice scoring takes a request without tools: the reply is plain text")
-        return await asyncio.to_thread(self._score_choices, request, tuple(choices))
+        return await asyncio.to_thread(self._score_choices, request, tuple(choices), reply_prefix)

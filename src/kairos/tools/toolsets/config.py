@@ -95,8 +95,19 @@ class FetchConfig(BaseModel):
     """A larger body is cut at this size (the result says so)."""
 
 
+class RelevanceConfig(BaseModel):
+    """``[tools.relevance_gate]``: answer in text when the model finds no offered tool relevant."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(False, description="score the first reply of each turn: call a tool, or answer?")
+    min_p_call: float = Field(
+        0.5, ge=0, le=1, description="below this probability of a call (the model's own, renormalised): text only"
+    )
+
+
 class ToolsConfig(BaseModel):
-    """``[tools]``: settings of the perception toolset (documents, web pages, web search)."""
+    """``[tools]``: settings of the perception toolset (documents, web pages, web search), the relevance gate."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -110,6 +121,8 @@ class ToolsConfig(BaseModel):
     """A document longer than this is shown compressed around ``focus`` on its first read (with the full text saved)."""
     fetch: FetchConfig = Field(default_factory=FetchConfig)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    relevance_gate: RelevanceConfig = Field(default_factory=RelevanceConfig)
+    """Off by default; local models only (it reads the model's own call-or-answer probability)."""
 
 
 class NotifyChannel(BaseModel):
