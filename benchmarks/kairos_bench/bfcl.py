@@ -384,25 +384,27 @@ def run(
     return report(results, done, model, categories, threshold)
 
 
-def best_threshold(scores: list[tuple[bool, float]]) -> tuple[float, float]:
-    """The ``P(call)`` threshold with the best balanced accuracy, and that accuracy.
+MAX_RELEVANT_LOSS = 0.01
+"""Calibration: at most this share of held-out relevant cases may be limited to text."""
 
-    ``scores``: (irrelevant?, P(call)) per case. Blocking an irrelevant case and letting a relevant one
-    through count equally (the mean of the two rates), so neither side's size decides.
+
+def best_threshold(scores: list[tuple[bool, float]], max_loss: float = MAX_RELEVANT_LOSS) -> tuple[float, float, float]:
+    """The highest ``P(call)`` threshold that limits at most ``max_loss`` of the relevant cases to text.
+
+    ``scores``: (irrelevant?, P(call)) per case. A relevant case limited to text loses an action the user
+    needed; an irrelevant case let through only costs what no gate costs. So the gate is set by the
+    relevant side and blocks what irrelevance it can under it. Returns the threshold and the shares of
+    irrelevant cases blocked and relevant cases lost.
     """
     irrelevant = [p for irr, p in scores if irr]
-    relevant = [p for irr, p in scores if not irr]
+    relevant = sorted(p for irr, p in scores if not irr)
     if not irrelevant or not relevant:
         raise ValueError("calibration needs both irrelevance and relevant cases")
-    candidates = sorted({0.5, *(p for _, p in scores)})
-    best = (0.5, -1.0)
-    for t in candidates:
-        blocked = sum(p < t for p in irrelevant) / len(irrelevant)
-        passed = sum(p >= t for p in relevant) / len(relevant)
-        balanced = (blocked + passed) / 2
-        if balanced > best[1]:
-            best = (t, balanced)
-    return round(best[0], 4), round(best[1], 3)
+    allowed = int(max_loss * len(relevant))  # relevant cases that may fall below the threshold
+    threshold = relevant[allowed]  # block p < threshold: exactly `allowed` relevant cases (ties aside)
+    blocked = sum(p < threshold for p in irrelevant) / len(irrelevant)
+    lost = sum(p < threshold for p in relevant) / len(relevant)
+    return round(threshold, 4), round(blocked, 3), round(lost, 3)
 
 
 def calibration(console: Console, model: str, limit: int, categories: tuple[str, ...]) -> dict[str, Any]:
@@ -421,7 +423,7 @@ def calibration(console: Console, model: str, limit: int, categories: tuple[str,
                 console.log(f"{case.id:24s} P(call) {p:.4f}")
     finally:
         local.close()
-    threshold, balanced = best_threshold([(r["category"] == "irrelevance", r["p_call"]) for r in rows])
+    threshold, blocked, lost = best_threshold([(r["category"] == "irrelevance", r["p_call"]) for r in rows])
     medians = {
         f"median_p_call_{cat}": round(statistics.median(r["p_call"] for r in rows if r["category"] == cat), 4)
         for cat in categories
@@ -429,7 +431,11 @@ def calibration(console: Console, model: str, limit: int, categories: tuple[str,
     }
     return {
         "bench": "bfcl-gate-calibration",
-        "params": {"model": model, "cases": f"cases {limit + 1}-{2 * limit} of each category (held out)"},
+        "params": {
+            "model": model,
+            "cases": f"cases {limit + 1}-{2 * limit} of each category (held out)",
+            "rule": f"the highest threshold limiting at most {MAX_RELEVANT_LOSS:.0%} of the relevant cases to text",
+        },
         "rows": rows,
-        "summary": {"threshold": threshold, "balanced_accuracy": balanced, **medians},
+        "summary": {"threshold": threshold, "irrelevance_blocked": blocked, "relevant_lost": lost, **medians},
     }

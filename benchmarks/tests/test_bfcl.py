@@ -154,10 +154,12 @@ def test_the_gated_way_drops_the_calls_below_the_threshold() -> None:
         assert results[0]["ok"] is False and results[1]["ok"] is ok and results[1]["p_call"] == p_call
 
 
-def test_best_threshold_separates_irrelevance_from_the_rest() -> None:
-    scores = [(True, 0.3), (True, 0.6), (True, 0.95), (False, 0.7), (False, 0.9), (False, 0.99)]
-    threshold, balanced = bfcl.best_threshold(scores)
-    assert threshold == 0.7 and balanced == pytest.approx((2 / 3 + 1.0) / 2, abs=0.001)
+def test_the_threshold_is_set_by_the_relevant_side() -> None:
+    relevant = [(False, 0.5 + i / 200) for i in range(100)]  # 0.500 .. 0.995
+    irrelevant = [(True, p) for p in (0.3, 0.45, 0.503, 0.6, 0.99)]
+    threshold, blocked, lost = bfcl.best_threshold(relevant + irrelevant)
+    assert threshold == 0.505 and lost == 0.01 and blocked == 0.6  # one relevant case (1 %) lost
+    assert bfcl.best_threshold(relevant + irrelevant, max_loss=0.0) == (0.5, 0.4, 0.0)
     with pytest.raises(ValueError, match="both"):
         bfcl.best_threshold([(False, 0.5)])
 

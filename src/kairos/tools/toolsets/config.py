@@ -102,7 +102,12 @@ class RelevanceConfig(BaseModel):
 
     enabled: bool = Field(False, description="score the first reply of each turn: call a tool, or answer?")
     min_p_call: float = Field(
-        0.5, ge=0, le=1, description="below this probability of a call (the model's own, renormalised): text only"
+        0.78,
+        ge=0,
+        le=1,
+        description="below this probability of a call (the model's own, renormalised): text only. The default is "
+        "the bundled 1.5B model's, calibrated on held-out BFCL cases (kairos bench bfcl --calibrate): it loses 1 % "
+        "of the relevant cases and stops 36 % of the irrelevant ones",
     )
 
 
