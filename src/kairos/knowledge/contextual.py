@@ -30,8 +30,8 @@ from pathlib import Path
 from kairos.knowledge.base import CONTEXT_TURNS, FileResult, KnowledgeBase
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
 from kairos.knowledge.records import ChunkIn, DocumentIn
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest
 
 PROMPT_VERSION = "ctx-1"
 """Part of every cache key: a changed prompt must not serve contexts written for the old one."""
@@ -172,12 +172,9 @@ class ContextWriter:
 
     async def _generate(self, document: str, chunk: str) -> str | None:
         t0 = time.perf_counter()
-        response = None
         try:
             async with asyncio.timeout(self.timeout_s):
-                async for item in self.model.stream(self.request(document, chunk)):
-                    if isinstance(item, ResponseDone):
-                        response = item.response
+                response = await complete(self.model, self.request(document, chunk))
         except Exception as e:  # the model is down or too slow: no context, one clear warning
             self._broken = f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
             self.warnings.append(
@@ -186,8 +183,6 @@ class ContextWriter:
             return None
         finally:
             self.stats.seconds += time.perf_counter() - t0
-        if response is None:
-            return None
         self.stats.prompt_tokens += response.usage.prompt_tokens
         self.stats.cached_prompt_tokens += response.usage.cached_prompt_tokens
         self.stats.completion_tokens += response.usage.completion_tokens

@@ -40,8 +40,8 @@ from kairos.knowledge.base import SUMMARY_KIND, Hit, KnowledgeBase, SearchResult
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkHit, Filters
 from kairos.knowledge.store import SQLiteKnowledgeStore
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone, ToolSpec
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.retrieval.fusion import rrf_scores
 
 PROMPT_VERSION = "graph-1"
@@ -220,12 +220,9 @@ class TripleExtractor:
             self.stats.failed += 1
             return None
         t0 = time.perf_counter()
-        response = None
         try:
             async with asyncio.timeout(self.timeout_s):
-                async for item in self.model.stream(self.request(passage)):
-                    if isinstance(item, ResponseDone):
-                        response = item.response
+                response = await complete(self.model, self.request(passage))
         except Exception as e:  # the model is down or too slow: stop asking, keep what was extracted
             self.broken = f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
             self.warnings.append(f"triple extraction failed ({self.broken}); the remaining chunks are not in the graph")
@@ -233,7 +230,7 @@ class TripleExtractor:
             return None
         finally:
             self.stats.seconds += time.perf_counter() - t0
-        found = parse_triples(response.message.tool_calls, response.message.content) if response else None
+        found = parse_triples(response.message.tool_calls, response.message.content)
         if found is None:  # an unreadable answer: this chunk has no triples (not retried)
             self.stats.unreadable += 1
             found = []

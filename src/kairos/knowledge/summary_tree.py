@@ -34,8 +34,8 @@ from rich.progress import Progress
 from kairos.knowledge.base import SUMMARY_KIND, TREE_SUFFIX, Hit, KnowledgeBase, SearchResult, conflicts_of
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkIn, DocumentIn, Filters
-from kairos.models.base import Model
-from kairos.models.types import Message, ModelRequest, ResponseDone
+from kairos.models.base import Model, complete
+from kairos.models.types import Message, ModelRequest
 
 PROMPT_VERSION = "tree-1"
 SUMMARY_SYSTEM = (
@@ -135,19 +135,16 @@ class Summarizer:
 
     async def _generate(self, passages: Sequence[str]) -> str | None:
         t0 = time.perf_counter()
-        response = None
         try:
             async with asyncio.timeout(self.timeout_s):
-                async for item in self.model.stream(self.request(passages)):
-                    if isinstance(item, ResponseDone):
-                        response = item.response
+                response = await complete(self.model, self.request(passages))
         except Exception as e:  # the model is down or too slow: no tree, one clear warning
             self.broken = f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
             self.warnings.append(f"summary generation failed ({self.broken}); no summary tree was stored")
             return None
         finally:
             self.stats.seconds += time.perf_counter() - t0
-        text = " ".join((response.message.content if response else "").split())
+        text = " ".join(response.message.content.split())
         if not text:
             self.broken = "the model wrote an empty summary"
             self.warnings.append("the model wrote an empty summary; no summary tree was stored")
