@@ -11,8 +11,8 @@ query; validity, expiry and "current version" (which change when a new version a
 in SQL on an over-fetched top list, widened (×4 each round) until ``k`` hits pass or the matches run
 out — BM25 is exact, so the result is the true filtered top ``k``.
 
-Vectors are stored in the database too; the HNSW index (``knowledge.usearch`` beside it) is a cache
-of them. A generation number, bumped in every write transaction, is saved with the index: on open,
+Vectors are stored in the database too; the HNSW index (``knowledge.usearch`` beside it, see
+:mod:`kairos.knowledge.vectors`) is a cache of them. A generation number, bumped in every write transaction, is saved with the index: on open,
 an index that is missing, unreadable or of another generation is rebuilt from the stored vectors.
 usearch's Python search takes no predicate, so dense search over-fetches and filters the candidates
 in SQL, widening the fetch (×4 each round) until ``k`` hits pass; once the whole index was fetched
@@ -24,7 +24,6 @@ and still fewer pass (a very selective filter), it scores the filtered rows' sto
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -35,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from rich.progress import Progress
 
 from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.records import (
@@ -50,6 +48,7 @@ from kairos.knowledge.records import (
     fts_query,
     query_words,
 )
+from kairos.knowledge.vectors import HnswIndex, generation
 from kairos.paths import ensure_state_dir
 
 if TYPE_CHECKING:
@@ -151,9 +150,8 @@ class SQLiteKnowledgeStore:
                 f"{self.path} was built with the embedder {known['embedder']}, not {wanted}; "
                 "use that embedder, or remove the database to re-index with this one"
             )
-        self._dirty = False
-        self._index_gen = -1  # the database generation the in-memory index reflects
-        self._index = self._open_index()
+        self._vectors = HnswIndex(self.index_path, dim, show_progress=show_progress)
+        self._vectors.open(self._db)
         try:
             self._bm25 = TantivyBM25(state_dir / BM25_NAME)
         except (OSError, ValueError, RuntimeError) as e:
@@ -195,33 +193,7 @@ class SQLiteKnowledgeStore:
     # ---- the vector index -------------------------------------------------------------------
 
     def _gen(self) -> int:
-        return int(self._db.execute("SELECT value FROM meta WHERE key = 'gen'").fetchone()[0])
-
-    def _new_index(self) -> Any:
-        from usearch.index import Index
-
-        return Index(ndim=self.dim, metric="cos", dtype="f32")
-
-    def _open_index(self) -> Any:
-        from usearch.index import Index
-
-        stamp = self.index_path.with_suffix(".json")
-        try:
-            saved = json.loads(stamp.read_text(encoding="utf-8"))
-            index = Index.restore(str(self.index_path), view=False)
-            gen = self._gen()
-            n = self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
-            if index is not None and saved.get("gen") == gen and len(index) == n and index.ndim == self.dim:
-                self._index_gen = gen
-                return index
-        except (OSError, ValueError, RuntimeError, TypeError):
-            pass  # missing, unreadable or stale: rebuilt below from the stored vectors
-        return self.rebuild_index()
-
-    def _fresh(self) -> None:
-        """Reload the index if another process (``kairos kb add`` beside a running agent) wrote since."""
-        if self._gen() != self._index_gen:
-            self._index = self._open_index()
+        return generation(self._db)
 
     def _bump(self) -> int:
         """Inside a write transaction: the generation before it, bumped by one."""
@@ -229,42 +201,15 @@ class SQLiteKnowledgeStore:
         self._db.execute("UPDATE meta SET value = ? WHERE key = 'gen'", (str(before + 1),))
         return before
 
-    def rebuild_index(self) -> Any:
+    def rebuild_index(self) -> None:
         """Rebuild the HNSW index from the vectors in the database (a progress bar when asked for)."""
         with self._lock:
-            index = self._new_index()
-            self._db.execute("BEGIN")  # one snapshot: the vectors and the generation they belong to
-            try:
-                gen = self._gen()
-                total = self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
-                with Progress(disable=not self._show_progress, transient=True) as progress:
-                    task = progress.add_task("indexing vectors", total=total)
-                    cursor = self._db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id")
-                    while batch := cursor.fetchmany(2048):
-                        keys = np.array([r[0] for r in batch], dtype=np.uint64)
-                        vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
-                        index.add(keys, vecs)
-                        progress.advance(task, len(batch))
-            finally:
-                self._db.execute("COMMIT")
-            self._index = index
-            self._index_gen = gen
-            self._dirty = True
-            self.flush()
-            return index
+            self._vectors.rebuild(self._db)
 
     def flush(self) -> None:
         """Save the vector index (with the database generation it matches) if it changed."""
         with self._lock:
-            if not self._dirty:
-                return
-            tmp = self.index_path.with_suffix(f".{os.getpid()}.tmp")  # two processes may save at once
-            self._index.save(str(tmp))
-            tmp.replace(self.index_path)
-            stamp = self.index_path.with_suffix(".json")
-            tmp.write_text(json.dumps({"gen": self._index_gen}), encoding="utf-8")
-            tmp.replace(stamp)
-            self._dirty = False
+            self._vectors.flush()
 
     # ---- writes -----------------------------------------------------------------------------
 
@@ -331,13 +276,7 @@ class SQLiteKnowledgeStore:
                 db.execute("ROLLBACK")
                 raise
             self._bm25_gen = before + 1
-            if before != self._index_gen:  # another process wrote meanwhile: reload everything
-                self._index = self._open_index()
-            else:
-                if new_keys:
-                    self._index.add(np.array(new_keys, dtype=np.uint64), np.stack(new_vecs))
-                self._index_gen = before + 1
-            self._dirty = True
+            self._vectors.committed(db, before, add=new_keys, vectors=new_vecs)
             stored = self.get_document(doc.source, version)
             assert stored is not None
             return stored, previous
@@ -359,13 +298,7 @@ class SQLiteKnowledgeStore:
                 db.execute("ROLLBACK")
                 raise
             self._bm25_gen = before + 1
-            if before != self._index_gen:
-                self._index = self._open_index()
-            else:
-                for i in ids:
-                    self._index.remove(i)
-                self._index_gen = before + 1
-            self._dirty = True
+            self._vectors.committed(db, before, remove=ids)
             return int(n)
 
     @contextmanager
@@ -506,17 +439,15 @@ class SQLiteKnowledgeStore:
     def search_dense(self, vector: Vectors, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
         """Cosine top ``k`` among chunks passing ``filters``: over-fetch from HNSW, filter in SQL, widen until full."""
         with self._lock:
-            self._fresh()
-            size = len(self._index)
+            self._vectors.refresh(self._db)
+            size = len(self._vectors)
             if k <= 0 or size == 0:
                 return []
             query = np.asarray(vector, dtype=np.float32).reshape(-1)
             where, args = filters.sql(time.time())
             fetch = min(size, max(4 * k, 32))
             while True:
-                found = self._index.search(query, fetch)
-                sims = [(int(key), 1.0 - float(d)) for key, d in zip(found.keys, found.distances, strict=True)]
-                kept = self._filtered(sims, where, args)
+                kept = self._filtered(self._vectors.search(query, fetch), where, args)
                 if len(kept) >= k:
                     return kept[:k]
                 if fetch >= size:  # HNSW is approximate: near-duplicates can hide a few; scan the filtered rows
@@ -546,7 +477,7 @@ class SQLiteKnowledgeStore:
     def stats(self) -> dict[str, Any]:
         """Documents (current and all versions), chunks, vectors, sources and file sizes."""
         with self._lock:
-            self._fresh()
+            self._vectors.refresh(self._db)
             one = self._db.execute(
                 "SELECT (SELECT count(*) FROM documents WHERE current = 1), (SELECT count(*) FROM documents),"
                 " (SELECT count(DISTINCT source) FROM documents), (SELECT count(*) FROM chunks),"
@@ -557,24 +488,24 @@ class SQLiteKnowledgeStore:
                 "document_versions": one[1],
                 "sources": one[2],
                 "chunks": one[3],
-                "vectors": len(self._index),
+                "vectors": len(self._vectors),
                 "memories": one[4],
                 "db_bytes": self.path.stat().st_size if self.path.exists() else 0,
-                "index_bytes": self.index_path.stat().st_size if self.index_path.exists() else 0,
+                "index_bytes": self._vectors.size_bytes(),
                 "bm25_bytes": self._bm25.size_bytes(),
             }
 
     def check(self) -> dict[str, int]:
         """Row counts that must agree (chunks, full-text documents, vectors) — for tests and ``kb stats``."""
         with self._lock:
-            self._fresh()
+            self._vectors.refresh(self._db)
             self._sync_bm25()
             chunks = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
             fts = self._bm25.num_docs()
             orphans = self._db.execute(
                 "SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE d.id IS NULL"
             ).fetchone()[0]
-            return {"chunks": chunks, "bm25_docs": fts, "vectors": len(self._index), "orphan_chunks": orphans}
+            return {"chunks": chunks, "bm25_docs": fts, "vectors": len(self._vectors), "orphan_chunks": orphans}
 
     def close(self) -> None:
         """Save the index and close the database."""
