@@ -12,11 +12,12 @@ in SQL on an over-fetched top list, widened (×4 each round) until ``k`` hits pa
 out — BM25 is exact, so the result is the true filtered top ``k``.
 
 Vectors are stored in the database too; the HNSW index (``knowledge.usearch`` beside it, see
-:mod:`kairos.knowledge.vectors`) is a cache of them. A generation number, bumped in every write transaction, is saved with the index: on open,
-an index that is missing, unreadable or of another generation is rebuilt from the stored vectors.
-usearch's Python search takes no predicate, so dense search over-fetches and filters the candidates
-in SQL, widening the fetch (×4 each round) until ``k`` hits pass; once the whole index was fetched
-and still fewer pass (a very selective filter), it scores the filtered rows' stored vectors exactly.
+:mod:`kairos.knowledge.vectors`) is a cache of them. A generation number, bumped in every write
+transaction, is saved with the index: on open, an index that is missing, unreadable or of another
+generation is rebuilt from the stored vectors. usearch's Python search takes no predicate, so dense
+search over-fetches and filters the candidates in SQL, widening the fetch (×4 each round) until
+``k`` hits pass; once the whole index was fetched and still fewer pass (a very selective filter), it
+scores the filtered rows' stored vectors exactly.
 
 :class:`KnowledgeStore` is the protocol a PostgreSQL (pgvector + tsvector) backend can implement.
 """
