@@ -1,14 +1,14 @@
 """``LocalModel``: the default, offline backend (a bundled GGUF through llama-cpp-python).
 
-Three things make a 1.5B model usable as an agent on a laptop CPU, and this module does all of them:
+Three things make a 1.5B model usable as an agent on a laptop CPU:
 
-* **Our own ChatML rendering** (Qwen2.5 style), fully deterministic, so the prompt of turn N+1
-  starts with exactly the tokens of turn N.
+* **Our own ChatML rendering** (Qwen2.5 style, :mod:`kairos.models._chatml`), fully deterministic,
+  so the prompt of turn N+1 starts with exactly the tokens of turn N.
 * **KV-cache reuse**: the ``Llama`` state is never reset. ``Llama.generate`` keeps the longest
   common prefix of its evaluated tokens (prompt *and* generated reply), so a follow-up request
   only pays for its new suffix. We splice the exact generated token ids back in when a reply is
   re-rendered, because re-tokenizing the text can give different ids and break the prefix.
-* **Grammar-constrained replies**: every reply is one JSON object, either
+* **Grammar-constrained replies** (:mod:`kairos.models._grammar`): every reply is one JSON object, either
   ``{"tool_calls": [{"name": ..., "arguments": {...}}, ...]}`` or
   ``{"name": "final_answer", "arguments": {"text": ...}}``, so the output always parses.
 
@@ -25,12 +25,21 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
-from kairos.errors import ConfigError, ContextOverflowError, ModelError
+from kairos.errors import ContextOverflowError, ModelError
+from kairos.models._chatml import (
+    IM_END,
+    IM_START,
+    Segment,
+    prompt_segments,
+    render_prompt,
+    synthesize_raw,
+    system_turn_text,
+)
 from kairos.models._choices import choice_logprobs_from_logits, first_token_ids, last_logits
+from kairos.models._grammar import args_schema, grammar_schema, reply_schema
 from kairos.models._prefix_store import PrefixStateStore
 from kairos.models._reply import FINAL_ANSWER, ReplyScanner, parse_reply
 from kairos.models.base import ChoiceLogprobs
@@ -46,183 +55,7 @@ from kairos.models.types import (
     Usage,
 )
 
-IM_START = "<|im_start|>"
-IM_END = "<|im_end|>"
 _SPLICE_CAP = 1024
-
-
-# ---- rendering (pure) ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """A piece of the prompt: a special marker, plain text, or an assistant reply's raw text.
-
-    Tokenized one by one, so special tokens only come from our markers (message text can never
-    inject ``<|im_end|>``) and a raw reply can be replaced by the exact ids that generated it.
-    """
-
-    kind: Literal["special", "text", "raw"]
-    text: str
-
-
-def _tool_line(tool: ToolSpec) -> str:
-    return json.dumps(
-        {"name": tool.name, "description": tool.description, "parameters": tool.parameters}, ensure_ascii=False
-    )
-
-
-def system_turn_text(request: ModelRequest, *, reply_format: bool = True) -> str:
-    """System text + tool list + reply-format rules. Depends on the request only (cacheable).
-
-    ``reply_format=False``: the system text alone, for a plain-text reply (choice scoring).
-    """
-    parts = [request.system_text()] if request.system_text() else []
-    if not reply_format:
-        return "\n\n".join(parts)
-    if request.tools:
-        lines = "\n".join(_tool_line(t) for t in request.tools)
-        parts.append(
-            f"# Tools\n\nYou may call one or more tools to assist with the user query.\n\n<tools>\n{lines}\n</tools>"
-        )
-    rules = ["# Reply format\n", "Every reply is exactly one JSON object and nothing else."]
-    if request.tools:
-        rules += [
-            '- To call tools: {"tool_calls": [{"name": "<tool name>", "arguments": {<arguments for its parameters>}}, '
-            "...]} with one entry per call; when the request needs several independent tools, list all of them.",
-            "- Tool results come back inside <tool_response></tool_response> tags.",
-        ]
-    when = "only when none of the tools is relevant or once you have the tool results" if request.tools else ""
-    rules.append(
-        f"- To answer the user directly{', ' + when if when else ''}: "
-        f'{{"name": "{FINAL_ANSWER}", "arguments": {{"text": "<your answer>"}}}}. '
-        "The answer must cover every part of the user's request, using all the tool results."
-    )
-    parts.append("\n".join(rules))
-    return "\n\n".join(parts)
-
-
-def synthesize_raw(message: Message) -> str:
-    """The reply-format JSON for an assistant message that has no ``raw`` (other backends, edits).
-
-    Text that accompanies tool calls has no place in the format and is dropped.
-    """
-    if not message.tool_calls:
-        return json.dumps({"name": FINAL_ANSWER, "arguments": {"text": message.content}}, ensure_ascii=False)
-    calls = []
-    for c in message.tool_calls:
-        try:
-            args: Any = json.loads(c.arguments)
-        except ValueError:
-            args = c.arguments  # malformed arguments stay visible, as a string
-        calls.append({"name": c.name, "arguments": args})
-    return json.dumps({"tool_calls": calls}, ensure_ascii=False)
-
-
-def _turn(text: str, raw: str | None = None) -> list[Segment]:
-    body = [Segment("text", text)] + ([Segment("raw", raw)] if raw is not None else [])
-    return [Segment("special", IM_START), *body, Segment("special", IM_END), Segment("text", "\n")]
-
-
-def prompt_segments(request: ModelRequest, *, reply_format: bool = True) -> list[Segment]:
-    """The whole prompt, ending with the open assistant turn (``reply_format``: see :func:`system_turn_text`)."""
-    if any(t.name == FINAL_ANSWER for t in request.tools):
-        raise ConfigError(f"a tool may not be named {FINAL_ANSWER!r}: the local model reserves it for answers")
-    segs = _turn("system\n" + system_turn_text(request, reply_format=reply_format))
-    msgs = request.messages
-    i = 0
-    while i < len(msgs):
-        m = msgs[i]
-        if m.role == "tool":
-            blocks = []
-            while i < len(msgs) and msgs[i].role == "tool":
-                blocks.append(f"\n<tool_response>\n{msgs[i].content}\n</tool_response>")
-                i += 1
-            segs += _turn("user" + "".join(blocks))
-            continue
-        if m.role == "assistant":
-            segs += _turn("assistant\n", m.raw if m.raw is not None else synthesize_raw(m))
-        else:
-            segs += _turn(f"{m.role}\n{m.content}")
-        i += 1
-    return [*segs, Segment("special", IM_START), Segment("text", "assistant\n")]
-
-
-def render_prompt(request: ModelRequest) -> str:
-    """The prompt as one string (what ``prompt_segments`` tokenizes, minus the id splicing)."""
-    return "".join(s.text for s in prompt_segments(request))
-
-
-# ---- grammar schema (pure) -----------------------------------------------------------------
-
-
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames")
-
-
-def grammar_schema(schema: Any) -> Any:
-    """``schema`` without ``pattern`` keywords, for the grammar only.
-
-    llama.cpp turns some regexes (a digit class, say) into a grammar it cannot parse, and such a
-    grammar crashes the process. Arguments are still validated against the tool's full schema
-    before the tool runs, so a value that misses the pattern reaches the model as a clear error.
-    A property *named* ``pattern`` is kept.
-    """
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: v for k, v in schema.items() if k != "pattern"}
-    for key in _SCHEMA_MAPS:
-        if isinstance(out.get(key), dict):
-            out[key] = {name: grammar_schema(sub) for name, sub in out[key].items()}
-    for key in _SCHEMA_LISTS:
-        if isinstance(out.get(key), list):
-            out[key] = [grammar_schema(sub) for sub in out[key]]
-    for key in _SCHEMA_ONE:
-        if key in out:
-            out[key] = grammar_schema(out[key])
-    return out
-
-
-def _args_schema(parameters: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = grammar_schema(parameters) if parameters else {"type": "object"}
-    if schema.get("type") == "object" and "properties" in schema and "additionalProperties" not in schema:
-        schema["additionalProperties"] = False  # stops the small model inventing arguments
-    return schema
-
-
-def _call_schema(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"name": {"const": name}, "arguments": arguments},
-        "required": ["name", "arguments"],
-        "additionalProperties": False,
-    }
-
-
-def reply_schema(
-    tools: Iterable[ToolSpec], args: dict[str, dict[str, Any]] | None = None, *, final: bool = True
-) -> dict[str, Any]:
-    """``{"tool_calls": [call, ...]}`` or the final answer; ``args`` overrides argument schemas.
-
-    ``final=False`` leaves the final answer out (a call is required; with no tools it stays allowed).
-
-    Measured on Qwen2.5-Coder-1.5B: with this wrapper it lists two independent calls when asked
-    for two things; with "one call object, or an array of them" it always emitted only one.
-    """
-    calls = [_call_schema(t.name, (args or {}).get(t.name) or _args_schema(t.parameters)) for t in tools]
-    text = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
-    final_call = _call_schema(FINAL_ANSWER, {**text, "additionalProperties": False})
-    if not calls:
-        return final_call
-    array = {"type": "array", "items": {"anyOf": calls}, "minItems": 1, "maxItems": 8}
-    wrapper = {
-        "type": "object",
-        "properties": {"tool_calls": array},
-        "required": ["tool_calls"],
-        "additionalProperties": False,
-    }
-    return {"anyOf": [wrapper, final_call]} if final else wrapper
 
 
 # ---- the backend ---------------------------------------------------------------------------
@@ -413,7 +246,7 @@ class LocalModel:
         t0 = time.perf_counter()
 
         def build(args: dict[str, dict[str, Any]] | None = None, only: ToolSpec | None = None) -> Any:
-            schema = _args_schema(only.parameters) if only else reply_schema(tools, args, final=final)
+            schema = args_schema(only.parameters) if only else reply_schema(tools, args, final=final)
             return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
 
         try:
@@ -570,3 +403,20 @@ class LocalModel:
         if request.tools and reply_prefix is None:
             raise ValueError("choice scoring takes a request without tools: the reply is plain text")
         return await asyncio.to_thread(self._score_choices, request, tuple(choices), reply_prefix)
+
+
+__all__ = [  # the rendering and the grammar live in _chatml and _grammar; their public names stay importable here
+    "FINAL_ANSWER",
+    "IM_END",
+    "IM_START",
+    "LocalModel",
+    "ReplyScanner",
+    "Segment",
+    "grammar_schema",
+    "parse_reply",
+    "prompt_segments",
+    "render_prompt",
+    "reply_schema",
+    "synthesize_raw",
+    "system_turn_text",
+]
