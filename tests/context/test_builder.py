@@ -14,6 +14,7 @@ from kairos.context.builder import (
     NoStatus,
     current_task,
     display_path,
+    session_task,
     status_message,
 )
 from kairos.context.session import Session, SessionStore, SessionView
@@ -148,6 +149,22 @@ def test_current_task_is_the_last_real_user_message() -> None:
     ]
     assert current_task(msgs) == "asked"
     assert current_task([Message.assistant("hi")]) is None
+
+
+async def test_session_task_follows_appends_without_rescanning(store: SessionStore) -> None:
+    session = store.new()
+    assert session_task(session) is None
+    session.append(Message.user("mail arrived", Origin("event", "mail")), Message.assistant("noted"))
+    assert session_task(session) is None  # events only: no request
+    session.append(Message.user("summarise it"), Message.assistant("done"))
+    assert session_task(session) == "summarise it"
+    for i in range(50):
+        session.append(Message.user(f"hook {i}", Origin("event", "webhook")), Message.assistant("ok"))
+    assert session_task(session) == "summarise it"
+    assert session.state["kairos.current_task"] == (len(session.messages), 2)  # cursor at the end
+    session.append(Message.user("and now?"))
+    assert session_task(session) == "and now?" == current_task(session.message_list())
+    await session.aclose()
 
 
 def test_display_path_is_relative_inside_the_workspace_and_absolute_outside() -> None:

@@ -61,7 +61,7 @@ class BasicStatus:
         session = ctx.session
         now = self.clock()
         out = [f"Time: {now:%Y-%m-%d %H:%M:%S %Z}", f"cwd: {display_path(cwd_of(session), session.workspace)}"]
-        task = current_task(session.message_list())
+        task = session_task(session)
         if task and self.task_chars:
             out.append(f"Current request: {_shorten(task, self.task_chars)}")
         return "\n".join([*out, *lines])
@@ -86,6 +86,27 @@ def current_task(messages: Sequence[Message]) -> str | None:
         if m.from_user:
             return m.content
     return None
+
+
+_TASK_CURSOR = "kairos.current_task"
+
+
+def session_task(session: SessionView) -> str | None:
+    """:func:`current_task` of the session, scanning only what was appended since the last call.
+
+    The status asks before every request; a session fed by events alone (webhooks, mail) has no user
+    message, and a full scan each time would make a long session quadratic.
+    """
+    messages = session.message_list()
+    scanned, found = session.state.get(_TASK_CURSOR, (0, None))
+    if scanned > len(messages):  # not this trajectory's cursor (the trajectory only grows)
+        scanned, found = 0, None
+    for i in range(len(messages) - 1, scanned - 1, -1):
+        if messages[i].from_user:
+            found = i
+            break
+    session.state[_TASK_CURSOR] = (len(messages), found)
+    return messages[found].content if found is not None else None
 
 
 def newest_event(messages: Sequence[Message]) -> str | None:

@@ -41,7 +41,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from kairos.agent.plugin import Plugin, RunContext, SafePoint, StatusProvider
-from kairos.context.builder import current_task, cwd_of, display_path, newest_event, status_message
+from kairos.context.builder import cwd_of, display_path, newest_event, session_task, status_message
 from kairos.context.errors import FourLayerErrors
 from kairos.context.session import SessionView
 from kairos.models.base import estimate_message_tokens, estimate_tokens
@@ -141,11 +141,10 @@ class StatusBar(Plugin):
             env = " | ".join(f"{k} {v}" for k, v in self.environment.items())
             lines.append(f"Environment: cwd {display_path(cwd_of(session), session.workspace)} | {env}")
         if c.current_request:
-            messages = session.message_list()
-            task = current_task(messages)
+            task = session_task(session)
             if task:
                 lines.append(f"Current request: {clean(_STAMP.sub('', task), 240)}")
-            if (arrived := newest_event(messages)) is not None:
+            if (arrived := newest_event(session.message_list())) is not None:
                 lines.append(f"Newest input: {arrived} (arrived after the request; respond to it)")
         if c.counters:
             lines += self._counter_lines(self.tally(session, tools))
