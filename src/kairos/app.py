@@ -127,15 +127,28 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
     return out
 
 
+def memory_pending(agent: Agent) -> int:
+    """Background memory extractions the agent's closed sessions started and that still run."""
+    module = sys.modules.get("kairos.plugins.memory")
+    if module is None:  # never imported: no memory plugin
+        return 0
+    return sum(p.pending for p in agent.plugins if isinstance(p, module.MemoryPlugin))
+
+
 async def finish_memory(agent: Agent) -> None:
-    """Wait for the memory extraction that closing the agent's sessions started (call before the process exits)."""
+    """Wait for the memory extraction that closing the agent's sessions started (call before the process exits).
+
+    Cancelled (Ctrl-C), the extractions stop and the memory store still closes cleanly.
+    """
     module = sys.modules.get("kairos.plugins.memory")
     if module is None:  # never imported: no memory plugin
         return
     for plugin in agent.plugins:
         if isinstance(plugin, module.MemoryPlugin):
-            await plugin.wait()
-            plugin.shutdown()
+            try:
+                await plugin.wait()
+            finally:
+                plugin.shutdown()
 
 
 def _load(spec: str, config: KairosConfig) -> Model:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.knowledge import HashEmbedder
 from kairos.memory import UserMemory
-from kairos.models.types import Message, SystemPrompt
+from kairos.models.types import Message, ModelRequest, StreamEvent, SystemPrompt
 from kairos.plugins.memory import MEMORY_ORIGIN, MemoryPlugin
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from tests.memory.conftest import AT, op, ops
@@ -141,6 +145,55 @@ async def test_finish_memory_waits_for_extraction_and_closes(workspace: Path) ->
         assert [c.content for c in again.current()] == ["Plays the cello"]
     finally:
         again.close()
+
+
+class HangingExtractor(ScriptedModel):
+    """Answers the chat from its script; the extraction request hangs until cancelled."""
+
+    def __init__(self, *steps: object) -> None:
+        super().__init__(list(steps))  # type: ignore[arg-type]
+        self.extracting = asyncio.Event()
+        self.cancelled = False
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if request.tools and request.tools[0].name == "save_memories":
+            self.extracting.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+        async for event in super().stream(request):
+            yield event
+
+
+async def test_ctrl_c_while_waiting_for_extraction_stops_it_and_closes_the_store(workspace: Path) -> None:
+    from kairos.app import finish_memory, memory_pending
+
+    model = HangingExtractor(reply("ok"))
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
+    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
+    store = SessionStore(workspace)
+    session = store.new()
+    await run(agent, session, "I play the cello.")
+    await session.aclose()
+    await asyncio.wait_for(model.extracting.wait(), 30)
+    assert memory_pending(agent) == 1
+    waiting = asyncio.create_task(finish_memory(agent))
+    await asyncio.sleep(0.05)
+    waiting.cancel()  # what asyncio.run does on Ctrl-C
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert model.cancelled and memory_pending(agent) == 0
+    again = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")  # closed cleanly: reopens
+    try:
+        assert again.current() == []
+        resumed = store.resume(session.id)  # the session itself is complete
+        assert [m.role for m in resumed.messages] == ["user", "assistant"]
+        await resumed.aclose()
+    finally:
+        again.close()
+        store.close()
 
 
 async def test_past_conversation_rounds_relevant_to_the_request_come_with_the_cards(workspace: Path) -> None:

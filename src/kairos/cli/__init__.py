@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent
-from kairos.cli._output import EventPrinter
+from kairos.cli._output import EventPrinter, finish_memory_with_status
 from kairos.cli._output import _text as _text  # re-exported: serve.py imports them from here
 from kairos.cli._output import console as console
 from kairos.cli._output import err_console as err_console
@@ -137,15 +137,18 @@ def run(
     printer = EventPrinter(trace)
 
     async def main() -> int | None:
-        from kairos.app import finish_memory
-
         try:
             return await _drive(agent, sess, task, printer)
         finally:
             await sess.aclose()
-            await finish_memory(agent)  # the extractor started by closing the session ([memory] enabled)
+            await finish_memory_with_status(agent)  # the extractor started by closing the session ([memory] enabled)
 
-    stopped_by = asyncio.run(main())
+    try:
+        stopped_by = asyncio.run(main())
+    except KeyboardInterrupt:  # Ctrl-C while user memory was being saved: the session itself is complete
+        console.print(f"[yellow]memory extraction skipped[/]; session {sess.id} is saved")
+        store.close()
+        raise typer.Exit(130) from None
     console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
     store.close()
     if stopped_by is not None:

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
 from kairos.agent.events import AgentEvent
-from kairos.cli._output import EventPrinter, _text, console, err_console
+from kairos.cli._output import EventPrinter, _text, console, err_console, finish_memory_with_status
 from kairos.errors import KairosError
 from kairos.runtime import Event, Outbox, Runtime
 from kairos.runtime.bus import BusEvent, SubscriberTooSlow
@@ -366,9 +366,9 @@ async def run_chat(runtime: Runtime, session: str, *, trace: bool, interactive: 
                 loop.remove_signal_handler(sig)
             chat.quit.set()
             await runtime.aclose(GRACE_S)
-            from kairos.app import finish_memory
-
-            await finish_memory(runtime.agent)  # the extraction closing the sessions started ([memory] enabled)
+            await finish_memory_with_status(
+                runtime.agent
+            )  # the extraction closing the sessions started ([memory] enabled)
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
 
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
 from kairos.security.terminal import safe_for_terminal
+
+if TYPE_CHECKING:
+    from kairos.agent import Agent
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -100,4 +106,14 @@ def trace_line(s: RequestStats) -> str:
     )
 
 
-__all__ = ["EventPrinter", "console", "err_console", "trace_line"]
+async def finish_memory_with_status(agent: Agent) -> None:
+    """``finish_memory`` with a spinner while it has something to wait for (Ctrl-C skips it)."""
+    from kairos.app import finish_memory, memory_pending
+
+    n = memory_pending(agent)
+    note = f"saving user memory from this session ({n} extraction{'s' if n > 1 else ''}; Ctrl-C skips it)"
+    with console.status(note) if n else contextlib.nullcontext():
+        await finish_memory(agent)
+
+
+__all__ = ["EventPrinter", "console", "err_console", "finish_memory_with_status", "trace_line"]

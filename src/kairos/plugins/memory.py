@@ -99,10 +99,25 @@ class MemoryPlugin(Plugin):
         except Exception:  # a background failure must not vanish silently
             log.exception("memory extraction for session %s failed", session_id)
 
+    @property
+    def pending(self) -> int:
+        """Background extractions still running."""
+        return len(self._pending)
+
     async def wait(self) -> None:
-        """Wait for the background extractions still running (before a process exits)."""
-        while self._pending:
+        """Wait for the background extractions still running (before a process exits).
+
+        Cancelled (Ctrl-C while waiting): the extractions are cancelled too and waited for, so none
+        writes after the store closes; what they stored so far stays (each operation commits alone).
+        """
+        try:
+            while self._pending:
+                await asyncio.gather(*list(self._pending), return_exceptions=True)
+        except asyncio.CancelledError:
+            for task in list(self._pending):
+                task.cancel()
             await asyncio.gather(*list(self._pending), return_exceptions=True)
+            raise
 
     def shutdown(self) -> None:
         """Close the memory store (after :meth:`wait`)."""
