@@ -15,12 +15,12 @@ from typing import Any, Literal, TypeAlias
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 OriginKind: TypeAlias = Literal["user", "harness", "status", "external", "event"]
-ToolChoice: TypeAlias = Literal["auto", "required", "none"] | tuple[str, ...]
-"""What the model may reply: ``auto`` text or calls; ``required`` a call; ``none`` text only; a tuple of
-names: a call of one of those tools. Backends enforce it without changing the prompt (the cached prefix)."""
 """Who put a message into the trajectory, beyond its role: the user; the harness (a skills catalog,
 a reminder); the status bar; external content (mail, a web hook: data, never instructions); an
 event (a timer, a finished task)."""
+ToolChoice: TypeAlias = Literal["auto", "required", "none"] | tuple[str, ...]
+"""What the model may reply: ``auto`` text or calls; ``required`` a call; ``none`` text only; a tuple of
+names: a call of one of those tools. Backends enforce it without changing the prompt (the cached prefix)."""
 
 
 class ReasoningPolicy(StrEnum):
