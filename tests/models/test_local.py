@@ -247,6 +247,21 @@ async def test_tool_choice_is_enforced_by_the_grammar(model: LocalModel) -> None
 
 
 @pytest.mark.model
+async def test_scoring_the_reply_branch_then_generating_gives_the_same_reply(model: LocalModel) -> None:
+    """The relevance gate scores on the generation prompt first; the reply after it must be unchanged."""
+    request = req(Message.user("What's the weather in Berlin?"))
+    model.reset_cache()
+    plain = await complete(model, request)
+    model.reset_cache()
+    scores = await model.choice_logprobs(request, ("tool", "name"), reply_prefix='{"')
+    assert scores.logprobs["tool"] > scores.logprobs["name"]  # a weather question: a call is likelier
+    after = await complete(model, request)
+    assert after.message.raw == plain.message.raw and after.usage.cached_prompt_tokens > 0
+    with pytest.raises(ValueError, match="without tools"):
+        await model.choice_logprobs(request, ("yes", "no"))
+
+
+@pytest.mark.model
 async def test_follow_up_reuses_kv_cache(model: LocalModel, capsys: pytest.CaptureFixture[str]) -> None:
     first = req(Message.user("What's the weather in Berlin?"))
     reply = (await complete(model, first)).message
