@@ -113,6 +113,7 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
         memory = UserMemory.open(
             state, embedder, model, user=config.memory.user, scrubber=pii_scrubber(model),
             max_memories=config.memory.max_memories, formats=config.memory.formats,
+            extractor=config.memory.extractor,
         )  # fmt: skip
         out.append(MemoryPlugin(memory, max_cards=config.memory.max_cards, recall=config.memory.recall,
                                 extract_after_session=config.memory.extract_after_session))  # fmt: skip

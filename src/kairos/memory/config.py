@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from kairos.memory.records import FORMATS, USER_ID, CardFormat
+from kairos.memory.records import FORMATS, USER_ID, CardFormat, Extractor
 
 
 class MemoryConfig(BaseModel):
@@ -33,6 +33,9 @@ class MemoryConfig(BaseModel):
     """Card formats the extractor may write; others fall back to the first of these."""
     max_memories: int = Field(500, ge=10)
     """Above this many live memories, similar less important ones are compressed into summaries."""
+    extractor: Extractor = "typed"
+    """``typed``: the model writes typed operations in the formats above; ``facts``: it lists plain sentences
+    and the harness stores them as notes (see the README's memory-eval numbers for the bundled model)."""
 
     @field_validator("user")
     @classmethod

@@ -22,13 +22,21 @@ from kairos.knowledge.base import KnowledgeBase, rrf
 from kairos.knowledge.chunking import Turn
 from kairos.knowledge.store import ChunkHit, Filters
 from kairos.memory import compress as _compress
-from kairos.memory.extract import ExtractedOp, ask_operations, extraction_prompt, judge_provenance, render_transcript
+from kairos.memory.extract import (
+    ExtractedOp,
+    ask_facts,
+    ask_operations,
+    extraction_prompt,
+    judge_provenance,
+    render_transcript,
+)
 from kairos.memory.extract import windows as _windows
 from kairos.memory.records import (
     FORMATS,
     PREFERENCE_LIKE,
     USER_ID,
     CardFormat,
+    Extractor,
     MemoryCard,
     MemoryIn,
     MemoryProvenance,
@@ -107,12 +115,15 @@ class UserMemory:
         timeout_s: limit for one extractor or summariser call.
         window_chars: a longer transcript is read in windows of this size (at most ``max_windows``, newest kept).
         formats: card formats to write; another format the extractor picks falls back to ``note`` (or the first).
+        extractor: ``typed`` (the model writes typed operations in the four formats) or ``facts`` (it lists
+            plain sentences; the harness types them as notes).
     """
 
     def __init__(
         self, kb: KnowledgeBase, store: MemoryStore, model: Model | None, *, user: str = "default",
         scrubber: Scrubber | None = None, max_memories: int = 500, timeout_s: float = 300.0,
         window_chars: int = 12_000, max_windows: int = 6, formats: Sequence[CardFormat] = FORMATS,
+        extractor: Extractor = "typed",
     ) -> None:  # fmt: skip
         self.kb = kb
         self.store = store
@@ -124,6 +135,7 @@ class UserMemory:
         self.window_chars = window_chars
         self.max_windows = max_windows
         self.formats = tuple(formats) or FORMATS
+        self.extractor: Extractor = extractor
         self.guard = ProvenanceGuard(lambda _name: True)
         """Every tool result counts as external here: a memory of what the user wants must come from the user."""
 
@@ -184,7 +196,8 @@ class UserMemory:
             groups = groups[-self.max_windows :]
         for group in groups:
             related = await self._related("\n".join(group))
-            ops = await ask_operations(self.model, extraction_prompt(group, related, at), timeout_s=self.timeout_s)
+            ask = ask_facts if self.extractor == "facts" else ask_operations
+            ops = await ask(self.model, extraction_prompt(group, related, at), timeout_s=self.timeout_s)
             if ops is None:
                 continue
             report.extracted = True

@@ -23,6 +23,8 @@ MemoryKind: TypeAlias = Literal["episodic", "semantic", "procedural"]
 KINDS: tuple[MemoryKind, ...] = ("episodic", "semantic", "procedural")
 CardFormat: TypeAlias = Literal["note", "enhanced_note", "json_card", "advanced_json_card"]
 FORMATS: tuple[CardFormat, ...] = ("note", "enhanced_note", "json_card", "advanced_json_card")
+Extractor: TypeAlias = Literal["typed", "facts"]
+"""How the model reports memories: typed operations in the four formats, or plain fact sentences."""
 Category: TypeAlias = Literal[
     "preference", "constraint", "fact", "plan", "relationship", "event", "account", "skill", "other"
 ]
