@@ -8,7 +8,7 @@ from typing import Any
 
 from kairos.knowledge import HashEmbedder
 from kairos.memory import UserMemory
-from kairos.memory.extract import _fact_ops
+from kairos.memory.extract import _fact_ops, plain_adds
 from kairos.models.types import Message, ModelResponse
 from kairos.testing import ScriptedModel, call, reply
 from tests.memory.conftest import AT, LATER, flight_session
@@ -70,3 +70,23 @@ async def test_an_instruction_only_external_content_gives_is_stored_as_external_
 def test_malformed_items_are_dropped() -> None:
     ops = _fact_ops([{"fact": "  "}, "plain string", {"fact": 3}, {"fact": "Has a cat", "replaces": True}, None])
     assert [(o.op, o.content, o.target) for o in ops] == [("add", "Has a cat", None)]
+
+
+async def test_invented_replaces_ids_become_plain_adds(tmp_path: Path) -> None:
+    """Measured on the 1.5B model: with no memories yet, it numbered its facts 1, 2, 3 … in "replaces"."""
+    model = ScriptedModel(
+        [facts({"fact": "Account 4429853327", "replaces": 1}, {"fact": "Routing 123006800", "replaces": 2})]
+    )
+    mem = open_facts(tmp_path, model)
+    try:
+        report = await mem.ingest_session(
+            [Message.user("Account 4429853327, routing 123006800.")], session_id="s1", at=AT
+        )
+        assert not report.refused and sorted(c.content for c in mem.current()) == [
+            "Account 4429853327",
+            "Routing 123006800",
+        ]
+    finally:
+        mem.close()
+    ops = _fact_ops([{"fact": "a b", "replaces": 5}, {"fact": "c d", "replaces": 5}, {"fact": "e f", "replaces": 6}])
+    assert [(o.op, o.target) for o in plain_adds(ops, {5, 6})] == [("add", None), ("add", None), ("supersede", 6)]

@@ -28,6 +28,7 @@ from kairos.memory.extract import (
     ask_operations,
     extraction_prompt,
     judge_provenance,
+    plain_adds,
     render_transcript,
 )
 from kairos.memory.extract import windows as _windows
@@ -196,8 +197,12 @@ class UserMemory:
             groups = groups[-self.max_windows :]
         for group in groups:
             related = await self._related("\n".join(group))
-            ask = ask_facts if self.extractor == "facts" else ask_operations
-            ops = await ask(self.model, extraction_prompt(group, related, at), timeout_s=self.timeout_s)
+            prompt = extraction_prompt(group, related, at)
+            if self.extractor == "facts":
+                ops = await ask_facts(self.model, prompt, timeout_s=self.timeout_s)
+                ops = plain_adds(ops, {c.id for c in related}) if ops is not None else None
+            else:
+                ops = await ask_operations(self.model, prompt, timeout_s=self.timeout_s)
             if ops is None:
                 continue
             report.extracted = True
