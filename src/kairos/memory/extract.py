@@ -206,11 +206,11 @@ def extraction_prompt(lines: Sequence[str], related: Sequence[MemoryCard], at: d
     )
 
 
-async def ask_operations(
-    model: Model, prompt: str, *, timeout_s: float, max_tokens: int = 1500
-) -> list[ExtractedOp] | None:
-    """One forced-tool call; None (and a warning) when the model fails or answers nothing usable."""
-    request = ModelRequest(EXTRACTOR_SYSTEM, "", (OPERATIONS_TOOL,), (Message.user(prompt),), max_tokens=max_tokens)
+async def _forced_call(
+    model: Model, system: str, tool: ToolSpec, prompt: str, *, timeout_s: float, max_tokens: int
+) -> Message | None:
+    """The model's reply to one forced-tool request; None (and a warning) when it fails or times out."""
+    request = ModelRequest(system, "", (tool,), (Message.user(prompt),), max_tokens=max_tokens)
     try:
         async with asyncio.timeout(timeout_s):
             response = await complete(model, request)
@@ -220,27 +220,30 @@ async def ask_operations(
     except Exception as e:  # a model failure must not lose the session: nothing is stored, the transcript stays
         log.warning("memory extraction failed (%s: %s); nothing stored", type(e).__name__, str(e)[:200])
         return None
-    return parse_operations(response.message.tool_calls)
+    return response.message
+
+
+async def ask_operations(
+    model: Model, prompt: str, *, timeout_s: float, max_tokens: int = 1500
+) -> list[ExtractedOp] | None:
+    """One forced-tool call; None (and a warning) when the model fails or answers nothing usable."""
+    reply = await _forced_call(
+        model, EXTRACTOR_SYSTEM, OPERATIONS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens
+    )
+    return parse_operations(reply.tool_calls) if reply is not None else None
 
 
 async def ask_facts(model: Model, prompt: str, *, timeout_s: float, max_tokens: int = 800) -> list[ExtractedOp] | None:
     """The plain extractor: one forced call listing facts as sentences; each becomes an ``add``.
 
-    A small model fills a short list of sentences far better than the typed operations (measured on
-    memory-eval: see the README); the harness types them (``note``, ``fact``, cited by word overlap,
-    a changed value superseding its slot), so provenance rules apply unchanged.
+    Simpler for a small model than the typed operations: it writes more memories, and noisier ones
+    (see the README's extractor diagnostic). The harness types them (``note``, ``fact``, cited by
+    word overlap, a changed value superseding its slot), so the provenance rules apply unchanged.
     """
-    request = ModelRequest(FACTS_SYSTEM, "", (FACTS_TOOL,), (Message.user(prompt),), max_tokens=max_tokens)
-    try:
-        async with asyncio.timeout(timeout_s):
-            response = await complete(model, request)
-    except TimeoutError:
-        log.warning("memory extraction: no answer within %g s; nothing stored", timeout_s)
+    reply = await _forced_call(model, FACTS_SYSTEM, FACTS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens)
+    if reply is None:
         return None
-    except Exception as e:  # a model failure must not lose the session: nothing is stored, the transcript stays
-        log.warning("memory extraction failed (%s: %s); nothing stored", type(e).__name__, str(e)[:200])
-        return None
-    for call in response.message.tool_calls:
+    for call in reply.tool_calls:
         if call.name != FACTS_TOOL.name:
             continue
         try:
