@@ -110,6 +110,8 @@ def main() -> int:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "bench-results")
     for path in sorted(root.glob("*.json")):
         data = json.loads(path.read_text())
+        if not isinstance(data, dict) or "bench" not in data:  # per-case details beside a result (bfcl.details)
+            continue
         print(f"### `{data['bench']}` ({path})\n")
         if data["bench"] in SPECIAL:
             print(SPECIAL[data["bench"]](data) + "\n")
