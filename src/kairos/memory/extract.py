@@ -241,22 +241,8 @@ async def ask_facts(model: Model, prompt: str, *, timeout_s: float, max_tokens: 
     word overlap, a changed value superseding its slot), so the provenance rules apply unchanged.
     """
     reply = await _forced_call(model, FACTS_SYSTEM, FACTS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens)
-    if reply is None:
-        return None
-    for call in reply.tool_calls:
-        if call.name != FACTS_TOOL.name:
-            continue
-        try:
-            facts = call.parsed_arguments().get("facts")
-        except ValueError as e:
-            log.warning("memory extraction: malformed arguments (%s); nothing stored", e)
-            return None
-        if not isinstance(facts, list):
-            log.warning("memory extraction: 'facts' is not a list; nothing stored")
-            return None
-        return _fact_ops(facts[:MAX_OPERATIONS])
-    log.warning("memory extraction: the model did not call %s; nothing stored", FACTS_TOOL.name)
-    return None
+    facts = _listed(reply.tool_calls, FACTS_TOOL, "facts") if reply is not None else None
+    return _fact_ops(facts) if facts is not None else None
 
 
 def _fact_ops(items: Sequence[Any]) -> list[ExtractedOp]:
@@ -293,21 +279,28 @@ def plain_adds(ops: Sequence[ExtractedOp], shown: set[int]) -> list[ExtractedOp]
 
 def parse_operations(calls: Sequence[Any]) -> list[ExtractedOp] | None:
     """The operations of the first well-formed ``save_memories`` call; malformed items are dropped (logged)."""
+    raw = _listed(calls, OPERATIONS_TOOL, "operations")
+    return [op for item in raw if (op := _operation(item)) is not None] if raw is not None else None
+
+
+def _listed(calls: Sequence[Any], tool: ToolSpec, key: str) -> list[Any] | None:
+    """The list under ``key`` in the first call of ``tool``, at most :data:`MAX_OPERATIONS` items.
+
+    None, with a warning, when the call is missing or its arguments are malformed.
+    """
     for call in calls:
-        if call.name != OPERATIONS_TOOL.name:
+        if call.name != tool.name:
             continue
         try:
-            args = call.parsed_arguments()
+            items = call.parsed_arguments().get(key)
         except ValueError as e:
             log.warning("memory extraction: malformed arguments (%s); nothing stored", e)
             return None
-        raw = args.get("operations")
-        if not isinstance(raw, list):
-            log.warning("memory extraction: 'operations' is not a list; nothing stored")
+        if not isinstance(items, list):
+            log.warning("memory extraction: %r is not a list; nothing stored", key)
             return None
-        ops = [op for item in raw[:MAX_OPERATIONS] if (op := _operation(item)) is not None]
-        return ops
-    log.warning("memory extraction: the model did not call %s; nothing stored", OPERATIONS_TOOL.name)
+        return items[:MAX_OPERATIONS]
+    log.warning("memory extraction: the model did not call %s; nothing stored", tool.name)
     return None
 
 
