@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kairos.agent import Agent, Plugin
 from kairos.config import KairosConfig
@@ -21,6 +22,9 @@ from kairos.security.approval import Approver
 from kairos.security.gate import ReviewGate
 from kairos.tools.base import Tool
 from kairos.tools.toolsets import toolset_tools
+
+if TYPE_CHECKING:
+    from kairos.plugins.memory import MemoryPlugin
 
 
 def default_system_prompt(workspace: Path, config: KairosConfig) -> SystemPrompt:
@@ -128,12 +132,15 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
     return out
 
 
+def _memory_plugins(agent: Agent) -> list[MemoryPlugin]:
+    """The agent's memory plugins (none when the module was never imported: no import just to look)."""
+    module = sys.modules.get("kairos.plugins.memory")
+    return [p for p in agent.plugins if isinstance(p, module.MemoryPlugin)] if module is not None else []
+
+
 def memory_pending(agent: Agent) -> int:
     """Background memory extractions the agent's closed sessions started and that still run."""
-    module = sys.modules.get("kairos.plugins.memory")
-    if module is None:  # never imported: no memory plugin
-        return 0
-    return sum(p.pending for p in agent.plugins if isinstance(p, module.MemoryPlugin))
+    return sum(p.pending for p in _memory_plugins(agent))
 
 
 async def finish_memory(agent: Agent) -> None:
@@ -141,15 +148,11 @@ async def finish_memory(agent: Agent) -> None:
 
     Cancelled (Ctrl-C), the extractions stop and the memory store still closes cleanly.
     """
-    module = sys.modules.get("kairos.plugins.memory")
-    if module is None:  # never imported: no memory plugin
-        return
-    for plugin in agent.plugins:
-        if isinstance(plugin, module.MemoryPlugin):
-            try:
-                await plugin.wait()
-            finally:
-                plugin.shutdown()
+    for plugin in _memory_plugins(agent):
+        try:
+            await plugin.wait()
+        finally:
+            plugin.shutdown()
 
 
 def _load(spec: str, config: KairosConfig) -> Model:

@@ -366,9 +366,8 @@ async def run_chat(runtime: Runtime, session: str, *, trace: bool, interactive: 
                 loop.remove_signal_handler(sig)
             chat.quit.set()
             await runtime.aclose(GRACE_S)
-            await finish_memory_with_status(
-                runtime.agent
-            )  # the extraction closing the sessions started ([memory] enabled)
+            # the extraction closing the sessions started ([memory] enabled)
+            await finish_memory_with_status(runtime.agent)
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower
