@@ -161,7 +161,8 @@ class Sandbox:
 
         Only needed, and only done, for a folder strictly inside a hidden place (a home, /tmp) that holds
         none of the home's secrets and none of kairos's user configuration. Returns whether the set
-        of shown folders changed (a shell started before then does not see it).
+        of shown folders changed (a persistent shell started before then is restarted by the ``bash``
+        tool at its next command, since mounts are fixed when bubblewrap starts).
         """
         real = os.path.realpath(folder)
         if real in self.shown or not os.path.isdir(real):
