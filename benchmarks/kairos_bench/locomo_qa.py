@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import statistics
 import tempfile
 import time
@@ -38,6 +37,7 @@ from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest
 from kairos.retrieval.embeddings import Embedder
 from kairos.security.sanitize import wrap_external
+from kairos_bench._checkpoint import Checkpoint
 from kairos_bench._local import bench_model, model_name
 from kairos_bench._locomo import (
     CATEGORIES,
@@ -75,44 +75,6 @@ def _fingerprint(data: Path, model: str, embedder: str, k: int, cards: bool) -> 
     """What the answers depend on: a checkpoint written under another fingerprint is not reused."""
     prompt = hashlib.sha256((SYSTEM + QUESTION).encode()).hexdigest()[:12]
     return {"data": str(data), "model": model, "embedder": embedder, "k": k, "cards": cards, "prompt": prompt}
-
-
-class Checkpoint:
-    """Answers so far, one JSON line each after a fingerprint line; a torn last line is dropped on reading."""
-
-    def __init__(self, path: Path | None, fingerprint: dict[str, Any]) -> None:
-        self.path = path
-        self.done: dict[str, dict[str, Any]] = {}
-        if path is None:
-            return
-        if path.exists():
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            head = _json_line(lines[0]) if lines else None
-            if head is not None and head.get("fingerprint") != fingerprint:
-                raise ConfigError(
-                    f"checkpoint {path} holds answers of another setup ({head.get('fingerprint')}, now {fingerprint}); "
-                    "delete it to start over, or rerun with the same data, model, k and --cards"
-                )
-            records = (_json_line(line) for line in lines[1:])
-            self.done = {r["key"]: r for r in records if r is not None and "key" in r}
-        if not self.done:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"fingerprint": fingerprint}) + "\n", encoding="utf-8")
-
-    def add(self, record: dict[str, Any]) -> None:
-        """Keep ``record`` (flushed at once: a crash loses at most the answer being written)."""
-        self.done[record["key"]] = record
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-
-
-def _json_line(line: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def parse_categories(value: str | Sequence[int] | None) -> tuple[int, ...]:
@@ -302,7 +264,11 @@ def run(
         files, limit = files[:1], min(limit or 3, 3)
     work = [(conv, select(conv, chosen, limit)) for conv in map(read_conversation, files)]
     emb = make_embedder(embedder) if isinstance(embedder, str) else embedder
-    store = Checkpoint(checkpoint, _fingerprint(folder, model_name(model), emb.name, k, cards))
+    store = Checkpoint(
+        checkpoint,
+        _fingerprint(folder, model_name(model), emb.name, k, cards),
+        what="the same data, model, k and --cards",
+    )
     resumed = sum(f"{c.name}#{i}" in store.done for c, qas in work for i, _ in qas)
     wall0 = time.perf_counter()
     errors: list[str] = []

