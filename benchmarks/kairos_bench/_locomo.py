@@ -156,11 +156,3 @@ def indexed(conv: Conversation, embedder: Embedder) -> Iterator[tuple[KnowledgeB
             yield kb, time.perf_counter() - t0
         finally:
             kb.close()
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The nearest-rank ``q`` quantile (0 for no values)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]

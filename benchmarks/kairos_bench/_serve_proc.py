@@ -168,12 +168,4 @@ async def post_webhook(client: httpx.AsyncClient, url: str, secret: str, record:
     return response.status_code
 
 
-def percentile(values: list[float], q: float) -> float:
-    """The ``q`` quantile by nearest rank (0 for no values)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-__all__ = ["SRC", "USER_CONFIG", "ServeProcess", "percentile", "post_webhook"]
+__all__ = ["SRC", "USER_CONFIG", "ServeProcess", "post_webhook"]

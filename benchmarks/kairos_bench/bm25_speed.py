@@ -41,7 +41,7 @@ from rich.console import Console
 
 from kairos.knowledge.records import fts_query
 from kairos.knowledge.store import ChunkIn, DocumentIn, Filters, SQLiteKnowledgeStore
-from kairos_bench._locomo import percentile
+from kairos_bench._stats import percentile
 from kairos_bench.locomo_retrieval import DEFAULT_DATA, load_turns
 
 K = 10

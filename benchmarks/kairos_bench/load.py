@@ -35,7 +35,8 @@ from rich.console import Console
 from kairos.context.session import SessionStore
 from kairos.server.auth import sign
 from kairos_bench._fake_openai import EVENT_RE, DeterministicModel
-from kairos_bench._serve_proc import ServeProcess, percentile
+from kairos_bench._serve_proc import ServeProcess
+from kairos_bench._stats import percentile
 
 SECRET = "load-bench-secret"
 WINDOW_S = 10.0

@@ -48,10 +48,10 @@ from kairos_bench._locomo import (
     conversation_files,
     indexed,
     norm_id,
-    percentile,
     read_conversation,
 )
 from kairos_bench._locomo_f1 import gold_answer, score
+from kairos_bench._stats import percentile
 
 N_CTX = 4096
 MAX_ANSWER_TOKENS = 48

@@ -68,9 +68,9 @@ from kairos_bench._locomo import (
     load_turns,
     norm_id,
     parse_when,
-    percentile,
     read_conversation,
 )
+from kairos_bench._stats import percentile
 
 MODEL_FREE = ("bm25", "dense", "hybrid")
 LLM_MODES = ("hybrid+rerank", "hybrid+contextual", "hybrid+tree", "hybrid+graph")

@@ -47,14 +47,10 @@ from kairos.models.types import (
 from kairos.runtime import Event, Runtime
 from kairos.tools.base import ToolContext, ToolResult
 from kairos.tools.function import tool
+from kairos_bench._stats import percentile
 
 STOP = "STOP-NOW"
 _STOPPED = "kairos_bench.stopped"
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class BenchModel:
@@ -250,7 +246,7 @@ def run(console: Console | None = None, quick: bool = False, trials: int | None 
                           f"{trials} trials[/]")  # fmt: skip
             lat = asyncio.run(_interrupt_latencies(mode, trials, root))
             rows.append({"measure": f"interrupt_{mode}", "trials": trials, "p50_ms": statistics.median(lat),
-                         "p99_ms": _percentile(lat, 0.99), "max_ms": max(lat)})  # fmt: skip
+                         "p99_ms": percentile(lat, 0.99), "max_ms": max(lat)})  # fmt: skip
         for producers in (1, 64):
             runs = []
             for rep in range(3):
