@@ -17,36 +17,7 @@ from kairos.models.types import SystemPrompt
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool
 from kairos.tools.function import tool
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: first addend
-        b: second addend
-    """
-    return a + b
-
-
-@tool
-def echo(text: str) -> str:
-    """Return the text unchanged."""
-    return text
-
-
-@tool
-def explode(reason: str) -> str:
-    """Always fails (for tests)."""
-    raise ValueError(f"boom: {reason}")
-
-
-@tool(timeout_s=0.05)
-async def slow(seconds: float) -> str:
-    """Sleep, then answer."""
-    await asyncio.sleep(seconds)
-    return "done"
+from tests.support.tools import add, echo, explode, slow
 
 
 class FakeClock:

@@ -18,36 +18,7 @@ from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import Tool, ToolContext, ToolResult, ToolSet
 from kairos.tools.executor import FULL_CONTENT, Executed, basic_error, cap_output, execute
 from kairos.tools.function import tool
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: first addend
-        b: second addend
-    """
-    return a + b
-
-
-@tool
-def echo(text: str) -> str:
-    """Return the text unchanged."""
-    return text
-
-
-@tool
-def explode(reason: str) -> str:
-    """Always fails (for tests)."""
-    raise ValueError(f"boom: {reason}")
-
-
-@tool(timeout_s=0.05)
-async def slow(seconds: float) -> str:
-    """Sleep, then answer."""
-    await asyncio.sleep(seconds)
-    return "done"
+from tests.support.tools import add, echo, explode, slow
 
 
 @tool(max_output_chars=100)
