@@ -201,6 +201,11 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
                     error = event.message
             latency = time.perf_counter() - t1
             tool_calls = [c.name for m in session.messages for c in m.tool_calls]
+            shown = "\n".join(
+                m.content
+                for m in session.messages
+                if (m.origin is not None and m.origin.kind == "harness") or m.role == "tool"
+            )
         finally:
             await session.aclose()
             store.close()
@@ -213,6 +218,7 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
         "last_prompt_tokens": stats[-1].usage.prompt_tokens if stats else 0,
         "model_calls": len(stats),
         "tool_calls": tool_calls,
+        "context": shown,
         "ingest_s": round(ingest_s, 3),
         "sessions_ingested": len(case.histories),
         "ingest_report": ingested,
@@ -261,6 +267,9 @@ async def evaluate(
     except Exception as e:  # a case that fails is reported and scored 0, never fatal for the run
         out = {"answer": "", "error": f"{type(e).__name__}: {str(e)[:300]}"}
     found, missing = recall(out.get("answer", ""), facts)
+    context = out.pop("context", None)
+    if context is not None:  # what memory put before the model: were the facts there to answer from?
+        out["context_recalled"], _ = recall(context, facts)
     row = {
         **base,
         "recalled": found,
@@ -290,6 +299,11 @@ def summarise(rows: list[dict[str, Any]], layers: Sequence[int], ways: Sequence[
         summary[f"layer{n}"] = mem
         summary[f"layer{n}_full_context"] = full
         summary[f"lift_layer{n}"] = round(mem - full, 4) if mem is not None and full is not None else None
+        shown = [r for r in scored if r["way"] == "memory" and "context_recalled" in r]
+        if shown:  # facts memory put before the model (retrieval), next to those in its answer
+            summary[f"layer{n}_in_context"] = round(
+                sum(r["context_recalled"] for r in shown) / sum(r["required"] for r in shown), 4
+            )
         for way in ways:
             judged = [r["judge_score"] for r in scored if r["way"] == way and r.get("judge_score") is not None]
             if judged:
@@ -319,6 +333,15 @@ def _fingerprint(
         "prompts": prompts,
         "kairos": source_digest(),
     }
+
+
+def interleaved(cases: Sequence[Case]) -> list[Case]:
+    """The first case of each layer, then the second of each …: a run stopped early covers every layer alike."""
+    per_layer: dict[int, list[Case]] = {}
+    for case in cases:
+        per_layer.setdefault(case.layer, []).append(case)
+    depth = max((len(v) for v in per_layer.values()), default=0)
+    return [per_layer[n][i] for i in range(depth) for n in sorted(per_layer) if i < len(per_layer[n])]
 
 
 def parse_choice(value: str | Sequence[Any] | None, allowed: Sequence[Any], what: str) -> tuple[Any, ...]:
@@ -414,6 +437,7 @@ def run(
     chosen_ways = parse_choice(ways, WAYS, "way")
     limit = limit or (QUICK_LIMIT if quick else None)
     loaded = load_cases(folder, chosen_layers, limit)
+    cases = interleaved(loaded.cases)
     if not loaded.cases:
         raise ConfigError(
             f"no memory-eval cases (layerN/*.yaml) in {folder}"
@@ -430,7 +454,7 @@ def run(
     rows: list[dict[str, Any]] = []
     if chosen_ways:
         with bench_model(model, n_ctx, console) as loaded_model:
-            rows = asyncio.run(run_cases(loaded_model, loaded.cases, key, chosen_ways, api, judge, console, store))
+            rows = asyncio.run(run_cases(loaded_model, cases, key, chosen_ways, api, judge, console, store))
     used = {c.test_id for c in loaded.cases}
     params = {
         "data": str(folder),

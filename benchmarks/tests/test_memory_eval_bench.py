@@ -14,7 +14,7 @@ from rich.console import Console
 from kairos.agent import Plugin, RunContext, SafePoint
 from kairos.errors import ConfigError
 from kairos.knowledge import HashEmbedder
-from kairos.models.types import Message, ModelRequest
+from kairos.models.types import Message, ModelRequest, Origin
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools import Tool, tool
 from kairos_bench import MEMORY_EVAL
@@ -205,7 +205,7 @@ def test_full_context_run_scores_per_case_and_per_layer(folder: Path) -> None:
     assert summary["layer1_full_context"] == pytest.approx(2 / 3, abs=1e-4)
     assert summary["layer2_full_context"] == 0.0
     assert summary["layer1"] is None and summary["lift_layer1"] is None
-    wire_prompt = model.requests[2].messages[0].content
+    wire_prompt = model.requests[1].messages[0].content
     assert "2024-09-15 10:00:00" in wire_prompt and "WT-89089" in wire_prompt
     assert wire_prompt.index("WT-89045") < wire_prompt.index("WT-89089")  # oldest first
     assert wire_prompt.rstrip().endswith("What's the current wire transfer?")
@@ -249,16 +249,16 @@ def test_a_long_history_is_truncated_from_the_oldest_and_said_so(tmp_path: Path)
 
 
 def test_a_failing_case_is_a_row_with_an_error_not_a_crash(folder: Path) -> None:
-    model = ScriptedModel([RuntimeError("boom"), reply("24 sessions for $2,400"), reply("x")])
+    model = ScriptedModel([RuntimeError("boom"), reply("x"), reply("24 sessions for $2,400")])
     result = run(QUIET, model=model, data=folder, ways="full_context")
     first = result["rows"][0]
     assert first["recalled"] == 0 and "boom" in first["error"]
-    assert result["rows"][1]["recalled"] == 2 and result["summary"]["errors"] == 1
+    assert result["rows"][2]["recalled"] == 2 and result["summary"]["errors"] == 1
 
 
 def test_a_checkpoint_resumes_a_killed_run_without_asking_again(folder: Path, tmp_path: Path) -> None:
     checkpoint = tmp_path / "me.json.partial.jsonl"
-    first_model = ScriptedModel([reply("It is 4429853327."), RuntimeError("boom"), reply("WT-89089 for $95,000")])
+    first_model = ScriptedModel([reply("It is 4429853327."), reply("WT-89089 for $95,000"), RuntimeError("boom")])
     first = run(QUIET, model=first_model, data=folder, ways="full_context", checkpoint=checkpoint)
     assert first["params"]["resumed_rows"] == 0 and first["summary"]["errors"] == 1
     with checkpoint.open("a") as f:
@@ -267,7 +267,7 @@ def test_a_checkpoint_resumes_a_killed_run_without_asking_again(folder: Path, tm
     second = run(QUIET, model=second_model, data=folder, ways="full_context", checkpoint=checkpoint)
     assert len(second_model.requests) == 1 and "package cost" in second_model.requests[0].messages[0].content
     assert second["params"]["resumed_rows"] == 2 and second["summary"]["errors"] == 0
-    assert [r["recalled"] for r in second["rows"]] == [1, 2, 2]
+    assert [(r["test_id"], r["recalled"]) for r in second["rows"]] == [("l1_bank", 1), ("l2_wire", 2), ("l1_gym", 2)]
     assert all("key" not in r for r in second["rows"])
 
 
@@ -344,7 +344,7 @@ class FakeMemoryPlugin(Plugin):
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
         if at != "turn_start":
             return ()
-        return (Message.user(self.memory.render_cards(self.memory.cards())),)
+        return (Message.user(self.memory.render_cards(self.memory.cards()), Origin("harness", "memory")),)
 
 
 def test_memory_way_ingests_each_conversation_then_asks_in_a_new_session(folder: Path) -> None:
@@ -364,7 +364,7 @@ def test_memory_way_ingests_each_conversation_then_asks_in_a_new_session(folder:
 
     model = ScriptedModel([by_cards] * 6)
     result = run(QUIET, model=model, data=folder, ways="memory,full_context", memory_api=api)
-    wire_mem = memories[2]
+    wire_mem = memories[1]  # the first case of each layer, then the second
     assert [(sid, at) for sid, at, _ in wire_mem.ingested] == [
         ("wire_1", datetime(2024, 9, 15, 10, 0)),
         ("wire_2", datetime(2024, 9, 26, 16, 0)),
@@ -376,12 +376,14 @@ def test_memory_way_ingests_each_conversation_then_asks_in_a_new_session(folder:
     assert wire["model_calls"] == 1 and wire["prompt_tokens"] > 0 and "ingest_s" in wire
     assert wire["ingest_report"] == {"added": 2}
     # the question went to a new session: cards and the question, never the raw transcript
-    question_request = model.requests[4]  # bank: memory, full_context; gym: both; wire: memory first
+    question_request = model.requests[2]  # bank: memory, full_context; then wire: memory first
     sent = [m.content for m in question_request.messages]
     assert any("What I remember:" in s for s in sent) and any("current wire transfer" in s for s in sent)
     assert not any("Conversation 1 (wire_1)" in s for s in sent)
     summary = result["summary"]
     assert summary["layer2"] == 1.0 and summary["layer2_full_context"] == 0.0 and summary["lift_layer2"] == 1.0
+    assert wire["context_recalled"] == 2 and summary["layer2_in_context"] == 1.0  # the facts memory put there
+    assert "context" not in wire and "context_recalled" not in rows[("l2_wire", "full_context")]
     assert result["params"]["memory_way"] == "run"
 
 

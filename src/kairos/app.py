@@ -120,6 +120,7 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
             extractor=config.memory.extractor,
         )  # fmt: skip
         out.append(MemoryPlugin(memory, max_cards=config.memory.max_cards, recall=config.memory.recall,
+                                recall_per_session=config.memory.recall_per_session,
                                 extract_after_session=config.memory.extract_after_session))  # fmt: skip
         kb = memory.kb
     else:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kairos.memory.excerpts import PER_SESSION, RECALL
 from kairos.memory.records import FORMATS, USER_ID, CardFormat, Extractor
 
 
@@ -27,8 +28,10 @@ class MemoryConfig(BaseModel):
     """Run the extractor (the agent's model) in the background when a session closes."""
     max_cards: int = Field(12, ge=0, le=50)
     """Key cards appended at the start of a session (0: only ``memory_search``)."""
-    recall: int = Field(4, ge=0, le=20)
-    """Excerpts of past conversations appended with the cards: the rounds most relevant to the first request."""
+    recall: int = Field(RECALL, ge=0, le=40)
+    """Rounds of past conversations appended with the cards: those most relevant to the first request."""
+    recall_per_session: int = Field(PER_SESSION, ge=0, le=10)
+    """Of those, the best this many of every past session come first (a request may link several)."""
     formats: tuple[CardFormat, ...] = FORMATS
     """Card formats the extractor may write; others fall back to the first of these."""
     max_memories: int = Field(500, ge=10)

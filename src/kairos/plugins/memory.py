@@ -23,6 +23,7 @@ from kairos.agent.plugin import Plugin, RunContext, SafePoint
 from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.tools import knowledge_tools
 from kairos.memory import CARDS_TAG, UserMemory
+from kairos.memory.excerpts import PER_SESSION, RECALL
 from kairos.models.types import Message, Origin
 from kairos.tools.base import Tool, ToolResult, ToolSource
 from kairos.tools.function import make_tool
@@ -39,19 +40,23 @@ class MemoryPlugin(Plugin):
     Args:
         memory: the user's memory (the plugin closes it in :meth:`shutdown`, not per session).
         max_cards: cards appended at the start of a session.
-        recall: past-conversation excerpts appended with them (the rounds most relevant to the first request;
+        recall: past-conversation rounds appended with them (those most relevant to the first request;
             a small model rarely calls ``memory_search`` on its own).
+        recall_per_session: of those, the best this many of every past session come first (a request that
+            links several conversations gets each of them).
         extract_after_session: run the extractor when a session closes.
     """
 
     stage = "memory"
 
     def __init__(
-        self, memory: UserMemory, *, max_cards: int = 12, recall: int = 4, extract_after_session: bool = True
-    ) -> None:
+        self, memory: UserMemory, *, max_cards: int = 12, recall: int = RECALL, recall_per_session: int = PER_SESSION,
+        extract_after_session: bool = True,
+    ) -> None:  # fmt: skip
         self.memory = memory
         self.max_cards = max_cards
         self.recall = recall
+        self.recall_per_session = recall_per_session
         self.extract_after_session = extract_after_session
         self._pending: set[asyncio.Task[Any]] = set()
         self._tools = [make_tool(self._search_fn(), name="memory_search", read_only=True, external=True)]
@@ -71,7 +76,7 @@ class MemoryPlugin(Plugin):
             return ()
         first = next((m.content for m in messages if m.from_user), None)
         cards = await asyncio.to_thread(self.memory.cards, first, self.max_cards)
-        excerpts = await self.memory.past_conversations(first, self.recall) if first else []
+        excerpts = await self.memory.past_conversations(first, self.recall, self.recall_per_session) if first else []
         if not cards and not excerpts:
             return ()
         return (Message.user(self.memory.render_cards(cards, excerpts), MEMORY_ORIGIN),)
