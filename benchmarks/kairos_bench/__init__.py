@@ -67,21 +67,21 @@ LOCOMO_RETRIEVAL = Bench(
     "locomo_retrieval",
     "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense, hybrid (+rerank, +contextual with the LLM) retrieval",
     takes_data=True,
-    options=("questions", "modes"),
+    options=("questions", "modes", "embedder"),
 )
 MEMORY_EVAL = Bench(
     "memory_eval",
     "3-layer user-memory suite: required facts recalled, memory pipeline vs the whole raw history in the prompt",
     takes_limit=True,
     takes_data=True,
-    options=("layers", "ways", "judge_url", "judge_model", "judge_key_env", "checkpoint"),
+    options=("layers", "ways", "judge_url", "judge_model", "judge_key_env", "checkpoint", "embedder"),
 )
 LOCOMO_QA = Bench(
     "locomo_qa",
     "LoCoMo QA: the bundled model answers from hybrid-retrieved turns; LoCoMo token F1 per category",
     takes_limit=True,
     takes_data=True,
-    options=("conversations", "k", "categories", "cards", "checkpoint"),
+    options=("conversations", "k", "categories", "cards", "checkpoint", "embedder"),
 )
 PII = Bench(
     "pii",

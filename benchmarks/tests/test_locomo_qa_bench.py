@@ -295,10 +295,10 @@ def test_cli_passes_the_options_and_a_checkpoint_beside_the_json(
     monkeypatch.setattr(metadata, "entry_points", lambda group: fake if group == "kairos.benchmarks" else [])
     out = tmp_path / "r" / "qa.json"
     args = ["bench", "locomo-qa", "--json", str(out), "--conversations", "conv-26,conv-30", "--k", "5"]
-    result = CliRunner().invoke(app, [*args, "--categories", "1,4", "--cards", "--limit", "2"])
+    result = CliRunner().invoke(app, [*args, "--categories", "1,4", "--cards", "--limit", "2", "--embedder", "minilm"])
     assert result.exit_code == 0, result.output
     assert seen["conversations"] == "conv-26,conv-30" and seen["k"] == 5 and seen["categories"] == "1,4"
-    assert seen["cards"] is True and seen["limit"] == 2
+    assert seen["cards"] is True and seen["limit"] == 2 and seen["embedder"] == "minilm"
     assert seen["checkpoint"] == out.with_name("qa.json.partial.jsonl")
     assert json.loads(out.read_text())["summary"] == {"f1_overall": 0.5}
     refused = CliRunner().invoke(app, ["bench", "overhead", "--k", "5"])

