@@ -177,12 +177,12 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
     memory = api.open(state, api.embedder, model)
     try:
         t0 = time.perf_counter()
-        ingested: dict[str, int] = {}
+        ingested: dict[str, float] = {}
         for h in case.histories:
             messages = [Message.assistant(t) if r == "assistant" else Message.user(t) for r, t in h.messages]
             report = await memory.ingest_session(messages, session_id=h.conversation_id, at=h.at or _undated())
             for name, value in _counts(report).items():
-                ingested[name] = ingested.get(name, 0) + value
+                ingested[name] = round(ingested.get(name, 0) + value, 3)
         ingest_s = time.perf_counter() - t0
         agent = Agent(
             model, plugins=[api.plugin(memory)], system=SYSTEM, max_iterations=4, max_tokens=MAX_ANSWER_TOKENS
@@ -228,15 +228,18 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
     return row
 
 
-def _counts(report: Any) -> dict[str, int]:
-    """The integer fields of an ingest report (memories added, chunks indexed ...), summed per case."""
+def _counts(report: Any) -> dict[str, float]:
+    """The numbers of an ingest report (memories added, rounds indexed, seconds per step ...), summed per case."""
     if not dataclasses.is_dataclass(report) or isinstance(report, type):
         return {}
-    return {
-        f.name: int(getattr(report, f.name))
-        for f in dataclasses.fields(report)
-        if isinstance(getattr(report, f.name), int) and not isinstance(getattr(report, f.name), bool)
-    }
+    out: dict[str, float] = {}
+    for f in dataclasses.fields(report):
+        value = getattr(report, f.name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[f.name] = value
+        elif isinstance(value, dict):
+            out |= {f"{f.name}_{k}": v for k, v in value.items() if isinstance(v, int | float)}
+    return out
 
 
 def _undated() -> datetime:

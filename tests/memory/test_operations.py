@@ -31,6 +31,7 @@ async def test_flight_example_stores_typed_memories_and_indexes_rounds(
         "Vegetarian; needs special meals on flights",
     ]  # fmt: skip
     assert report.rounds_indexed == 2
+    assert set(report.seconds) == {"scrub", "index", "extract", "compress"}  # where the time went
     card = next(c for c in memory.current() if c.format == "json_card")
     assert card.data["path"] == "travel.loyalty.united" and card.provenance.session_id == "s1"
     assert card.provenance.source == "user" and card.provenance.messages == (4,)

@@ -105,6 +105,8 @@ class IngestReport:
     refused: list[tuple[str, str]] = field(default_factory=list)
     rounds_indexed: int = 0
     compressed: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the time went: ``scrub``, ``index``, ``extract``, ``compress`` (the model calls dominate)."""
     extracted: bool = False
     """False when the extractor failed or was not run (no model); the conversation is still indexed."""
 
@@ -191,8 +193,18 @@ class UserMemory:
         report = IngestReport(session_id)
         if not any(m.from_user and m.content.strip() for m in messages):
             return report  # nothing the user said: nothing to remember
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            report.seconds[name] = round(report.seconds.get(name, 0.0) + now - clock, 3)
+            clock = now
+
         messages = await self._scrubbed(messages)  # before anything is stored, logged or shown to the extractor
+        lap("scrub")
         report.rounds_indexed = await self._index_rounds(messages, session_id, at)
+        lap("index")
         if self.model is None:
             return report
         lines = render_transcript(messages, self.guard)
@@ -213,7 +225,9 @@ class UserMemory:
                 continue
             report.extracted = True
             await self.apply(ops, messages, session_id=session_id, at=at, shown={c.id for c in related}, report=report)
+        lap("extract")
         report.compressed = await self.compress()
+        lap("compress")
         return report
 
     async def _related(self, text: str, limit: int = 30) -> list[MemoryCard]:

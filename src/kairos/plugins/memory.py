@@ -99,8 +99,8 @@ class MemoryPlugin(Plugin):
     async def _ingest(self, messages: list[Message], session_id: str) -> None:
         try:
             report = await self.memory.ingest_session(messages, session_id=session_id, at=datetime.now(UTC))
-            log.info("session %s: %d memory operations, %d refused, %d rounds indexed", session_id,
-                     len(report.applied), len(report.refused), report.rounds_indexed)  # fmt: skip
+            log.info("session %s: %d memory operations, %d refused, %d rounds indexed; seconds %s", session_id,
+                     len(report.applied), len(report.refused), report.rounds_indexed, report.seconds)  # fmt: skip
         except Exception:  # a background failure must not vanish silently
             log.exception("memory extraction for session %s failed", session_id)
 
