@@ -229,7 +229,7 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
 
 
 def _counts(report: Any) -> dict[str, float]:
-    """The numbers of an ingest report (memories added, rounds indexed, seconds per step ...), summed per case."""
+    """The numbers of an ingest report (operations applied and refused, rounds indexed, seconds per step ...)."""
     if not dataclasses.is_dataclass(report) or isinstance(report, type):
         return {}
     out: dict[str, float] = {}
@@ -237,6 +237,8 @@ def _counts(report: Any) -> dict[str, float]:
         value = getattr(report, f.name)
         if isinstance(value, int) and not isinstance(value, bool):
             out[f.name] = value
+        elif isinstance(value, list):  # memory operations applied, refused
+            out[f.name] = len(value)
         elif isinstance(value, dict):
             out |= {f"{f.name}_{k}": v for k, v in value.items() if isinstance(v, int | float)}
     return out
