@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from kairos.knowledge.base import Hit
+if TYPE_CHECKING:  # the config reads RECALL: importing this module must not load the retrieval stack
+    from kairos.knowledge.base import Hit
 
 RECALL = 12
 """Rounds appended with the key cards by default (about 1,000 tokens of past conversation)."""
