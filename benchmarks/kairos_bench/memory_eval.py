@@ -442,7 +442,6 @@ def run(
     chosen_ways = parse_choice(ways, WAYS, "way")
     limit = limit or (QUICK_LIMIT if quick else None)
     loaded = load_cases(folder, chosen_layers, limit)
-    cases = interleaved(loaded.cases)
     if not loaded.cases:
         raise ConfigError(
             f"no memory-eval cases (layerN/*.yaml) in {folder}"
@@ -451,7 +450,8 @@ def run(
     key, key_source = load_key(folder)
     judge = make_judge(judge_url, judge_model, judge_key_env)
     api = (memory_api or product_memory_api(embedder)) if "memory" in chosen_ways else None
-    store = Checkpoint(checkpoint, _fingerprint(folder, model, n_ctx, api, judge), what=RESUME_HINT)
+    fingerprint = _fingerprint(folder, model, n_ctx, api, judge)
+    store = Checkpoint(checkpoint, fingerprint, what=RESUME_HINT)
     resumed = sum(1 for c in loaded.cases for w in chosen_ways if f"{c.test_id}|{w}" in store.done)
     if resumed:
         console.print(f"resuming from {checkpoint}: {resumed} rows already answered")
@@ -459,6 +459,7 @@ def run(
     rows: list[dict[str, Any]] = []
     if chosen_ways:
         with bench_model(model, n_ctx, console) as loaded_model:
+            cases = interleaved(loaded.cases)
             rows = asyncio.run(run_cases(loaded_model, cases, key, chosen_ways, api, judge, console, store))
     used = {c.test_id for c in loaded.cases}
     params = {
@@ -478,8 +479,8 @@ def run(
             "data": sum(1 for t in used if key_source.get(t) == "data"),
             "bundled": sum(1 for t in used if key_source.get(t) == "bundled"),
         },
-        "embedder": getattr(api.embedder, "name", str(api.embedder)) if api else None,
-        "judge": judge.describe() if judge else None,
+        "embedder": fingerprint["embedder"],
+        "judge": fingerprint["judge"],
         "checkpoint": str(checkpoint) if checkpoint else None,
         "resumed_rows": resumed,
         "score": "required facts found in the answer / required (token match, any-of forms), pooled per layer",
