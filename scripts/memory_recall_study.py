@@ -27,11 +27,11 @@ from rich.console import Console
 
 from kairos.agent import Agent, FinalAnswer, RequestStats
 from kairos.context.session import SessionStore
-from kairos.knowledge.base import Hit, Mode
+from kairos.knowledge.base import Mode
 from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.store import Filters
 from kairos.memory import UserMemory
-from kairos.memory.excerpts import pick
+from kairos.memory.core import CONVERSATION_KIND
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.plugins.memory import MemoryPlugin
@@ -54,12 +54,12 @@ async def indexed(case: Case, root: Path, embedder: Any) -> UserMemory:
     return memory
 
 
-def retrieved(memory: UserMemory, question: str, mode: Mode, k: int, quota: int) -> list[Hit]:
-    """Top ``k`` rounds by ``mode``; with a quota, hybrid with the memory plugin's per-session pick."""
-    filters = Filters(owner=memory.user, kind="conversation")
-    if quota:
-        return pick(memory.kb.fused(question, 50, filters), k, quota)
-    return list(memory.kb.search(question, k, mode, filters).hits)
+async def retrieved(memory: UserMemory, question: str, mode: Mode, k: int, quota: int) -> list[str]:
+    """The texts of the top ``k`` rounds by ``mode``; hybrid is the memory plugin's own retrieval."""
+    if mode == "hybrid":
+        return [h.text for h in await memory.past_conversations(question, k, quota)]
+    filters = Filters(owner=memory.user, kind=CONVERSATION_KIND)
+    return [h.chunk.text for h in memory.kb.search(question, k, mode, filters).hits]
 
 
 async def context_rows(case: Case, facts: Any, embedder: Any) -> list[dict[str, Any]]:
@@ -69,7 +69,7 @@ async def context_rows(case: Case, facts: Any, embedder: Any) -> list[dict[str, 
         try:
             rows = []
             for mode, k, quota in CONTEXT_SETTINGS:
-                text = "\n".join(h.chunk.text for h in retrieved(memory, case.question, mode, k, quota))
+                text = "\n".join(await retrieved(memory, case.question, mode, k, quota))
                 rows.append({"setting": f"{mode} k={k} per_session={quota}", "in_context": recall(text, facts)[0],
                              "tokens_approx": len(text) // 4})  # fmt: skip
             return rows
