@@ -171,3 +171,13 @@ def test_tool_choice_is_sent_in_openai_shape_and_bodies_stay_identical(choice: o
     assert json.loads(body).get("tool_choice") == wire
     no_tools = replace(request, tools=())
     assert "tool_choice" not in json.loads(_model()._prepare(no_tools))  # nothing to choose from
+
+
+def test_messages_of_one_sender_share_one_origin() -> None:
+    """A long-running server keeps one Origin per sender, not one per message (fewer objects for the GC)."""
+    a = Origin.of("external", "webhook: ci")
+    assert a is Origin.of("external", "webhook: ci") and a == Origin("external", "webhook: ci")
+    assert Origin.of("external", "webhook: other") is not a
+    stored = Message.user("build failed", a).to_record()
+    back = [Message.from_record(dict(stored)) for _ in range(3)]
+    assert all(m.origin is a for m in back)

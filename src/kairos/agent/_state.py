@@ -99,7 +99,7 @@ def event_message(event: InboxEvent) -> Message | None:
     if isinstance(event, UserInput):
         return Message.user(event.text)
     if isinstance(event, ExternalContent):
-        return Message.user(wrap_external(event.text, event.source), Origin("external", event.source))
+        return Message.user(wrap_external(event.text, event.source), Origin.of("external", event.source))
     if isinstance(event, TaskCompleted):
         status = "completed" if event.ok else "failed"
         body = wrap_external(event.text, f"{event.source} {event.task_id}") if event.external else event.text
@@ -107,16 +107,16 @@ def event_message(event: InboxEvent) -> Message | None:
             f'<task_result id="{source_attr(event.task_id)}" source="{source_attr(event.source)}" status="{status}">\n'
             f"{body}\n</task_result>"
         )
-        return Message.user(text, Origin("event", f"{event.source} {event.task_id}"))
+        return Message.user(text, Origin.of("event", f"{event.source} {event.task_id}"))
     if isinstance(event, TimerFired):
         text = f'<timer name="{source_attr(event.name)}">\n{event.text}\n</timer>'
-        return Message.user(text, Origin("event", f"timer: {event.name}"))
+        return Message.user(text, Origin.of("event", f"timer: {event.name}"))
     if isinstance(event, ParallelExchange):
         text = (
             "[Executed in parallel with the main task] The user asked a side question, already answered "
             f"(no need to answer it again):\nQuestion: {event.question}\nAnswer given: {event.answer}"
         )
-        return Message.user(text, Origin("event", "parallel"))
+        return Message.user(text, Origin.of("event", "parallel"))
     return None
 
 

@@ -46,6 +46,7 @@ def serve(
     from kairos.server import check_bind, create_app
     from kairos.server.outbox import RuntimeOutbox
     from kairos.server.serving import serve as run_server
+    from kairos.server.serving import settle_heap
 
     token = os.environ.get(token_env) or None
     secret = os.environ.get(webhook_secret_env) or None
@@ -74,6 +75,7 @@ def serve(
         err_console.print(f"[yellow]notice:[/] webhooks are off (set {webhook_secret_env} to enable POST /v1/events)")
 
     def started(url: str) -> None:
+        settle_heap()
         auth = "bearer token required" if token else "no auth (loopback only)"
         console.print(f"kairos serving {_text(str(workspace))} on {url} ({auth}); API docs at {url}/docs")
 

@@ -104,6 +104,10 @@ def rrf(rankings: Sequence[Sequence[ChunkHit]], k: int = RRF_K) -> list[Hit]:
     return sorted(fused.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
+HYBRID_DEPTH = 50
+"""How deep BM25 and dense each go before RRF fuses them for a hybrid search."""
+
+
 def without_summaries(filters: Filters) -> Filters:
     """``filters`` that leave summary-tree chunks out (unless they ask for that kind by name)."""
     if filters.kind == SUMMARY_KIND or SUMMARY_KIND in filters.exclude_kinds:
@@ -273,19 +277,25 @@ class KnowledgeBase:
 
             return search_graph(self, query, k, filters)
         filters = without_summaries(filters)
-        depth = max(k, 50)
         if mode == "bm25":
             hits = [Hit(c, c.score, bm25_rank=i) for i, c in enumerate(self.store.search_bm25(query, k, filters), 1)]
         elif mode == "dense":
             vec = self.embedder.embed_queries([query])[0]
             hits = [Hit(c, c.score, dense_rank=i) for i, c in enumerate(self.store.search_dense(vec, k, filters), 1)]
         elif mode == "hybrid":
-            hits = self.fused(query, depth, filters)[:k]
+            hits = self.hybrid_candidates(query, k, filters)[:k]
         else:
             raise ValueError(
                 f"unknown search mode {mode!r}: use bm25, dense, hybrid, hybrid+rerank, hybrid+tree or hybrid+graph"
             )
         return SearchResult(hits, conflicts_of([h.chunk for h in hits]))
+
+    def hybrid_candidates(self, query: str, k: int, filters: Filters = NO_FILTERS) -> list[Hit]:
+        """What ``hybrid`` search ranks, best first: at least :data:`HYBRID_DEPTH` (summary chunks left out).
+
+        For callers that pick their own ``k`` from the ranking (the memory's per-session quota).
+        """
+        return self.fused(query, max(k, HYBRID_DEPTH), without_summaries(filters))
 
     def fused(self, query: str, depth: int, filters: Filters, *, vector: Any = None) -> list[Hit]:
         """BM25 and dense top ``depth`` (side by side) fused by RRF.

@@ -36,7 +36,15 @@ from typing import Any
 
 from rich.progress import Progress
 
-from kairos.knowledge.base import SUMMARY_KIND, Hit, KnowledgeBase, SearchResult, conflicts_of, without_summaries
+from kairos.knowledge.base import (
+    HYBRID_DEPTH,
+    SUMMARY_KIND,
+    Hit,
+    KnowledgeBase,
+    SearchResult,
+    conflicts_of,
+    without_summaries,
+)
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkHit, Filters
 from kairos.knowledge.store import SQLiteKnowledgeStore
@@ -478,7 +486,6 @@ def search_graph(
 ) -> SearchResult:
     """``hybrid`` fused by RRF with the entity-graph ranking; plain ``hybrid`` with a warning when no graph."""
     filters = without_summaries(filters)
-    depth = max(k, 50)
     store = kb.store
     warning = ""
     graph: list[ChunkHit] = []
@@ -499,7 +506,7 @@ def search_graph(
         graph = graph_ranking(store, query_entities(store, query), GRAPH_DEPTH, filters, hops=hops)
     else:
         warning = "no entity graph is built for these documents (kb add --graph); results are plain hybrid"
-    hybrid = kb.fused(query, depth, filters)[:depth]
+    hybrid = kb.hybrid_candidates(query, k, filters)[: max(k, HYBRID_DEPTH)]
     if not graph:
         return SearchResult(hybrid[:k], conflicts_of([h.chunk for h in hybrid[:k]]), warning)
     scores = rrf_scores([[h.chunk.chunk_id for h in hybrid], [c.chunk_id for c in graph]], [1.0, GRAPH_WEIGHT])

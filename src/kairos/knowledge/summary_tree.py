@@ -31,7 +31,15 @@ import numpy as np
 import numpy.typing as npt
 from rich.progress import Progress
 
-from kairos.knowledge.base import SUMMARY_KIND, TREE_SUFFIX, Hit, KnowledgeBase, SearchResult, conflicts_of
+from kairos.knowledge.base import (
+    HYBRID_DEPTH,
+    SUMMARY_KIND,
+    TREE_SUFFIX,
+    Hit,
+    KnowledgeBase,
+    SearchResult,
+    conflicts_of,
+)
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkIn, DocumentIn, Filters
 from kairos.models.base import Model, complete
@@ -289,7 +297,7 @@ def search_tree(kb: KnowledgeBase, query: str, k: int, filters: Filters = NO_FIL
     :attr:`Hit.expanded_from` names the summary a leaf was reached through.
     """
     vector = kb.embedder.embed_queries([query])[0]
-    fused = kb.fused(query, max(k, 50), filters, vector=vector)
+    fused = kb.fused(query, max(k, HYBRID_DEPTH), filters, vector=vector)
     q = np.asarray(vector, dtype=np.float32).reshape(-1)
     out: list[Hit] = []
     seen: set[int] = set()

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from kairos.knowledge.base import KnowledgeBase, rrf, without_summaries
+from kairos.knowledge.base import KnowledgeBase, rrf
 from kairos.knowledge.chunking import Turn
 from kairos.knowledge.store import ChunkHit, Filters
 from kairos.memory import compress as _compress
@@ -69,8 +69,6 @@ class Scrubber(Protocol):
 
 
 CARDS_TAG = "user_memory"
-_DEPTH = 50
-"""Candidates BM25 and dense each give to the fusion of a past-conversation search."""
 CONVERSATION_KIND = "conversation"
 
 
@@ -396,8 +394,8 @@ class UserMemory:
         """
         if not query.strip() or k <= 0:
             return []
-        filters = without_summaries(Filters(owner=self.user, kind=CONVERSATION_KIND))
-        fused = await asyncio.to_thread(self.kb.fused, query, max(k, _DEPTH), filters)
+        filters = Filters(owner=self.user, kind=CONVERSATION_KIND)
+        fused = await asyncio.to_thread(self.kb.hybrid_candidates, query, k, filters)
         return [
             MemoryHit("conversation", h.chunk.text, h.score, None, str(h.chunk.meta.get("session_id", "")),
                       str(h.chunk.meta.get("date", "")), True, h.chunk.position)

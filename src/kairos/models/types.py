@@ -6,6 +6,7 @@ serialises them byte-stably, so they must never be mutated after creation.
 
 from __future__ import annotations
 
+import functools
 import json
 import operator
 from collections.abc import Sequence
@@ -77,6 +78,20 @@ class Origin:
     kind: OriginKind
     source: str = ""
     """Who or what sent it: ``mail: alice@example.com``, ``timer: daily``, ``subagent sa-1``, ``skills``."""
+
+    @staticmethod
+    def of(kind: OriginKind, source: str = "") -> Origin:
+        """The shared instance for ``(kind, source)``.
+
+        A server then holds one per distinct sender, not one per message: fewer objects for Python's
+        full GC pass to walk (the ``load`` bench's pauses).
+        """
+        return _shared_origin(kind, source)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared_origin(kind: OriginKind, source: str) -> Origin:
+    return Origin(kind, source)
 
 
 HARNESS = Origin("harness")
@@ -194,7 +209,7 @@ class Message:
         calls = tuple(ToolCall(str(i), str(n), str(a)) for i, n, a in rec.get("tool_calls", ()))
         origin = rec.get("origin")
         if origin is not None:
-            origin = Origin(origin[0], origin[1] if len(origin) > 1 else "")
+            origin = Origin.of(origin[0], origin[1] if len(origin) > 1 else "")
         elif rec.get("synthetic"):
             origin = HARNESS
         return Message(
