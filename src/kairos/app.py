@@ -117,7 +117,7 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
         memory = UserMemory.open(
             state, embedder, model, user=config.memory.user, scrubber=pii_scrubber(model),
             max_memories=config.memory.max_memories, formats=config.memory.formats,
-            extractor=config.memory.extractor,
+            extractor=config.memory.extractor, session_notes=config.memory.session_notes,
         )  # fmt: skip
         out.append(MemoryPlugin(memory, max_cards=config.memory.max_cards, recall=config.memory.recall,
                                 recall_per_session=config.memory.recall_per_session,

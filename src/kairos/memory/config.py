@@ -40,6 +40,10 @@ class MemoryConfig(BaseModel):
     """``typed``: the model writes typed operations in the formats above; ``facts``: it lists plain sentences
     and the harness stores them as notes (see the README's memory-eval numbers for the bundled model)."""
 
+    session_notes: bool = True
+    """After extraction, the model also writes a dated note of what each session established (one
+    plain-text call per session); the notes come with the key cards (see the README's memory-eval)."""
+
     @field_validator("user")
     @classmethod
     def _user_id(cls, v: str) -> str:
