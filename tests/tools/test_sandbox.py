@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from kairos.plugins.skills import Skills
-from kairos.tools.base import ToolContext, ToolResult
-from kairos.tools.builtins import bash, python
+from kairos.tools.base import ToolContext
+from kairos.tools.builtins import python
 from kairos.tools.sandbox import SANDBOX_RESOURCE, Sandbox, SandboxConfig, granting
 from tests.skills.test_catalog import catalog_for, write_skill
+from tests.support.shell import sh
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (make test-deps)")
 
@@ -47,11 +48,6 @@ def hidden(path: Path) -> bool:
 def with_sandbox(ctx: ToolContext, **config: Any) -> ToolContext:
     ctx.resources[SANDBOX_RESOURCE] = Sandbox(SandboxConfig(**config))
     return ctx
-
-
-async def sh(ctx: ToolContext, command: str, **args: Any) -> ToolResult:
-    result: ToolResult = await bash.call({"command": command, **args}, ctx)
-    return result
 
 
 async def test_the_workspace_is_writable_and_the_rest_read_only(ctx: ToolContext, tmp_path: Path) -> None:

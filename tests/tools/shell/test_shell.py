@@ -5,30 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.base import ToolContext
 from kairos.tools.builtins.files import read_file
 from kairos.tools.builtins.shell import MAX_TIMEOUT_S, RESOURCE_KEY, BashSession, bash
 from kairos.tools.sandbox import SANDBOX_RESOURCE, Sandbox, SandboxConfig
-
-
-@pytest.fixture
-async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
-    ws = tmp_path / "ws"
-    (ws / "sub").mkdir(parents=True)
-    c = ToolContext(workspace=ws, session_id="s1")
-    yield c
-    await c.aclose()
-
-
-async def sh(ctx: ToolContext, command: str, **args: Any) -> ToolResult:
-    result: ToolResult = await bash.call({"command": command, **args}, ctx)
-    return result
+from tests.support.shell import sh
 
 
 def session_of(ctx: ToolContext) -> BashSession:

@@ -11,31 +11,16 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.base import ToolContext
 from kairos.tools.builtins import _bash_output
 from kairos.tools.builtins.files import read_file
-from kairos.tools.builtins.shell import BashSession, bash
-
-
-@pytest.fixture
-async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
-    ws = tmp_path / "ws"
-    (ws / "sub").mkdir(parents=True)
-    c = ToolContext(workspace=ws, session_id="s1")
-    yield c
-    await c.aclose()
-
-
-async def sh(ctx: ToolContext, command: str, **args: Any) -> ToolResult:
-    result: ToolResult = await bash.call({"command": command, **args}, ctx)
-    return result
-
+from kairos.tools.builtins.shell import BashSession
+from tests.support.shell import sh
 
 # --- environment ----------------------------------------------------------------------------
 
