@@ -44,9 +44,9 @@ def serve(
     from kairos.models import load_model
     from kairos.runtime import Outbox
     from kairos.server import check_bind, create_app
+    from kairos.server.heap import keep_heap
     from kairos.server.outbox import RuntimeOutbox
     from kairos.server.serving import serve as run_server
-    from kairos.server.serving import settle_heap
 
     token = os.environ.get(token_env) or None
     secret = os.environ.get(webhook_secret_env) or None
@@ -74,8 +74,10 @@ def serve(
     if not secret:
         err_console.print(f"[yellow]notice:[/] webhooks are off (set {webhook_secret_env} to enable POST /v1/events)")
 
+    keeping: list[asyncio.Task[None]] = []
+
     def started(url: str) -> None:
-        settle_heap()
+        keeping.append(keep_heap())  # full GC passes stay short while it serves (kairos.server.heap)
         auth = "bearer token required" if token else "no auth (loopback only)"
         console.print(f"kairos serving {_text(str(workspace))} on {url} ({auth}); API docs at {url}/docs")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import signal
 import threading
 from collections.abc import Callable, Generator
@@ -74,19 +73,6 @@ class KairosServer(uvicorn.Server):
         return f"http://{host}:{port}"
 
 
-def settle_heap() -> None:
-    """Move what startup built (modules, the app, recovered sessions) out of the cyclic GC's reach.
-
-    Python's full collection walks every tracked object; in a server under load it stopped the loop
-    for about 100 ms every 20 s, most of it spent on imported modules' objects that live as long as
-    the process (the ``load`` bench's p99). ``gc.freeze`` after startup is what the gc docs advise
-    for long-running servers; later objects are still collected as before. For a process that
-    serves until it exits (``kairos serve``), not for an app embedding the server among other work.
-    """
-    gc.collect()
-    gc.freeze()
-
-
 def make_server(
     app: FastAPI, host: str, port: int, *, signals: bool = True, log_level: str = "warning"
 ) -> KairosServer:
@@ -129,4 +115,4 @@ async def serve(
         raise OSError(f"could not serve on {host}:{port} (see the log above)")
 
 
-__all__ = ["KairosServer", "make_server", "serve", "settle_heap"]
+__all__ = ["KairosServer", "make_server", "serve"]
