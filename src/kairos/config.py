@@ -144,6 +144,9 @@ class MailConfig(BaseModel):
     poll_s: float = Field(60.0, gt=0)
     session: str | None = None
     """The session mail events go to (None: the runtime's default session)."""
+    thread_sessions: bool = False
+    """Each mail thread in a session of its own (a reply joins its thread's): one mail's handling
+    does not steer the next one's, and what a hostile mail says stays out of the others' context."""
     max_body_chars: int = Field(20_000, ge=100)
     max_message_bytes: int = Field(5_000_000, ge=1024)
     timeout_s: float = Field(30.0, gt=0)

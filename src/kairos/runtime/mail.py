@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from imapclient.exceptions import IMAPClientError  # type: ignore[import-untyped]
@@ -46,6 +47,8 @@ IDLE_CHECK_S = 30.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS mail_state (
     account TEXT PRIMARY KEY, uidvalidity INTEGER NOT NULL, last_uid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS mail_threads (
+    account TEXT NOT NULL, message_id TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (account, message_id));
 CREATE TABLE IF NOT EXISTS mail_sent (
     key TEXT PRIMARY KEY, message_id TEXT NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, at REAL NOT NULL);
 """
@@ -146,6 +149,8 @@ class MailSource:
             got = await asyncio.to_thread(mc.fetch, client, uid, self.config.max_message_bytes)
             if got is not None:
                 event = self.event(got[0], uid)
+                if self.config.thread_sessions:
+                    event = replace(event, session=self._thread_session(runtime, got[0]))
                 await runtime.submit(event)
                 self.dispatched.append(event.id)
             last = max(last, uid)
@@ -172,6 +177,32 @@ class MailSource:
             session=self.config.session,
             id=f"email:{mail.message_id}",
         )
+
+    def session_for(self, message_id: str) -> str | None:
+        """The session a mail went to with ``thread_sessions`` on (None: not seen, or the option is off)."""
+        if self._runtime is None:
+            return None
+        rows = self._runtime.db.read(
+            "SELECT session FROM mail_threads WHERE account = ? AND message_id = ?", (self.config.account, message_id)
+        )
+        return str(rows[0][0]) if rows else None
+
+    def _thread_session(self, runtime: Runtime, mail: ParsedMail) -> str:
+        """The session of the mail's thread: its parent's (by In-Reply-To), else a new one; recorded first.
+
+        Recorded before the event is submitted, so a mail delivered again after a crash finds the
+        same session (and its event id makes the second submit a duplicate).
+        """
+        sid = self.session_for(mail.message_id)
+        if sid is None and mail.in_reply_to:
+            sid = self.session_for(mail.in_reply_to)
+        if sid is None or not runtime.has_session(sid):
+            sid = runtime.create_session(f"mail: {mail.subject[:60] or mail.sender}", {"mail_thread": mail.message_id})
+        runtime.db.write(
+            "INSERT OR REPLACE INTO mail_threads (account, message_id, session) VALUES (?, ?, ?)",
+            (self.config.account, mail.message_id, sid),
+        )
+        return sid
 
     def _last(self, runtime: Runtime, validity: int) -> int:
         rows = runtime.db.read(

@@ -297,6 +297,7 @@ class MailServer:
         sender: str = "someone@example.org",
         message_id: str | None = None,
         html: str | None = None,
+        in_reply_to: str | None = None,
     ) -> str:
         """Send a mail to alice over SMTP (it lands in her INBOX); returns its Message-ID."""
         import smtplib
@@ -304,6 +305,8 @@ class MailServer:
         msg = EmailMessage()
         msg["From"], msg["To"], msg["Subject"] = sender, ADDRESS, subject
         msg["Message-ID"] = message_id or make_msgid(domain="example.org")
+        if in_reply_to:
+            msg["In-Reply-To"] = in_reply_to
         msg.set_content(body)
         if html is not None:
             msg.add_alternative(html, subtype="html")
