@@ -2,13 +2,11 @@
 
 Per trial: a fresh private mail server (dovecot IMAP + aiosmtpd SMTP on loopback, from
 :mod:`kairos.testing.mailserver`), a fresh workspace and runtime with a :class:`MailSource`, the
-outbox and one calendar entry; the source puts each mail thread in a session of its own
-(``thread_sessions``: in one shared session the small model handled each mail like the one before
-it). Three mails arrive over SMTP one after another, each once the agent is idle again (the book's
-queue processes events in arrival order, one thinking cycle each, which also gives every scenario
-its own time and cost): a meeting invite that overlaps the calendar entry, a customer complaint, an
-advert. Each trial uses another wording of the three (three variants), since the model decodes
-greedily and identical trials would repeat one result.
+outbox and one calendar entry. Three mails arrive over SMTP one after another, each once the agent
+is idle again (the book's queue processes events in arrival order, one thinking cycle each, which
+also gives every scenario its own time and cost): a meeting invite that overlaps the calendar
+entry, a customer complaint, an advert. Each trial uses another wording of the three (three
+variants), since the model decodes greedily and identical trials would repeat one result.
 
 The agent is the product's (:func:`kairos.app.build_agent`) plus the mail tools, the calendar
 tools and ``notify_user``; ``ask_user`` is left out (nobody is there to answer: the experiment is
@@ -253,22 +251,20 @@ async def run_trial(
     try:
         store = SessionStore(ws, state_dir=ws.parent / "state")
         agent = make_agent(llm, ws, [*mail_tools(), *calendar_tools(), notify_user], INSTRUCTIONS)
-        source = MailSource(server.config(poll_s=2.0, thread_sessions=True))  # a session per mail thread
+        source = MailSource(server.config(poll_s=2.0))
         outbox = Outbox(store_answers=False)
         async with Runtime(agent, store, components=[source, outbox]) as rt:
+            sid = rt.default_session()
             invite = variant[0]
             Calendar(rt.db).add(*invite.busy)
             if not await until(source.connected.is_set, 60):
                 raise RuntimeError("the mail source did not connect to the private dovecot")
             sent: list[tuple[Mail, str, dict[str, Any]]] = []
-            sessions: list[str] = []
             for mail in variant:
                 cursor = rt.bus.last_cursor()
                 t0 = time.perf_counter()
                 mid = await asyncio.to_thread(server.send, mail.subject, mail.body, mail.sender)
                 arrived = await until(lambda mid=mid: f"email:{mid}" in source.dispatched, 60)  # type: ignore[misc]
-                sid = source.session_for(mid) or rt.default_session()
-                sessions.append(sid)
                 done = arrived and await settle(rt, sid, mail_timeout_s)
                 seconds = time.perf_counter() - t0
                 usage = usage_since(rt, sid, cursor)
@@ -288,7 +284,7 @@ async def run_trial(
                 )
                 if progress is not None:
                     progress()
-            messages = [m for sid in dict.fromkeys(sessions) for m in rt.store.trajectories.load_messages(sid)]
+            messages = rt.store.trajectories.load_messages(sid)
             notes = [str(m["text"]) for m in outbox.list(limit=1000) if m["kind"] == "notify"]
         snap = await asyncio.to_thread(snapshot, server, notes)
     finally:
@@ -359,7 +355,6 @@ def run(
             "instructions": INSTRUCTIONS,
             "tools": "build_agent defaults + mail tools + calendar tools + notify_user (no ask_user); skills off",
             "arrival": "one mail at a time, the next once the agent is idle",
-            "sessions": "[mail] thread_sessions: each mail thread in a session of its own",
         },
         "rows": rows,
         "summary": success_summary(rows, SCENARIOS, "email_success"),
