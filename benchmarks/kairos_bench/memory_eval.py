@@ -237,7 +237,9 @@ def _counts(report: Any) -> dict[str, float]:
     out: dict[str, float] = {}
     for f in dataclasses.fields(report):
         value = getattr(report, f.name)
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, bool):  # ``extracted`` False: the extractor failed (a timeout under load ...)
+            out[f"not_{f.name}"] = int(not value)
+        elif isinstance(value, int):
             out[f.name] = value
         elif isinstance(value, list):  # memory operations applied, refused
             out[f.name] = len(value)

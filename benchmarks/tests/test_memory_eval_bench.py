@@ -309,6 +309,7 @@ class Report:
     refused: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
     note: str = "a field that is not a count"
+    extracted: bool = True
 
 
 class FakeUserMemory:
@@ -320,7 +321,8 @@ class FakeUserMemory:
 
     async def ingest_session(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> Report:
         self.ingested.append((session_id, at, [m.content for m in messages]))
-        return Report(added=len(messages), refused=["one"], seconds={"scrub": 0.5, "extract": 1.25})
+        seconds = {"scrub": 0.5, "extract": 1.25}
+        return Report(len(messages), ["one"], seconds, extracted=session_id != "wire_2")  # wire_2: extractor failed
 
     def cards(self, query: str | None = None, limit: int = 20) -> list[str]:
         return [text for _, _, texts in self.ingested for text in texts if any(ch.isdigit() for ch in text)][-limit:]
@@ -376,7 +378,9 @@ def test_memory_way_ingests_each_conversation_then_asks_in_a_new_session(folder:
     wire = rows[("l2_wire", "memory")]
     assert (wire["recalled"], wire["required"]) == (2, 2) and wire["sessions_ingested"] == 2
     assert wire["model_calls"] == 1 and wire["prompt_tokens"] > 0 and "ingest_s" in wire
-    assert wire["ingest_report"] == {"added": 2, "refused": 2, "seconds_scrub": 1.0, "seconds_extract": 2.5}
+    assert wire["ingest_report"] == {
+        "added": 2, "refused": 2, "seconds_scrub": 1.0, "seconds_extract": 2.5, "not_extracted": 1
+    }  # fmt: skip
     # the question went to a new session: cards and the question, never the raw transcript
     question_request = model.requests[2]  # bank: memory, full_context; then wire: memory first
     sent = [m.content for m in question_request.messages]
