@@ -33,11 +33,10 @@ from kairos.knowledge.store import Filters
 from kairos.memory import UserMemory
 from kairos.memory.core import CONVERSATION_KIND
 from kairos.models.base import Model
-from kairos.models.types import Message
 from kairos.plugins.memory import MemoryPlugin
 from kairos_bench._local import bench_model
 from kairos_bench._memory_eval_data import Case, load_cases, load_key, recall
-from kairos_bench.memory_eval import DEFAULT_DATA, MAX_ANSWER_TOKENS, N_CTX, SYSTEM, _undated, interleaved
+from kairos_bench.memory_eval import DEFAULT_DATA, MAX_ANSWER_TOKENS, N_CTX, SYSTEM, ingest_past, interleaved
 
 MODES: tuple[Mode, ...] = ("bm25", "dense", "hybrid")
 CONTEXT_SETTINGS: list[tuple[Mode, int, int]] = [(mode, k, 0) for mode in MODES for k in (4, 8, 12)]
@@ -49,8 +48,7 @@ async def indexed(case: Case, root: Path, embedder: Any) -> UserMemory:
     """The case's histories indexed as past sessions (no model: nothing scrubbed or extracted)."""
     memory = UserMemory.open(root, embedder, None)
     for h in case.histories:
-        messages = [Message.assistant(t) if r == "assistant" else Message.user(t) for r, t in h.messages]
-        await memory.ingest_session(messages, session_id=h.conversation_id, at=h.at or _undated())
+        await ingest_past(memory, h)
     return memory
 
 

@@ -43,7 +43,7 @@ from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest
 from kairos_bench._checkpoint import Checkpoint, source_digest
 from kairos_bench._local import bench_model, model_name
-from kairos_bench._memory_eval_data import LAYERS, Case, Key, load_cases, load_key, recall
+from kairos_bench._memory_eval_data import LAYERS, Case, History, Key, load_cases, load_key, recall
 from kairos_bench._memory_eval_judge import Judge, make_judge
 
 WAYS = ("full_context", "memory")
@@ -181,8 +181,7 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
         t0 = time.perf_counter()
         ingested: dict[str, float] = {}
         for h in case.histories:
-            messages = [Message.assistant(t) if r == "assistant" else Message.user(t) for r, t in h.messages]
-            report = await memory.ingest_session(messages, session_id=h.conversation_id, at=h.at or _undated())
+            report = await ingest_past(memory, h)
             for name, value in _counts(report).items():
                 ingested[name] = round(ingested.get(name, 0) + value, 3)
         ingest_s = time.perf_counter() - t0
@@ -246,6 +245,12 @@ def _counts(report: Any) -> dict[str, float]:
         elif isinstance(value, dict):
             out |= {f"{f.name}_{k}": v for k, v in value.items() if isinstance(v, int | float)}
     return out
+
+
+async def ingest_past(memory: Any, history: History) -> Any:
+    """One past conversation through the memory's ingest, as a finished session of its date."""
+    messages = [Message.assistant(t) if r == "assistant" else Message.user(t) for r, t in history.messages]
+    return await memory.ingest_session(messages, session_id=history.conversation_id, at=history.at or _undated())
 
 
 def _undated() -> datetime:

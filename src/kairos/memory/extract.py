@@ -215,10 +215,10 @@ def extraction_prompt(lines: Sequence[str], related: Sequence[MemoryCard], at: d
     )
 
 
-async def _forced_call(
+async def _model_reply(
     model: Model, system: str, tool: ToolSpec | None, prompt: str, *, timeout_s: float, max_tokens: int
 ) -> Message | None:
-    """The model's reply to one forced-tool request (or a plain one: no tool); None (and a warning) on failure."""
+    """The reply to one request (forcing ``tool`` when given); None (and a warning) when it fails or times out."""
     request = ModelRequest(system, "", (tool,) if tool else (), (Message.user(prompt),), max_tokens=max_tokens)
     try:
         async with asyncio.timeout(timeout_s):
@@ -236,7 +236,7 @@ async def ask_operations(
     model: Model, prompt: str, *, timeout_s: float, max_tokens: int = 1500
 ) -> list[ExtractedOp] | None:
     """One forced-tool call; None (and a warning) when the model fails or answers nothing usable."""
-    reply = await _forced_call(
+    reply = await _model_reply(
         model, EXTRACTOR_SYSTEM, OPERATIONS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens
     )
     return parse_operations(reply.tool_calls) if reply is not None else None
@@ -249,7 +249,7 @@ async def ask_facts(model: Model, prompt: str, *, timeout_s: float, max_tokens: 
     (see the README's extractor diagnostic). The harness types them (``note``, ``fact``, cited by
     word overlap, a changed value superseding its slot), so the provenance rules apply unchanged.
     """
-    reply = await _forced_call(model, FACTS_SYSTEM, FACTS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens)
+    reply = await _model_reply(model, FACTS_SYSTEM, FACTS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens)
     facts = _listed(reply.tool_calls, FACTS_TOOL, "facts") if reply is not None else None
     return _fact_ops(facts) if facts is not None else None
 
@@ -265,7 +265,7 @@ async def ask_session_note(
     judged like any memory's (identifiers that only external content holds mark it external).
     """
     prompt = f"Conversation of {at.date().isoformat()}:\n" + "\n".join(lines)
-    reply = await _forced_call(model, NOTES_SYSTEM, None, prompt, timeout_s=timeout_s, max_tokens=max_tokens)
+    reply = await _model_reply(model, NOTES_SYSTEM, None, prompt, timeout_s=timeout_s, max_tokens=max_tokens)
     if reply is None:
         return None
     kept = []
