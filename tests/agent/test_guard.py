@@ -12,7 +12,7 @@ from kairos.agent.events import AgentEvent, FinalAnswer
 from kairos.agent.guard import STOP_AT, WARN_AT, LoopGuard, canonical_arguments
 from kairos.context.builder import NoStatus
 from kairos.context.session import Session
-from kairos.models.types import SystemPrompt
+from kairos.models.types import AllBut, SystemPrompt
 from kairos.plugins.status_bar import StatusBar, StatusBarConfig
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool
@@ -139,3 +139,35 @@ async def test_annotations_added_after_the_tool_do_not_hide_a_loop(session: Sess
     results = tool_messages(session)
     assert results[0] != results[1]  # the model sees annotated, differing results
     assert final(events).stop_reason == "loop_guard" and len(results) == STOP_AT
+
+
+async def test_a_repeated_call_is_masked_for_the_next_reply_only(session: Session) -> None:
+    """The second identical (call, result) rules that tool out of the next reply; the reply after is free again."""
+    model = ScriptedModel(
+        [
+            reply("", call("echo", {"text": "same"})),
+            reply("", call("echo", {"text": "same"})),
+            reply("", call("echo", {"text": "other"})),  # a model that ignored the mask (scripted)
+            reply("done"),
+        ]
+    )
+    events = await collect(make_agent(model, [echo]), session, "go")
+    assert final(events).text == "done"
+    assert [r.tool_choice for r in model.requests] == ["auto", "auto", AllBut(("echo",)), "auto"]
+    assert model.requests[2].allowed_tools() is None  # the only tool masked: the reply can only be text
+
+
+def test_masks_escalate_from_one_reply_to_held_until_something_changes_the_world() -> None:
+    guard = LoopGuard()
+    read = call("read_email", {"uid": 2})
+    guard.observe(read, "mail")
+    assert guard.take_masked() == ()
+    guard.observe(read, "mail")
+    assert guard.take_masked() == ("read_email",)
+    assert guard.take_masked() == ()  # the second repeat masks one reply only
+    guard.observe(read, "mail")
+    assert guard.take_masked() == guard.take_masked() == ("read_email",)  # the third holds it
+    guard.observe(call("check_calendar"), "free")  # read-only: nothing changed
+    assert guard.take_masked() == ("read_email",)
+    guard.observe(call("move_email", {"uid": 2}), "moved", side_effects=True)
+    assert guard.take_masked() == ()

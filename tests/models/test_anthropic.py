@@ -15,6 +15,7 @@ from kairos.models.anthropic import AnthropicModel
 from kairos.models.base import Model, complete
 from kairos.models.types import (
     HARNESS,
+    AllBut,
     Message,
     ModelNotice,
     ModelRequest,
@@ -407,6 +408,7 @@ async def test_tool_call_tags_in_text_become_tool_calls(server: FakeServer) -> N
         (("grep",), {"type": "tool", "name": "grep"}),
         (("grep", "read_file"), {"type": "any"}),
         (("not_offered",), {"type": "any"}),  # unknown names fall back to every tool
+        (AllBut(("grep",)), None),  # no exclusion in the API: left to the model
     ],
 )
 async def test_tool_choice_is_sent_in_anthropic_shape(server: FakeServer, choice: Any, wire: Any) -> None:

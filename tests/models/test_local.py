@@ -23,6 +23,7 @@ from kairos.models.local import (
     synthesize_raw,
 )
 from kairos.models.types import (
+    AllBut,
     Message,
     ModelRequest,
     ResponseDone,
@@ -244,6 +245,10 @@ async def test_tool_choice_is_enforced_by_the_grammar(model: LocalModel) -> None
     weather = req(Message.user("What's the weather in Berlin?"))
     text_only = await complete(model, replace(weather, tool_choice="none"))
     assert not text_only.message.tool_calls and text_only.message.content.strip()
+    masked = await complete(model, replace(weather, tool_choice=AllBut(("get_weather",))))
+    assert "get_weather" not in [
+        c.name for c in masked.message.tool_calls
+    ]  # a masked tool cannot be called; the rest can
 
 
 @pytest.mark.model

@@ -19,6 +19,7 @@ from kairos.models.openai_compat import OpenAICompatModel
 from kairos.models.types import (
     HARNESS,
     STATUS,
+    AllBut,
     Message,
     ModelRequest,
     Origin,
@@ -162,6 +163,7 @@ def test_token_sums_count_new_messages_and_reuse_the_others() -> None:
         ("none", "none"),
         (("bash",), {"type": "function", "function": {"name": "bash"}}),
         (("bash", "read_file"), "required"),
+        (AllBut(("bash",)), None),  # no exclusion in the API: left to the model (auto)
     ],
 )
 def test_tool_choice_is_sent_in_openai_shape_and_bodies_stay_identical(choice: object, wire: object) -> None:

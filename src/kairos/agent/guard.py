@@ -2,6 +2,9 @@
 
 Keyed on (tool, canonical arguments, result hash), as users keep asking of other harnesses
 (openai-agents #191, nanobot #2298): a changing result is progress, an identical one is not.
+Steps: at the second identical pair the next reply may not call that tool (masked by the local
+model's grammar, the prompt unchanged); at the third the result carries a warning and the mask holds
+until a call with side effects runs (the world may have changed); at the fourth the run stops.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections import Counter
 
 from kairos.models.types import ToolCall
 
+MASK_AT = 2
+"""From this many identical (call, result) pairs on, the next reply may not call that tool (text or another tool)."""
 WARN_AT = 3
 """From this many identical (call, result) pairs on, the result carries a warning to the model."""
 STOP_AT = 4
@@ -40,16 +45,39 @@ class LoopGuard:
         stop_at: the count at which the run stops with :meth:`stop_message`.
     """
 
-    def __init__(self, warn_at: int = WARN_AT, stop_at: int = STOP_AT) -> None:
+    def __init__(self, warn_at: int = WARN_AT, stop_at: int = STOP_AT, mask_at: int = MASK_AT) -> None:
         self.warn_at = warn_at
         self.stop_at = stop_at
+        self.mask_at = mask_at
         self._seen: Counter[tuple[str, str, str]] = Counter()
+        self._once: dict[str, None] = {}
+        self._held: dict[str, None] = {}
 
-    def observe(self, call: ToolCall, result_content: str) -> int:
-        """Record one call and its result; returns how often this exact pair has been seen."""
+    def observe(self, call: ToolCall, result_content: str, *, side_effects: bool = False) -> int:
+        """Record one call and its result; returns how often this exact pair has been seen.
+
+        ``side_effects``: the call may have changed the world, so the held masks are lifted.
+        """
         key = (call.name, canonical_arguments(call.arguments), hashlib.sha256(result_content.encode()).hexdigest())
         self._seen[key] += 1
-        return self._seen[key]
+        count = self._seen[key]
+        if side_effects:
+            self._held.clear()
+        if count >= self.warn_at:
+            self._held[call.name] = None
+        elif count >= self.mask_at:
+            self._once[call.name] = None
+        return count
+
+    def take_masked(self) -> tuple[str, ...]:
+        """The tools the next reply may not call: repeated since the last request, or held.
+
+        A small model that re-issues a call it already has the result of (greedy decoding makes that
+        a fixed point) usually takes the next step once its grammar rules the repeat out.
+        """
+        names = tuple({**self._held, **self._once})
+        self._once = {}
+        return names
 
     def warning(self, call: ToolCall, count: int) -> str:
         """The note appended to the repeated result, telling the model it is looping."""

@@ -49,6 +49,7 @@ from kairos.context.inbox import (
 from kairos.context.session import Session, early_result_key
 from kairos.errors import ContextOverflowError, KairosError
 from kairos.models.types import (
+    AllBut,
     Message,
     ModelNotice,
     ModelRequest,
@@ -301,6 +302,8 @@ class Runner:
                 yield RunError(str(e), e)
                 return
             request = await self.agent.pipeline.tool_choice(st, request, st.report)
+            if (masked := guard.take_masked()) and request.tool_choice == "auto":
+                request = dataclasses.replace(request, tool_choice=AllBut(masked))
             audit = st.auditor.audit(request, st.deliberate)
             st.deliberate = None
             await self.agent.pipeline.on_request(st, request, st.report)
@@ -522,7 +525,10 @@ class Runner:
                     call, t0 = started[task]
                     executed = task.result()
                     result = executed.result
-                    count = guard.observe(call, executed.raw.content)
+                    tool = st.tools.get(call.name)
+                    count = guard.observe(
+                        call, executed.raw.content, side_effects=tool is not None and tool.side_effects
+                    )
                     if count >= guard.warn_at:
                         result = dataclasses.replace(result, content=result.content + guard.warning(call, count))
                     ready[call.id] = result.content

@@ -32,6 +32,7 @@ from kairos.errors import ConfigError, ModelError
 from kairos.models._remote import IncompleteStreamError, RemoteModel, ReplyParts, TextToolCalls
 from kairos.models._text_tools import TextToolScanner
 from kairos.models.types import (
+    AllBut,
     ArgumentsError,
     Message,
     ModelDelta,
@@ -374,7 +375,7 @@ class _StreamState:
 def _wire_choice(request: ModelRequest) -> dict[str, str] | None:
     """The request's ``tool_choice`` in Anthropic's shape; None for ``auto`` (the default)."""
     choice = request.tool_choice
-    if choice == "auto":
+    if choice == "auto" or isinstance(choice, AllBut):  # no exclusion in the API: the model may call any tool
         return None
     if choice == "none":
         return {"type": "none"}

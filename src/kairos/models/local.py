@@ -45,6 +45,7 @@ from kairos.models._reply import FINAL_ANSWER, ReplyScanner, parse_reply
 from kairos.models.base import ChoiceLogprobs
 from kairos.models.bundled import ProgressFn, default_cache_dir, resolve_model_path
 from kairos.models.types import (
+    AllBut,
     Message,
     ModelRequest,
     ModelResponse,
@@ -282,7 +283,9 @@ class LocalModel:
                     limit=self.context_window,
                 )
             allowed = request.allowed_tools()  # the prompt lists every tool; the grammar only the allowed
-            grammar = self._grammar(allowed or (), final=request.tool_choice == "auto")
+            grammar = self._grammar(
+                allowed or (), final=request.tool_choice == "auto" or isinstance(request.tool_choice, AllBut)
+            )
             cached = self._warm(tokens)
             from llama_cpp import llama_model_get_vocab, llama_vocab_is_eog
 

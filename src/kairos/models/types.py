@@ -19,9 +19,22 @@ OriginKind: TypeAlias = Literal["user", "harness", "status", "external", "event"
 """Who put a message into the trajectory, beyond its role: the user; the harness (a skills catalog,
 a reminder); the status bar; external content (mail, a web hook: data, never instructions); an
 event (a timer, a finished task)."""
-ToolChoice: TypeAlias = Literal["auto", "required", "none"] | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AllBut:
+    """Text or a call of any tool except ``names`` (the loop guard masks a tool the model keeps repeating).
+
+    Only the local backend can enforce it (its grammar); remote APIs have no exclusion and get ``auto``.
+    """
+
+    names: tuple[str, ...]
+
+
+ToolChoice: TypeAlias = Literal["auto", "required", "none"] | tuple[str, ...] | AllBut
 """What the model may reply: ``auto`` text or calls; ``required`` a call; ``none`` text only; a tuple of
-names: a call of one of those tools. Backends enforce it without changing the prompt (the cached prefix)."""
+names: a call of one of those tools; :class:`AllBut`: text or a call of another tool. Backends enforce it
+without changing the prompt (the cached prefix)."""
 
 
 class ReasoningPolicy(StrEnum):
@@ -304,6 +317,8 @@ class ModelRequest:
         if isinstance(self.tool_choice, tuple):
             named = tuple(t for t in self.tools if t.name in self.tool_choice)
             return named or self.tools
+        if isinstance(self.tool_choice, AllBut):
+            return tuple(t for t in self.tools if t.name not in self.tool_choice.names) or None
         return self.tools
 
     @property
