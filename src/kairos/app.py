@@ -32,11 +32,12 @@ def default_system_prompt(workspace: Path, config: KairosConfig) -> SystemPrompt
     return default_prompt(workspace, instructions=config.instructions)
 
 
-def default_tools() -> list[Tool]:
-    """The built-in tools (files, shell, clock)."""
+def default_tools(config: KairosConfig | None = None) -> list[Tool]:
+    """The built-in tools (files, shell, clock) that ``[tools] builtins`` names (all by default)."""
     from kairos.tools.builtins import default_tools as builtins
 
-    return builtins()
+    wanted = set((config or KairosConfig()).tools.builtins)
+    return [t for t in builtins() if t.name in wanted]
 
 
 def default_plugins(
@@ -184,7 +185,7 @@ def build_agent(
             model = p.review.sidecar.wrap(model)
     return Agent(
         model,
-        tools=[*default_tools(), *toolset_tools(config.tools, config.notify), *(tools or [])],
+        tools=[*default_tools(config), *toolset_tools(config.tools, config.notify), *(tools or [])],
         system=default_system_prompt(workspace, config),
         max_iterations=config.max_iterations,
         max_tokens=config.max_tokens,

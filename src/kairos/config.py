@@ -20,7 +20,8 @@ outside the workspace, ``defences.approver`` looser than the user's, ``defences.
 ``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
 ``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
 ``skills.dirs`` outside the workspace, ``memory.user`` (another user's memories),
-``[runtime.mail]``, ``[[mcp.servers]]`` (they would start
+``[runtime.mail]``, ``[[runtime.handlers]]`` (instructions with the user's authority),
+``[[mcp.servers]]`` (they would start
 programs or connect to servers; see :mod:`kairos.mcp.config`), a ``[sandbox]`` that confines less than
 the user's (``mode``, ``network``, ``bwrap``, higher limits, more paths) and ``allow`` permission
 rules. Lists that add protection (``defences.secrets``, ``confirm_tools``, ``external_tools``,
@@ -67,6 +68,13 @@ Example ``kairos.toml``::
     toolsets = ["tasks", "timers", "watch", "outbox"]   # also: calendar, mail
 
     classifier = "local-small"   # optional: a small model routes user messages sent mid-run
+    [[runtime.handlers]]         # on_email_received: what to do with each new mail (user config)
+    type = "email.received"
+    then = "Then say in one line what you did."
+    cases = [
+      { when = "a meeting invitation", then = "check_calendar for its time, then draft_reply to it." },
+      { when = "advertising or a newsletter", then = "move_email it to Archive." },
+    ]
     [[runtime.rules]]            # first match wins; then user interrupts interrupt, the rest queues
     strategy = "interrupt"
     type = "email.received"
@@ -197,6 +205,41 @@ class UrgencyRuleConfig(BaseModel):
     keywords: tuple[str, ...] = ()
 
 
+class HandlerCaseConfig(BaseModel):
+    """One case of a handler: an event that is ``when`` (the triage model's pick) is handled by ``then``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    when: str = Field(min_length=1, max_length=200)
+    then: str = Field(min_length=1, max_length=2000)
+
+
+class EventHandlerConfig(BaseModel):
+    """One ``[[runtime.handlers]]`` entry (ch6 Exp 6-1's ``on_email_received``): how to handle matching events.
+
+    ``then`` is shown after every matching event; with ``cases``, a triage model first picks the case
+    the event is and only that case's ``then`` is shown (a small model follows one instruction better
+    than a list it must choose from). Matching as in ``[[runtime.rules]]``; the first handler that
+    matches wins.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str = "*"
+    source: str = "*"
+    sender: str = "*"
+    then: str = Field("", max_length=2000)
+    cases: tuple[HandlerCaseConfig, ...] = Field((), max_length=12)
+
+    @model_validator(mode="after")
+    def _says_something(self) -> EventHandlerConfig:
+        if not self.then.strip() and not self.cases:
+            raise ValueError("a handler needs `then` (what to do) or `cases` (when … then …)")
+        if len({c.when for c in self.cases}) < len(self.cases):
+            raise ValueError("two cases of one handler have the same `when`: the triage could not tell them apart")
+        return self
+
+
 class RuntimeConfig(BaseModel):
     """``[runtime]``: which runtime tools the agent gets under ``kairos serve`` and ``kairos chat``.
 
@@ -214,7 +257,10 @@ class RuntimeConfig(BaseModel):
     rules: list[UrgencyRuleConfig] = Field(default_factory=list)
     """Urgency rules, first match wins, before the book's defaults (user interrupts interrupt, the rest queues)."""
     classifier: str | None = None
-    """A model spec (e.g. ``local-small``) that routes user messages no rule matched while a run is going."""
+    """A model spec (e.g. ``local-small``) that routes user messages no rule matched while a run is going,
+    and picks handler cases (else the agent's model does, after the turn it may be busy with)."""
+    handlers: list[EventHandlerConfig] = Field(default_factory=list)
+    """How to handle events from the world (mail, webhooks, file changes); user config or a trusted workspace."""
 
     @model_validator(mode="after")
     def _mailbox_brings_its_tools(self) -> RuntimeConfig:

@@ -61,3 +61,21 @@ def test_an_untrusted_workspace_cannot_pick_a_remote_classifier(workspace: Path)
     config = load_config(workspace)
     assert config.runtime.classifier is None
     assert any("ignored runtime.classifier" in n for n in config.notices)
+
+
+async def test_handlers_come_from_the_config_and_triage_on_the_agents_model(tmp_path: Path) -> None:
+    handler = {
+        "type": "email.received",
+        "then": "Say what you did.",
+        "cases": [{"when": "an advert", "then": "Archive it."}],
+    }
+    config = KairosConfig.model_validate({"runtime": {"handlers": [handler]}})
+    store = SessionStore(tmp_path)
+    agent_model = ScriptedModel([])
+    try:
+        rt = build_runtime(agent_model, tmp_path, config, store)
+        assert rt.handlers.model is agent_model  # no [runtime] classifier: the agent's model triages
+        hint = await rt.handlers.guidance(Event("email.received", "50% off!", {"type": "email"}))
+        assert hint == "If this email is an advert: Archive it.\nSay what you did."  # the scripted model had no reply
+    finally:
+        store.close()

@@ -99,7 +99,10 @@ def event_message(event: InboxEvent) -> Message | None:
     if isinstance(event, UserInput):
         return Message.user(event.text)
     if isinstance(event, ExternalContent):
-        return Message.user(wrap_external(event.text, event.source), Origin.of("external", event.source))
+        text = wrap_external(event.text, event.source)
+        return Message.user(
+            f"{text}\n\n{event.guidance}" if event.guidance else text, Origin.of("external", event.source)
+        )
     if isinstance(event, TaskCompleted):
         status = "completed" if event.ok else "failed"
         body = wrap_external(event.text, f"{event.source} {event.task_id}") if event.external else event.text

@@ -17,6 +17,7 @@ from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
 from kairos.models.base import Model
 from kairos.runtime import Classifier, Component, RuleRouter, Runtime, UrgencyRule
+from kairos.runtime.handlers import Case, EventHandler, Handlers
 from kairos.runtime.outbox import Outbox, OutboxApprover
 from kairos.runtime.toolsets import runtime_tools
 from kairos.security.approval import Approver
@@ -75,9 +76,16 @@ def build_runtime(
 
         classifier = Classifier(load_model(urgency.classifier, config.model_settings()))
     router = RuleRouter([UrgencyRule(**rule.model_dump()) for rule in urgency.rules], classifier)
+    handlers = Handlers(
+        [
+            EventHandler(h.then, tuple(Case(c.when, c.then) for c in h.cases), h.type, h.source, h.sender)
+            for h in urgency.handlers
+        ],
+        classifier.model if classifier is not None else llm,
+    )
     parts = components(workspace, config, str(getattr(llm, "name", config.model)))
     outbox = next((c for c in parts if isinstance(c, Outbox)), None)
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
-    return Runtime(agent, store, router=router, components=parts, default_session=default_session)
+    return Runtime(agent, store, router=router, handlers=handlers, components=parts, default_session=default_session)

@@ -48,6 +48,8 @@ class ExternalContent:
     """Where it came from, e.g. ``mail: alice@example.com``; shown in the wrapper tag."""
     text: str
     urgent: bool = False
+    guidance: str = ""
+    """The operator's instructions for it (a configured handler), shown after the wrapper, never inside."""
     kind: ClassVar[str] = "external"
 
     @property

@@ -9,8 +9,9 @@ agent never confuses user input with a tool result or external content.
 
 from __future__ import annotations
 
+import fnmatch
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -103,21 +104,37 @@ class Event:
         return cls(kind.strip(), content, source, channel or "", context, session, event_id or "", strategy)
 
 
+def matches(event: Event, type: str = "*", source: str = "*", sender: str = "*", keywords: Sequence[str] = ()) -> bool:
+    """Whether ``event`` fits: type, source type and sender globs (sender case-insensitive), any keyword."""
+    if not fnmatch.fnmatchcase(event.type, type):
+        return False
+    if not fnmatch.fnmatchcase(event.source.get("type", ""), source):
+        return False
+    if not fnmatch.fnmatchcase(event.source.get("sender", "").lower(), sender.lower()):
+        return False
+    if keywords:
+        text = (event.content + " " + json.dumps(dict(event.context), ensure_ascii=False)).lower()
+        return any(k.lower() in text for k in keywords)
+    return True
+
+
 def render(event: Event) -> str:
-    """The text the model reads for a non-user event: context lines, then the content."""
+    """The text the model reads for a non-user event: context lines (empty ones left out), then the content."""
     lines = [f"event: {event.type}"]
     if event.channel:
         lines.append(f"channel: {event.channel}")
     for key, value in event.context.items():
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        lines.append(f"{key}: {text}")
+        if text.strip():
+            lines.append(f"{key}: {text}")
     return "\n".join(lines) + "\n\n" + event.content
 
 
-def inbox_event(event: Event, strategy: Strategy) -> InboxEvent:
+def inbox_event(event: Event, strategy: Strategy, guidance: str = "") -> InboxEvent:
     """The inbox event a routed event becomes; ``interrupt`` makes it preempt the running step.
 
     A bare ``user.interrupt`` without text is a stop request (it ends the running turn).
+    ``guidance`` (a handler's instructions, see :mod:`kairos.runtime.handlers`) follows external content.
     """
     urgent = strategy == "interrupt"
     if event.type == "user.interrupt" and not event.content.strip():
@@ -133,7 +150,7 @@ def inbox_event(event: Event, strategy: Strategy) -> InboxEvent:
             source=event.source.get("name", "task"),
             ok=event.context.get("status", "completed") == "completed",
         )
-    return ExternalContent(event.label(), render(event), urgent=urgent)
+    return ExternalContent(event.label(), render(event), urgent=urgent, guidance=guidance)
 
 
-__all__ = ["STRATEGIES", "URGENT_TYPES", "USER_TYPES", "Event", "Strategy", "inbox_event", "render"]
+__all__ = ["STRATEGIES", "URGENT_TYPES", "USER_TYPES", "Event", "Strategy", "inbox_event", "matches", "render"]

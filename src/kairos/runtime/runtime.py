@@ -48,6 +48,7 @@ from kairos.runtime.handle import (
     runtime_handle,
     runtime_service,
 )
+from kairos.runtime.handlers import Handlers
 from kairos.runtime.records import agent_record
 from kairos.runtime.urgency import Router, RuleRouter
 from kairos.tools.executor import BACKGROUND_RESOURCE
@@ -153,6 +154,7 @@ class Runtime:
         agent: the agent every session runs (give it :func:`~kairos.runtime.toolsets.runtime_tools`).
         store: the sessions.
         router: decides strategies (default: the book's rules).
+        handlers: the operator's instructions per kind of event, shown after it (default: none).
         bus: where front ends subscribe (default: :class:`SqliteBus` in ``runtime.db``).
         components: event sources and services, started with the runtime.
         idle_close_s: a worker closes its session after this long without work.
@@ -165,6 +167,7 @@ class Runtime:
         store: SessionStore,
         *,
         router: Router | None = None,
+        handlers: Handlers | None = None,
         bus: EventBus | None = None,
         db: RuntimeDB | None = None,
         components: list[Component] | None = None,
@@ -177,6 +180,7 @@ class Runtime:
         self.db.ensure(_SCHEMA)
         self.bus: EventBus = bus or SqliteBus(self.db)
         self.router: Router = router or RuleRouter()
+        self.handlers = handlers or Handlers()
         self.idle_close_s = idle_close_s
         self.components: list[Component] = list(components or [])
         self.accepting = False
@@ -374,7 +378,8 @@ class Runtime:
             side.add_done_callback(self._side.discard)
             self._publish(sid, "event.accepted", base)
             return Receipt(sid, strategy, decision.reason)
-        seq = await self._post_durably(sid, inbox_event(event, strategy), event.id or None, base)
+        guidance = await self.handlers.guidance(event)
+        seq = await self._post_durably(sid, inbox_event(event, strategy, guidance), event.id or None, base)
         if seq is None:
             return Receipt(sid, strategy, "duplicate: an event with this id was accepted before", duplicate=True)
         return Receipt(sid, strategy, decision.reason, seq)

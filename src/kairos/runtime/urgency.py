@@ -11,8 +11,6 @@ its output is an enum, and any failure or slowness falls back to the rules' answ
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +18,7 @@ from typing import Protocol
 
 from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
-from kairos.runtime.events import STRATEGIES, URGENT_TYPES, Event, Strategy
+from kairos.runtime.events import STRATEGIES, URGENT_TYPES, Event, Strategy, matches
 
 log = logging.getLogger("kairos.runtime")
 
@@ -37,16 +35,7 @@ class UrgencyRule:
 
     def matches(self, event: Event) -> bool:
         """Whether every given condition holds for ``event``."""
-        if not fnmatch.fnmatchcase(event.type, self.type):
-            return False
-        if not fnmatch.fnmatchcase(event.source.get("type", ""), self.source):
-            return False
-        if not fnmatch.fnmatchcase(event.source.get("sender", "").lower(), self.sender.lower()):
-            return False
-        if self.keywords:
-            text = (event.content + " " + json.dumps(dict(event.context), ensure_ascii=False)).lower()
-            return any(k.lower() in text for k in self.keywords)
-        return True
+        return matches(event, self.type, self.source, self.sender, self.keywords)
 
 
 @dataclass(frozen=True, slots=True)

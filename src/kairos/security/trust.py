@@ -198,6 +198,8 @@ def restrict_untrusted(
     if isinstance(runtime, dict):
         if "mail" in runtime:
             drop(runtime, "mail", "runtime.mail", "it names a mail server and the variable that holds its password")
+        if "handlers" in runtime:
+            drop(runtime, "handlers", "runtime.handlers", "its instructions would reach the agent with your authority")
         classifier = runtime.get("classifier")
         if isinstance(classifier, str) and (why := model_spec_problem(classifier, workspace)):
             drop(runtime, "classifier", "runtime.classifier", why)
@@ -250,8 +252,12 @@ def _restrict_review(
 
 
 def _restrict_toolsets(out: dict[str, Any], baseline: Mapping[str, Any], ignored: list[tuple[str, Any, str]]) -> None:
-    """``[tools.web_search]`` endpoint and key, and new ``[[notify.channels]]``: they send data (or a key) away."""
-    search = (out.get("tools") or {}).get("web_search")
+    """Built-in tools the user left out, ``[tools.web_search]`` endpoint and key, new ``[[notify.channels]]``."""
+    tools = out.get("tools") or {}
+    builtins = tools.get("builtins")
+    if builtins is not None and not set(builtins) <= set(baseline["tools"]["builtins"]):
+        ignored.append(("tools.builtins", tools.pop("builtins"), "it gives back built-in tools your config left out"))
+    search = tools.get("web_search")
     if isinstance(search, dict):
         for key in ("url", "api_key_env"):
             if key in search:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kairos.config import KairosConfig, load_config
 from kairos.tools.base import Tool
 
@@ -91,3 +93,32 @@ def test_toolsets_are_opt_in_and_reach_the_agent(tmp_path: Path) -> None:
         }
     )
     assert names(on) - base == {"read_document", "fetch_url", "request_approval", "request_input", "notify"}
+
+
+def test_builtins_names_the_built_in_tools_the_agent_gets(tmp_path: Path) -> None:
+    from kairos.app import build_agent
+    from kairos.errors import ConfigError
+    from kairos.testing import ScriptedModel, reply
+
+    def names(cfg: KairosConfig) -> set[str]:
+        agent = build_agent(ScriptedModel([reply("ok")]), tmp_path, cfg)
+        return {t.name for t in agent.tools if isinstance(t, Tool)}
+
+    assert {"bash", "python", "write_file", "current_time"} <= names(KairosConfig())
+    clock_only = names(KairosConfig.model_validate({"tools": {"builtins": ["current_time"]}}))
+    assert "current_time" in clock_only and not clock_only & {"bash", "python", "read_file", "write_file", "grep"}
+    (tmp_path / "kairos.toml").write_text('[tools]\nbuiltins = ["bsh"]\n')
+    with pytest.raises(ConfigError, match=r"tools\.builtins\.0: Input should be 'bash', 'current_time'"):
+        load_config(tmp_path, trusted=True, env={})  # a typo is an error that names the valid choices
+
+
+def test_untrusted_workspace_cannot_give_back_a_built_in_tool_the_user_left_out(tmp_path: Path) -> None:
+    ws, user_file = _files(
+        tmp_path, '[tools]\nbuiltins = ["current_time", "read_file"]\n', '[tools]\nbuiltins = ["bash"]\n'
+    )
+    cfg = load_config(ws, user_file=user_file, trusted=False, env={})
+    assert cfg.tools.builtins == ("current_time", "read_file")
+    assert any("ignored tools.builtins" in n for n in cfg.notices)
+    (ws / "kairos.toml").write_text('[tools]\nbuiltins = ["read_file"]\n')  # narrowing further is taken
+    cfg = load_config(ws, user_file=user_file, trusted=False, env={})
+    assert cfg.tools.builtins == ("read_file",) and not cfg.notices

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -111,10 +111,19 @@ class RelevanceConfig(BaseModel):
     )
 
 
+BuiltinTool = Literal["bash", "current_time", "edit_file", "grep", "list_dir", "python", "read_file", "write_file"]
+BUILTIN_TOOLS: tuple[BuiltinTool, ...] = get_args(BuiltinTool)
+
+
 class ToolsConfig(BaseModel):
-    """``[tools]``: settings of the perception toolset (documents, web pages, web search), the relevance gate."""
+    """``[tools]``: the built-in tools, the perception toolset (documents, web pages, web search), relevance gate."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    builtins: tuple[BuiltinTool, ...] = BUILTIN_TOOLS
+    """The built-in tools the agent gets (default all eight). An assistant that handles mail or webhooks rarely
+    needs the shell, Python or the files: leaving them out saves about 1,200 prompt tokens on every request
+    (schemas' JSON at 4 characters a token) and takes them out of reach of an instruction hidden in a mail."""
 
     toolsets: tuple[Literal["perception", "collaboration"], ...] = ()
     """Toolsets the agent of ``kairos run``/``chat`` gets. Off by default: their schemas cost prompt tokens on
