@@ -49,7 +49,9 @@ CRASH = Bench("crash", "kairos serve killed with SIGKILL 100 times mid-work: los
 LOAD = Bench(
     "load", "signed webhooks to 1,000 sessions of kairos serve at 200/s: lost, dispatch p99", takes_duration=True
 )
-EMAIL_AGENT = Bench("email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True)
+EMAIL_AGENT = Bench(
+    "email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True, options=("modes",)
+)
 ASYNC_AGENT = Bench("async_agent", "Exp 6-2: async commands, batched messages, interrupt, parallel jobs", True)
 REVIEWER = Bench("reviewer", "48 labelled tool calls: fp/fn rate and latency of rules, sidecar and reviewer")
 SANDBOX = Bench("sandbox", "26 escape attempts through the sandboxed bash/python tools; escapes must be 0")

@@ -26,20 +26,27 @@ from kairos.config import KairosConfig
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.runtime import Runtime
-from kairos.skills.config import SkillsConfig
 from kairos.tools.base import Tool
 
 N_CTX = 8192
 
 
-def bench_config(instructions: str = "") -> KairosConfig:
-    """The default config with skills off; ``instructions`` is the operator's standing instruction."""
-    return KairosConfig(instructions=instructions, skills=SkillsConfig(enabled=False))
+def bench_config(instructions: str = "", builtins: Sequence[str] | None = None) -> KairosConfig:
+    """The default config with skills off; ``instructions`` is the operator's standing instruction.
+
+    ``builtins``: ``[tools] builtins`` (None: the default, all of them).
+    """
+    data: dict[str, Any] = {"instructions": instructions, "skills": {"enabled": False}}
+    if builtins is not None:
+        data["tools"] = {"builtins": list(builtins)}
+    return KairosConfig.model_validate(data)
 
 
-def make_agent(model: Model, workspace: Path, tools: Sequence[Tool], instructions: str = "") -> Agent:
+def make_agent(
+    model: Model, workspace: Path, tools: Sequence[Tool], instructions: str = "", builtins: Sequence[str] | None = None
+) -> Agent:
     """The product's agent with the runtime tools ``tools`` added."""
-    return build_agent(model, workspace, bench_config(instructions), tools=list(tools))
+    return build_agent(model, workspace, bench_config(instructions, builtins), tools=list(tools))
 
 
 @dataclass(frozen=True, slots=True)

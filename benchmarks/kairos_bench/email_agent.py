@@ -10,9 +10,15 @@ variants), since the model decodes greedily and identical trials would repeat on
 
 The agent is the product's (:func:`kairos.app.build_agent`) plus the mail tools, the calendar
 tools and ``notify_user``; ``ask_user`` is left out (nobody is there to answer: the experiment is
-"no user intervention"). Skills are off to keep the prompt lean. The operator's standing
-instruction (config ``instructions``, :data:`INSTRUCTIONS`) is what a user would write when
-setting up such an assistant; it names no tools and is the same for every mail and trial.
+"no user intervention"). Skills are off to keep the prompt lean. The operator's wishes are the
+same in both setups (:data:`SETUPS`) and name no tools:
+
+- ``handlers`` (the documented email-assistant setup): a one-line role as ``instructions``, an
+  ``on_email_received`` handler (:data:`MAIL_HANDLER`) whose three cases the agent's own model
+  triages, ``[tools] builtins = ["current_time"]`` (no shell or file tools) and
+  ``thread_sessions`` (each mail thread in a session of its own);
+- ``instructions``: the three wishes as one standing instruction (:data:`INSTRUCTIONS`), every
+  built-in tool (the setup this bench measured first).
 
 Scored from the servers' and stores' state, never from the model's words:
 
@@ -30,8 +36,8 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
 from pathlib import Path
@@ -44,6 +50,7 @@ from kairos.models.base import Model
 from kairos.runtime import Runtime
 from kairos.runtime.calendar import Calendar
 from kairos.runtime.calendar import tools as calendar_tools
+from kairos.runtime.handlers import Case, EventHandler, Handlers
 from kairos.runtime.mail import MailSource
 from kairos.runtime.mail import tools as mail_tools
 from kairos.runtime.outbox import Outbox, notify_user
@@ -69,6 +76,56 @@ handle each one on your own (nobody is there to answer questions), then say in o
 - A customer complaint: flag it as high priority and notify me with the key facts (who, which order, what went wrong).
 - Advertising or newsletters: move it to the Archive folder.
 """
+ASSISTANT = """You are the email assistant of Alice (alice@example.test). New mail reaches you as email events;
+handle each one on your own (nobody is there to answer questions).
+"""
+MAIL_HANDLER = EventHandler(
+    "Then say in one line what you did.",
+    (
+        Case(
+            "a meeting invitation",
+            "check my calendar for that time, then draft a reply (accept if I am free, decline politely if I am "
+            "busy). Do not send it.",
+        ),
+        Case(
+            "a customer complaint",
+            "flag it as high priority and notify me with the key facts (who, which order, what went wrong).",
+        ),
+        Case("advertising or a newsletter", "move it to the Archive folder."),
+    ),
+    type="email.received",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """How the operator set the assistant up (the same three wishes, said two ways)."""
+
+    instructions: str
+    handlers: tuple[EventHandler, ...] = ()
+    builtins: tuple[str, ...] | None = None
+    """``[tools] builtins`` (None: all eight)."""
+    thread_sessions: bool = False
+    """``[runtime.mail] thread_sessions``: each mail thread in a session of its own."""
+
+    def describe(self) -> dict[str, Any]:
+        """The setup as the JSON's params show it."""
+        return {
+            "instructions": self.instructions,
+            "handlers": [asdict(h) for h in self.handlers],
+            "builtins": list(self.builtins) if self.builtins is not None else "all",
+            "thread_sessions": self.thread_sessions,
+        }
+
+
+SETUPS: dict[str, Setup] = {
+    "handlers": Setup(ASSISTANT, (MAIL_HANDLER,), ("current_time",), thread_sessions=True),
+    "instructions": Setup(INSTRUCTIONS),
+}
+"""``handlers``: the documented email-assistant setup (an ``on_email_received`` handler with three cases,
+no shell or file tools, each mail thread in its own session: the book's "each event triggers an
+independent thinking cycle"); ``instructions``: the same wishes as one standing instruction, default tools,
+one shared session."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,11 +295,18 @@ def _text(msg: EmailMessage) -> str:
 
 
 async def run_trial(
-    llm: Model, trial: int, root: Path, *, mail_timeout_s: float = 300.0, progress: Any = None
+    llm: Model,
+    trial: int,
+    root: Path,
+    *,
+    setup: str = "handlers",
+    mail_timeout_s: float = 300.0,
+    progress: Any = None,
 ) -> list[dict[str, Any]]:
     """One trial: a fresh mail server, workspace and runtime; the three mails; one row per scenario."""
     variant = VARIANTS[trial % len(VARIANTS)]
-    ws = root / f"trial{trial:02d}" / "ws"  # same path every trial: the system prompt is shared
+    chosen = SETUPS[setup]
+    ws = root / setup / f"trial{trial:02d}" / "ws"  # same path every trial: the system prompt is shared
     ws.mkdir(parents=True)
     server = await asyncio.to_thread(MailServer.start)
     previous = os.environ.get(PASSWORD_ENV)
@@ -250,21 +314,25 @@ async def run_trial(
     rows: list[dict[str, Any]] = []
     try:
         store = SessionStore(ws, state_dir=ws.parent / "state")
-        agent = make_agent(llm, ws, [*mail_tools(), *calendar_tools(), notify_user], INSTRUCTIONS)
-        source = MailSource(server.config(poll_s=2.0))
+        tools = [*mail_tools(), *calendar_tools(), notify_user]
+        agent = make_agent(llm, ws, tools, chosen.instructions, chosen.builtins)
+        source = MailSource(server.config(poll_s=2.0, thread_sessions=chosen.thread_sessions))
         outbox = Outbox(store_answers=False)
-        async with Runtime(agent, store, components=[source, outbox]) as rt:
-            sid = rt.default_session()
+        handlers = Handlers(chosen.handlers, llm)  # no [runtime] classifier: the agent's model triages
+        async with Runtime(agent, store, handlers=handlers, components=[source, outbox]) as rt:
             invite = variant[0]
             Calendar(rt.db).add(*invite.busy)
             if not await until(source.connected.is_set, 60):
                 raise RuntimeError("the mail source did not connect to the private dovecot")
             sent: list[tuple[Mail, str, dict[str, Any]]] = []
+            sessions: list[str] = []
             for mail in variant:
                 cursor = rt.bus.last_cursor()
                 t0 = time.perf_counter()
                 mid = await asyncio.to_thread(server.send, mail.subject, mail.body, mail.sender)
                 arrived = await until(lambda mid=mid: f"email:{mid}" in source.dispatched, 60)  # type: ignore[misc]
+                sid = source.session_for(mid) or rt.default_session()
+                sessions.append(sid)
                 done = arrived and await settle(rt, sid, mail_timeout_s)
                 seconds = time.perf_counter() - t0
                 usage = usage_since(rt, sid, cursor)
@@ -284,7 +352,7 @@ async def run_trial(
                 )
                 if progress is not None:
                     progress()
-            messages = rt.store.trajectories.load_messages(sid)
+            messages = [m for sid in dict.fromkeys(sessions) for m in rt.store.trajectories.load_messages(sid)]
             notes = [str(m["text"]) for m in outbox.list(limit=1000) if m["kind"] == "notify"]
         snap = await asyncio.to_thread(snapshot, server, notes)
     finally:
@@ -299,6 +367,7 @@ async def run_trial(
         verdict = score(mail.scenario, mail, mid, snap, calls)
         rows.append(
             {
+                "setup": setup,
                 "trial": trial,
                 "scenario": mail.scenario,
                 "variant": trial % len(VARIANTS),
@@ -323,13 +392,16 @@ def _uids(messages: list[Any]) -> dict[str, int]:
     return found
 
 
-async def run_all(llm: Model, trials: int, root: Path, console: Console) -> list[dict[str, Any]]:
-    """Every trial in turn, with a progress bar (one step per mail)."""
+async def run_all(llm: Model, trials: int, root: Path, console: Console, setups: Sequence[str]) -> list[dict[str, Any]]:
+    """Every setup, every trial in turn, with a progress bar (one step per mail)."""
+    rows: list[dict[str, Any]] = []
+    for setup in setups:
 
-    def trial(i: int, step: Callable[[], None]) -> Awaitable[list[dict[str, Any]]]:
-        return run_trial(llm, i, root, progress=step)
+        def trial(i: int, step: Callable[[], None], setup: str = setup) -> Awaitable[list[dict[str, Any]]]:
+            return run_trial(llm, i, root, setup=setup, progress=step)
 
-    return await run_trials(console, "email-agent", trials, len(SCENARIOS), trial, "actions")
+        rows += await run_trials(console, f"email-agent {setup}", trials, len(SCENARIOS), trial, "actions")
+    return rows
 
 
 def run(
@@ -337,14 +409,28 @@ def run(
     quick: bool = False,
     trials: int | None = None,
     model: str | Model | None = None,
+    modes: Sequence[str] | str | None = None,
     **_: Any,
 ) -> dict[str, Any]:
-    """Exp 6-1 on ``model`` (default the bundled ``local``); ``quick`` runs one trial."""
+    """Exp 6-1 on ``model`` (default the bundled ``local``); ``quick`` runs one trial.
+
+    ``modes``: the setups to run (:data:`SETUPS`, default both); ``email_success`` is the first one's.
+    """
     console = console or Console()
     n = trials if trials is not None else (1 if quick else 3)
+    setups = [m.strip() for m in modes.split(",")] if isinstance(modes, str) else list(modes or SETUPS)
+    if unknown := [m for m in setups if m not in SETUPS]:
+        raise ValueError(f"unknown email-agent setup(s) {', '.join(unknown)}: choose from {', '.join(SETUPS)}")
     chosen: str | Model = model if model is not None else "local"
     with bench_model(chosen, N_CTX, console) as llm, tempfile.TemporaryDirectory() as d:
-        rows = asyncio.run(run_all(llm, n, Path(d), console))
+        rows = asyncio.run(run_all(llm, n, Path(d), console, setups))
+    summary = {
+        "setup": setups[0],
+        **success_summary([r for r in rows if r["setup"] == setups[0]], SCENARIOS, "email_success"),
+    }
+    for other in setups[1:]:
+        mine = success_summary([r for r in rows if r["setup"] == other], SCENARIOS, "email_success")
+        summary |= {f"{key}_{other}": value for key, value in mine.items() if key.endswith("success")}
     return {
         "bench": "email-agent",
         "params": {
@@ -352,12 +438,14 @@ def run(
             "trials": n,
             "n_ctx": N_CTX,
             "scenarios": list(SCENARIOS),
-            "instructions": INSTRUCTIONS,
-            "tools": "build_agent defaults + mail tools + calendar tools + notify_user (no ask_user); skills off",
+            "setups": {name: SETUPS[name].describe() for name in setups},
+            "tools": "build_agent with the setup's [tools] builtins + mail tools + calendar tools + notify_user "
+            "(no ask_user); skills off",
             "arrival": "one mail at a time, the next once the agent is idle",
+            "triage": "the agent's own model (no [runtime] classifier)",
         },
         "rows": rows,
-        "summary": success_summary(rows, SCENARIOS, "email_success"),
+        "summary": summary,
     }
 
 

@@ -39,6 +39,10 @@ def email_policy(wrong: bool = False) -> Any:
     """One step of the Exp 6-1 workflow for the newest email; ``wrong`` mishandles complaint and advert."""
 
     def respond(request: ModelRequest) -> ModelResponse:
+        if [t.name for t in request.tools] == ["classify"]:  # the handler's triage
+            text = request.messages[0].content.lower()
+            kind = "meeting" in text and "a meeting invitation" or "complaint" in text and "a customer complaint"
+            return reply("", call("classify", {"case": kind or "advertising or a newsletter"}))
         seen = _visible(request)
         events = [m.content for m in seen if "event: email.received" in m.content]
         last_event = events[-1]
@@ -70,14 +74,22 @@ def email_policy(wrong: bool = False) -> Any:
 
 
 @needs_dovecot
-def test_email_bench_scores_a_right_agent_1_on_every_scenario() -> None:
-    model = ScriptedModel([email_policy()] * 40)
+def test_email_bench_scores_a_right_agent_1_on_every_scenario_in_both_setups() -> None:
+    model = ScriptedModel([email_policy()] * 80)
     out = EMAIL_AGENT.run(console=QUIET, trials=1, model=model)
     assert out["bench"] == "email-agent" and out["params"]["model"] == "scripted"
-    assert [r["scenario"] for r in out["rows"]] == ["invite", "complaint", "advert"]
+    assert [(r["setup"], r["scenario"]) for r in out["rows"]] == [
+        (setup, s) for setup in ("handlers", "instructions") for s in ("invite", "complaint", "advert")
+    ]
     assert all(r["success"] for r in out["rows"]), out["rows"]
-    assert out["summary"]["email_success"] == 1.0 and out["summary"]["trials"] == 1
-    invite, complaint, advert = out["rows"]
+    summary = out["summary"]
+    assert summary["setup"] == "handlers" and summary["email_success"] == 1.0 and summary["trials"] == 1
+    assert summary["email_success_instructions"] == summary["complaint_success_instructions"] == 1.0
+    handled = [
+        r for r in model.requests if any("This email is a customer complaint: flag it" in m.content for m in r.messages)
+    ]
+    assert handled and not {"bash", "write_file"} & {t.name for t in handled[0].tools}  # the setup's builtins
+    invite, complaint, advert = out["rows"][:3]
     assert invite["checks"] == {"draft": True, "calendar_checked": True, "draft_declines": True}
     assert complaint["checks"]["key_facts"] and complaint["actions"] == ["flag_email"]
     assert advert["actions"] == ["move_email"] and advert["checks"]["folders"] == ["Archive"]
@@ -88,7 +100,7 @@ def test_email_bench_scores_a_right_agent_1_on_every_scenario() -> None:
 @needs_dovecot
 def test_email_bench_scores_mishandled_mails_0() -> None:
     model = ScriptedModel([email_policy(wrong=True)] * 40)
-    out = email_agent.run(console=QUIET, trials=1, model=model)
+    out = email_agent.run(console=QUIET, trials=1, model=model, modes="instructions")
     by = {r["scenario"]: r for r in out["rows"]}
     assert by["invite"]["success"]
     assert not by["complaint"]["success"] and by["complaint"]["checks"]["flagged"] is False  # archived instead
