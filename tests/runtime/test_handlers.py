@@ -77,6 +77,7 @@ async def test_first_matching_handler_wins_and_user_words_get_none() -> None:
     handlers = Handlers([hooks, MAIL, EventHandler("never used", type="*")], None)
     assert await handlers.guidance(Event("webhook.received", "{}", {"type": "github"})) == "Summarise the payload."
     assert await handlers.guidance(Event("user.input", "hi", {"type": "user"})) == ""
+    assert await handlers.guidance(Event("timer.trigger", "standup", {"type": "timer"})) == ""  # not external
     assert await Handlers([MAIL], None).guidance(Event("file.changed", "x", {"type": "watch"})) == ""
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
@@ -66,11 +66,14 @@ class Handlers:
     handlers: Sequence[EventHandler] = ()
     model: Model | None = None
     timeout_s: float = 20.0
-    triaged: int = field(default=0, init=False)
 
     async def guidance(self, event: Event) -> str:
-        """The instructions to show after ``event`` ("" when no handler matches or it is the user's own words)."""
-        if event.from_user:
+        """The instructions to show after ``event``.
+
+        "" when no handler matches or the event is not external content (the user's own words, a timer
+        the agent set, an async tool's result).
+        """
+        if event.from_user or event.type in ("timer.trigger", "async.result"):
             return ""
         handler = next((h for h in self.handlers if h.matches(event)), None)
         if handler is None:
@@ -105,7 +108,6 @@ class Handlers:
         request = ModelRequest(
             _TRIAGE_SYSTEM, "", (tool,), (Message.user(text),), max_tokens=60, tool_choice="required"
         )
-        self.triaged += 1
         try:
             async with asyncio.timeout(self.timeout_s):
                 response = await complete(self.model, request)

@@ -378,7 +378,7 @@ class Runtime:
             side.add_done_callback(self._side.discard)
             self._publish(sid, "event.accepted", base)
             return Receipt(sid, strategy, decision.reason)
-        guidance = await self.handlers.guidance(event)
+        guidance = await self.handlers.guidance(event) if self.handlers.handlers else ""
         seq = await self._post_durably(sid, inbox_event(event, strategy, guidance), event.id or None, base)
         if seq is None:
             return Receipt(sid, strategy, "duplicate: an event with this id was accepted before", duplicate=True)
