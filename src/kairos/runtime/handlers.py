@@ -17,17 +17,14 @@ not send or pay). When the triage fails or times out, every case is listed and t
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kairos.models.base import Model, complete
+from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.runtime.events import Event, matches, render
+from kairos.runtime.urgency import ask_choice
 from kairos.security.sanitize import wrap_external
-
-log = logging.getLogger("kairos.runtime")
 
 NONE_OF_THESE = "none of these"
 _TRIAGE_SYSTEM = (
@@ -108,23 +105,10 @@ class Handlers:
         request = ModelRequest(
             _TRIAGE_SYSTEM, "", (tool,), (Message.user(text),), max_tokens=60, tool_choice="required"
         )
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await complete(self.model, request)
-        except Exception as e:  # a triage failure must never lose or block the event
-            log.warning("handler triage failed (%s); every case is listed", e)
-            return None
-        for call in response.message.tool_calls:
-            try:
-                picked = call.parsed_arguments().get("case")
-            except ValueError:
-                continue
-            if picked == NONE_OF_THESE:
-                return NONE_OF_THESE
-            for case in cases:
-                if picked == case.when:
-                    return case
-        return None
+        picked, _ = await ask_choice(self.model, request, "case", [*whens, NONE_OF_THESE], self.timeout_s, "triage")
+        if picked == NONE_OF_THESE:
+            return NONE_OF_THESE
+        return next((c for c in cases if c.when == picked), None)
 
 
 __all__ = ["NONE_OF_THESE", "Case", "EventHandler", "Handlers"]

@@ -113,23 +113,35 @@ class Classifier:
             _CLASSIFY_SYSTEM, "", (_ROUTE_TOOL,), (Message.user(event.content[:2000]),), max_tokens=40
         )
         self.calls += 1
+        choices: list[Strategy] = [s for s in STRATEGIES if s != "drop"]
+        value, text = await ask_choice(self.model, request, "strategy", choices, self.timeout_s, "urgency classifier")
+        if value is None:  # a backend without a grammar may answer in words
+            found = [s for s in choices if s in text.lower()]
+            value = found[0] if len(found) == 1 else None
+        return next((Decision(s, "classifier") for s in choices if s == value), None)
+
+
+async def ask_choice(
+    model: Model, request: ModelRequest, key: str, choices: Sequence[str], timeout_s: float, what: str
+) -> tuple[str | None, str]:
+    """The ``key`` argument of the reply's first call that is one of ``choices`` (None if none is), and its text.
+
+    A failure or a timeout gives ``(None, "")`` and a warning: a classifier must never lose or block an event.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            response = await complete(model, request)
+    except Exception as e:
+        log.warning("%s failed (%s); going on without it", what, e)
+        return None, ""
+    for call in response.message.tool_calls:
         try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await complete(self.model, request)
-        except Exception as e:  # a classifier failure must never lose or block the event
-            log.warning("urgency classifier failed (%s); using the rules", e)
-            return None
-        message = response.message
-        for call in message.tool_calls:
-            try:
-                value = call.parsed_arguments().get("strategy") if call.name == "route" else None
-            except ValueError:
-                continue
-            if value in STRATEGIES and value != "drop":
-                return Decision(value, "classifier")
-        words = message.content.lower()
-        found = [s for s in STRATEGIES if s != "drop" and s in words]
-        return Decision(found[0], "classifier") if len(found) == 1 else None
+            value = call.parsed_arguments().get(key)
+        except ValueError:
+            continue
+        if value in choices:
+            return str(value), response.message.content
+    return None, response.message.content
 
 
-__all__ = ["Classifier", "Decision", "Router", "RuleRouter", "UrgencyRule"]
+__all__ = ["Classifier", "Decision", "Router", "RuleRouter", "UrgencyRule", "ask_choice"]
