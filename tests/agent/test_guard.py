@@ -171,3 +171,16 @@ def test_masks_escalate_from_one_reply_to_held_until_something_changes_the_world
     assert guard.take_masked() == ("read_email",)
     guard.observe(call("move_email", {"uid": 2}), "moved", side_effects=True)
     assert guard.take_masked() == ()
+
+
+def test_the_same_call_three_times_in_a_row_is_masked_once_even_when_its_result_ticks() -> None:
+    guard = LoopGuard()
+    clock = call("current_time", {"timezone": "UTC"})
+    for second in range(2):
+        guard.observe(clock, f"10:00:0{second}")
+    assert guard.take_masked() == ()  # two in a row with new results: progress, maybe
+    guard.observe(clock, "10:00:02")
+    assert guard.take_masked() == ("current_time",)
+    guard.observe(call("check_calendar"), "free")
+    guard.observe(clock, "10:00:03")  # the run of repeats was broken
+    assert guard.take_masked() == ()

@@ -4,7 +4,9 @@ Keyed on (tool, canonical arguments, result hash), as users keep asking of other
 (openai-agents #191, nanobot #2298): a changing result is progress, an identical one is not.
 Steps: at the second identical pair the next reply may not call that tool (masked by the local
 model's grammar, the prompt unchanged); at the third the result carries a warning and the mask holds
-until a call with side effects runs (the world may have changed); at the fourth the run stops.
+until a call with side effects runs (the world may have changed); at the fourth the run stops. The
+same call made three times in a row is masked for one reply even when its result changes (a model
+asking the clock over and over until ``max_iterations``).
 """
 
 from __future__ import annotations
@@ -52,21 +54,26 @@ class LoopGuard:
         self._seen: Counter[tuple[str, str, str]] = Counter()
         self._once: dict[str, None] = {}
         self._held: dict[str, None] = {}
+        self._last: tuple[str, str] | None = None
+        self._in_a_row = 0
 
     def observe(self, call: ToolCall, result_content: str, *, side_effects: bool = False) -> int:
         """Record one call and its result; returns how often this exact pair has been seen.
 
         ``side_effects``: the call may have changed the world, so the held masks are lifted.
         """
-        key = (call.name, canonical_arguments(call.arguments), hashlib.sha256(result_content.encode()).hexdigest())
+        same = (call.name, canonical_arguments(call.arguments))
+        key = (*same, hashlib.sha256(result_content.encode()).hexdigest())
         self._seen[key] += 1
         count = self._seen[key]
+        self._in_a_row = self._in_a_row + 1 if same == self._last else 1
+        self._last = same
         if side_effects:
             self._held.clear()
         if count >= self.warn_at:
             self._held[call.name] = None
-        elif count >= self.mask_at:
-            self._once[call.name] = None
+        elif count >= self.mask_at or self._in_a_row > self.mask_at:
+            self._once[call.name] = None  # also a call repeated in a row whose result only ticks (a clock)
         return count
 
     def take_masked(self) -> tuple[str, ...]:
