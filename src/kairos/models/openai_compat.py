@@ -158,11 +158,8 @@ class OpenAICompatModel(RemoteModel[bytes]):
         if not request.tools or "tools" in self.extra_body:
             return text
         text = f'{text[:-1]},"tools":{self._tools_text(request.tools)}}}'
-        if (
-            request.tool_choice != "auto"
-            and not isinstance(request.tool_choice, AllBut)
-            and "tool_choice" not in self.extra_body
-        ):
+        choice = request.tool_choice  # AllBut: the API has no exclusion, so the model may call any tool (auto)
+        if choice != "auto" and not isinstance(choice, AllBut) and "tool_choice" not in self.extra_body:
             text = f'{text[:-1]},"tool_choice":{_dumps(_wire_choice(request))}}}'
         return text
 
@@ -400,6 +397,4 @@ def _wire_choice(request: ModelRequest) -> str | dict[str, Any]:
     allowed = request.allowed_tools() or ()
     if isinstance(request.tool_choice, tuple) and len(allowed) == 1:
         return {"type": "function", "function": {"name": allowed[0].name}}
-    if isinstance(request.tool_choice, AllBut):  # no exclusion in the API: the model may call any tool
-        return "auto"
     return request.tool_choice if isinstance(request.tool_choice, str) else "required"
