@@ -8,7 +8,9 @@ prompt lean. The user's messages are plain requests (three phrasings, one per tr
 model decodes greedily); none names a tool. Events go through the default router (no classifier):
 user messages queue, ``user.interrupt`` interrupts.
 
-Each scenario has a budget of 180 s for all its waits (then the turn is interrupted and scored).
+Each scenario has a budget of 180 s for all its waits (then the turn is interrupted and scored). As
+under ``kairos serve``, a tool call still running after ``[runtime] background_after_s`` (30 s) goes
+on as a task, so a job the model ran with ``bash`` can be cancelled too.
 
 1. ``time``: "run ./analyse_logs.sh (it takes a while) and tell me the result"; once the task runs
    the user asks "What time is it?". Success: an answer giving the current UTC time (±2 min) comes
@@ -41,6 +43,7 @@ from typing import Any
 
 from rich.console import Console
 
+from kairos.config import RuntimeConfig
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.models.types import Message
@@ -308,7 +311,8 @@ async def run_trial(
     store = SessionStore(ws, state_dir=ws.parent / "state")
     manager = TaskManager(poll_s=0.1, kill_grace_s=2, stop_on_exit=True)
     rows = []
-    async with Runtime(make_agent(llm, ws, tools()), store, components=[manager]) as rt:
+    after_s = RuntimeConfig().background_after_s or None  # the product's default, as under kairos serve / chat
+    async with Runtime(make_agent(llm, ws, tools()), store, components=[manager], background_after_s=after_s) as rt:
         await manager.ready()
         for scenario in scenarios:
             row = await _scenario(rt, manager, scenario, trial, facts, timeout_s, speed)

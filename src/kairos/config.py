@@ -254,6 +254,9 @@ class RuntimeConfig(BaseModel):
     toolsets: list[RuntimeToolset] = Field(default_factory=lambda: list(DEFAULT_TOOLSETS))
     mail: MailConfig | None = None
     heartbeat_s: float | None = Field(None, ge=60, description="wake every session this often (off: None)")
+    background_after_s: float = Field(30.0, ge=0)
+    """A tool call still running after this many seconds goes on as an async task (``bash`` running a build,
+    say), so the agent can answer meanwhile and the job can be cancelled; 0: calls run to the end."""
     rules: list[UrgencyRuleConfig] = Field(default_factory=list)
     """Urgency rules, first match wins, before the book's defaults (user interrupts interrupt, the rest queues)."""
     classifier: str | None = None

@@ -79,3 +79,14 @@ async def test_handlers_come_from_the_config_and_triage_on_the_agents_model(tmp_
         assert hint == "If this email is an advert: Archive it.\nSay what you did."  # the scripted model had no reply
     finally:
         store.close()
+
+
+def test_background_after_s_reaches_the_runtime_and_0_turns_it_off(tmp_path: Path) -> None:
+    for setting, expected in ((None, 30.0), (0, None), (5, 5.0)):
+        runtime = {} if setting is None else {"background_after_s": setting}
+        config = KairosConfig.model_validate({"runtime": runtime})
+        store = SessionStore(tmp_path / str(setting))
+        try:
+            assert build_runtime(ScriptedModel([]), tmp_path, config, store).background_after_s == expected
+        finally:
+            store.close()

@@ -122,3 +122,82 @@ async def test_without_the_task_manager_it_runs_inline(tmp_path: Path) -> None:
         await rt.wait_idle(sid)
         texts = _texts(rt, sid)
     assert "report for Q2: revenue up 12%" in texts[2] and "background" not in texts[2]
+
+
+@tool(timeout_s=60)
+async def slow_lookup(name: str) -> str:
+    """Look a name up (sometimes slow).
+
+    Args:
+        name: who.
+    """
+    if GATE is not None:
+        await GATE.wait()
+    return f"{name} is in room 4"
+
+
+async def test_a_call_still_running_after_background_after_s_goes_on_as_a_task(tmp_path: Path) -> None:
+    global GATE
+    GATE = asyncio.Event()
+    model = ScriptedModel([reply("", call("slow_lookup", {"name": "Ada"})), reply("looking"), reply("Ada: room 4")])
+    manager = TaskManager(poll_s=0.05)
+    agent = Agent(model, tools=[slow_lookup, *task_tools()])
+    async with Runtime(agent, SessionStore(tmp_path), components=[manager], background_after_s=0.3) as rt:
+        await manager.ready()
+        sid = rt.create_session()
+        await rt.submit(Event("user.input", "where is Ada?", session=sid))
+        await _until(lambda: len(model.requests) == 2)  # answered at 0.3 s: the model may go on
+        [task] = manager.tasks_of(sid)
+        handed = _texts(rt, sid)[2]
+        GATE.set()
+        await _until(lambda: len(model.requests) == 3)
+        await rt.wait_idle(sid)
+        texts = _texts(rt, sid)
+        problems = trajectory_problems(rt.store.trajectories.load_messages(sid))
+    assert f"Still running after 0.3 s, so it goes on in the background as task {task.id}" in handed
+    assert any("<task_result" in t and "Ada is in room 4" in t for t in texts) and problems == []
+
+
+async def test_a_quick_call_is_not_handed_over_and_no_setting_means_inline(tmp_path: Path) -> None:
+    global GATE
+    GATE = None
+    for after_s in (5.0, None):
+        model = ScriptedModel([reply("", call("slow_lookup", {"name": "Bo"})), reply("done")])
+        manager = TaskManager(poll_s=0.05)
+        agent = Agent(model, tools=[slow_lookup])
+        async with Runtime(
+            agent, SessionStore(tmp_path / str(after_s)), components=[manager], background_after_s=after_s
+        ) as rt:
+            await manager.ready()
+            sid = rt.create_session()
+            await rt.submit(Event("user.input", "where is Bo?", session=sid))
+            await _until(lambda m=model: len(m.requests) == 2)  # type: ignore[misc]
+            await rt.wait_idle(sid)
+            assert _texts(rt, sid)[2].startswith("Bo is in room 4") and not manager.tasks_of(sid)
+
+
+async def test_cancel_task_stops_a_bash_command_that_was_handed_over(tmp_path: Path) -> None:
+    from kairos.tools.builtins import bash
+
+    marker = tmp_path / "ws" / "finished"
+    (tmp_path / "ws").mkdir()
+    model = ScriptedModel([reply("", call("bash", {"command": "sleep 2 && touch finished"})), reply("it runs")])
+    manager = TaskManager(poll_s=0.05)
+    async with Runtime(
+        Agent(model, tools=[bash, *task_tools()]),
+        SessionStore(tmp_path / "ws"),
+        components=[manager],
+        background_after_s=0.5,
+    ) as rt:
+        await manager.ready()
+        sid = rt.create_session()
+        await rt.submit(Event("user.input", "run it", session=sid))
+        await _until(lambda: len(model.requests) == 2)
+        await rt.wait_idle(sid)
+        [task] = manager.tasks_of(sid)
+        assert task.status == "running"
+        await manager.cancel(task.id)
+        info = manager.get(task.id)
+        await asyncio.sleep(2.5)  # the runtime and its shell stay up: only the cancel can stop the command
+        assert not marker.exists()  # stopped with the task (it would have touched the file at 2 s)
+    assert info is not None and info.status == "cancelled"

@@ -88,4 +88,12 @@ def build_runtime(
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
-    return Runtime(agent, store, router=router, handlers=handlers, components=parts, default_session=default_session)
+    return Runtime(
+        agent,
+        store,
+        router=router,
+        handlers=handlers,
+        components=parts,
+        default_session=default_session,
+        background_after_s=urgency.background_after_s or None,
+    )

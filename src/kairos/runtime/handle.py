@@ -65,6 +65,11 @@ class RuntimeHandle:
         """A runtime component of that type, if one runs."""
         return self.runtime.service(kind)
 
+    @property
+    def background_after_s(self) -> float | None:
+        """A call still running after this long continues as a task (the runtime's setting)."""
+        return self.runtime.background_after_s
+
     def start_background(self, title: str, run: Callable[[], Awaitable[str]]) -> str | None:
         """A long-running tool's call as an async task of this session (see :mod:`kairos.tools.executor`)."""
         from kairos.runtime.tasks import TaskManager  # tasks imports this module

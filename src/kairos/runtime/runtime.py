@@ -155,6 +155,8 @@ class Runtime:
         store: the sessions.
         router: decides strategies (default: the book's rules).
         handlers: the operator's instructions per kind of event, shown after it (default: none).
+        background_after_s: a tool call still running after this long continues as an async task
+            (needs a :class:`~kairos.runtime.tasks.TaskManager`; default None: never).
         bus: where front ends subscribe (default: :class:`SqliteBus` in ``runtime.db``).
         components: event sources and services, started with the runtime.
         idle_close_s: a worker closes its session after this long without work.
@@ -168,6 +170,7 @@ class Runtime:
         *,
         router: Router | None = None,
         handlers: Handlers | None = None,
+        background_after_s: float | None = None,
         bus: EventBus | None = None,
         db: RuntimeDB | None = None,
         components: list[Component] | None = None,
@@ -181,6 +184,7 @@ class Runtime:
         self.bus: EventBus = bus or SqliteBus(self.db)
         self.router: Router = router or RuleRouter()
         self.handlers = handlers or Handlers()
+        self.background_after_s = background_after_s
         self.idle_close_s = idle_close_s
         self.components: list[Component] = list(components or [])
         self.accepting = False

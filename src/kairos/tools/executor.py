@@ -17,7 +17,10 @@ a service can dedupe on it).
 Long-running tools (``long_running=True``): when the context holds a :class:`BackgroundRunner`
 under :data:`BACKGROUND_RESOURCE` (the event runtime puts one there), the call is started as an
 async task and answered at once with its task id; the tool's real result arrives later as an
-``async.result`` event. Without a runner the call simply runs inline.
+``async.result`` event. Without a runner the call simply runs inline. Any other call that is still
+running after the runner's ``background_after_s`` is handed to it the same way (the book's "the
+tool is running in the background", ch4 §3.25): a model that ran a long job with ``bash`` instead
+of ``start_command`` can still answer the user meanwhile, and cancel the job.
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ class ToolFailed(Exception):
 
 class BackgroundRunner(Protocol):
     """Runs a call in the background as a task of the session (the runtime's async tasks)."""
+
+    @property
+    def background_after_s(self) -> float | None:
+        """A call still running after this many seconds continues as a task (None: never)."""
+        ...
 
     def start_background(self, title: str, run: Callable[[], Awaitable[str]]) -> str | None:
         """Start ``run``; returns the task id, or None when no task manager runs (then run inline)."""
@@ -173,26 +181,53 @@ async def _run(
 async def _start_or_call(
     call: ToolCall, t: Tool, args: dict[str, Any], ctx: ToolContext, format_error: ErrorFormatter
 ) -> ToolResult:
-    """A long-running tool as a background task when a runner is there; any other call inline."""
-    runner = ctx.resources.get(BACKGROUND_RESOURCE) if getattr(t, "long_running", False) else None
-    if runner is None:
-        return await _call(call, t, args, ctx, format_error)
-
-    async def in_background() -> str:  # its task copies this context, so idempotency_key() still works
-        result = await _call(call, t, args, ctx, format_error)
-        if result.is_error:
-            raise ToolFailed(result.content)  # the task ends "failed", with this text
-        return result.content
-
+    """A long-running tool as a background task when a runner is there; a slow call handed over; the rest inline."""
+    runner: BackgroundRunner | None = ctx.resources.get(BACKGROUND_RESOURCE)
     title = f"{t.name}({json.dumps(args, ensure_ascii=False)[:200]})"
-    task_id = runner.start_background(title, in_background)
-    if task_id is None:
+    if runner is not None and getattr(t, "long_running", False):
+
+        async def in_background() -> str:  # its task copies this context, so idempotency_key() still works
+            return _text_or_raise(await _call(call, t, args, ctx, format_error))
+
+        task_id = runner.start_background(title, in_background)
+        if task_id is None:
+            return await _call(call, t, args, ctx, format_error)
+        return ToolResult(
+            f"Started in the background as task {task_id}. Its result will arrive as an event; meanwhile "
+            f"task_status('{task_id}') shows progress and cancel_task('{task_id}') stops it.",
+            metadata={"task_id": task_id},
+        )
+    after_s = runner.background_after_s if runner is not None else None
+    if runner is None or after_s is None or after_s >= t.timeout_s:
         return await _call(call, t, args, ctx, format_error)
+    running = asyncio.ensure_future(_call(call, t, args, ctx, format_error))
+    try:
+        done, _ = await asyncio.wait({running}, timeout=after_s)
+    except asyncio.CancelledError:
+        running.cancel()
+        raise
+    if done:
+        return running.result()
+
+    async def the_rest() -> str:  # cancelling the task cancels the call it awaits
+        return _text_or_raise(await running)
+
+    task_id = runner.start_background(title, the_rest)
+    if task_id is None:
+        return await running
     return ToolResult(
-        f"Started in the background as task {task_id}. Its result will arrive as an event; meanwhile "
-        f"task_status('{task_id}') shows progress and cancel_task('{task_id}') stops it.",
-        metadata={"task_id": task_id},
+        f"Still running after {after_s:g} s, so it goes on in the background as task {task_id}. Its result "
+        f"will arrive as an event; meanwhile answer the user, task_status('{task_id}') shows progress and "
+        f"cancel_task('{task_id}') stops it.",
+        metadata={"task_id": task_id, "background_after_s": after_s},
     )
+
+
+def _text_or_raise(result: ToolResult) -> str:
+    """A background call's result text; an error result ends its task "failed", with this text."""
+    if result.is_error:
+        raise ToolFailed(result.content)
+    return result.content
 
 
 async def _call(
