@@ -30,7 +30,7 @@ from pathlib import Path
 from kairos.knowledge.base import CONTEXT_TURNS, FileResult, KnowledgeBase
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
 from kairos.knowledge.records import ChunkIn, DocumentIn
-from kairos.models.base import Model, complete
+from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest
 
 PROMPT_VERSION = "ctx-1"
@@ -172,17 +172,14 @@ class ContextWriter:
 
     async def _generate(self, document: str, chunk: str) -> str | None:
         t0 = time.perf_counter()
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await complete(self.model, self.request(document, chunk))
-        except Exception as e:  # the model is down or too slow: no context, one clear warning
-            self._broken = f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
+        response, why = await try_complete(self.model, self.request(document, chunk), self.timeout_s)
+        self.stats.seconds += time.perf_counter() - t0
+        if response is None:  # the model is down or too slow: no context, one clear warning
+            self._broken = why
             self.warnings.append(
-                f"context generation failed ({self._broken}); the remaining chunks are indexed without a context"
+                f"context generation failed ({why}); the remaining chunks are indexed without a context"
             )
             return None
-        finally:
-            self.stats.seconds += time.perf_counter() - t0
         self.stats.prompt_tokens += response.usage.prompt_tokens
         self.stats.cached_prompt_tokens += response.usage.cached_prompt_tokens
         self.stats.completion_tokens += response.usage.completion_tokens

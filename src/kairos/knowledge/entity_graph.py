@@ -48,7 +48,7 @@ from kairos.knowledge.base import (
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkHit, Filters
 from kairos.knowledge.store import SQLiteKnowledgeStore
-from kairos.models.base import Model, complete
+from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.retrieval.fusion import rrf_scores
 
@@ -228,16 +228,13 @@ class TripleExtractor:
             self.stats.failed += 1
             return None
         t0 = time.perf_counter()
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await complete(self.model, self.request(passage))
-        except Exception as e:  # the model is down or too slow: stop asking, keep what was extracted
-            self.broken = f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
-            self.warnings.append(f"triple extraction failed ({self.broken}); the remaining chunks are not in the graph")
+        response, why = await try_complete(self.model, self.request(passage), self.timeout_s)
+        self.stats.seconds += time.perf_counter() - t0
+        if response is None:  # the model is down or too slow: stop asking, keep what was extracted
+            self.broken = why
+            self.warnings.append(f"triple extraction failed ({why}); the remaining chunks are not in the graph")
             self.stats.failed += 1
             return None
-        finally:
-            self.stats.seconds += time.perf_counter() - t0
         found = parse_triples(response.message.tool_calls, response.message.content)
         if found is None:  # an unreadable answer: this chunk has no triples (not retried)
             self.stats.unreadable += 1

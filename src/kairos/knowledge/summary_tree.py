@@ -42,7 +42,7 @@ from kairos.knowledge.base import (
 )
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkIn, DocumentIn, Filters
-from kairos.models.base import Model, complete
+from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest
 
 PROMPT_VERSION = "tree-1"
@@ -143,15 +143,12 @@ class Summarizer:
 
     async def _generate(self, passages: Sequence[str]) -> str | None:
         t0 = time.perf_counter()
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                response = await complete(self.model, self.request(passages))
-        except Exception as e:  # the model is down or too slow: no tree, one clear warning
-            self.broken = f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
-            self.warnings.append(f"summary generation failed ({self.broken}); no summary tree was stored")
+        response, why = await try_complete(self.model, self.request(passages), self.timeout_s)
+        self.stats.seconds += time.perf_counter() - t0
+        if response is None:  # the model is down or too slow: no tree, one clear warning
+            self.broken = why
+            self.warnings.append(f"summary generation failed ({why}); no summary tree was stored")
             return None
-        finally:
-            self.stats.seconds += time.perf_counter() - t0
         text = " ".join(response.message.content.split())
         if not text:
             self.broken = "the model wrote an empty summary"

@@ -8,7 +8,6 @@ once, 90 days old, plain, with 3 near-duplicates.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import time
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from kairos.memory.records import KINDS, MemoryCard
-from kairos.models.base import Model, complete
+from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 
 log = logging.getLogger("kairos.memory")
@@ -84,11 +83,9 @@ async def summarize(model: Model, cards: Sequence[MemoryCard], *, timeout_s: flo
     """The model's merged memory for ``cards`` ({content, kind, importance}), or None when it fails."""
     listing = "\n".join(f"- ({c.kind}, {c.category}) {c.content}" for c in cards)
     request = ModelRequest(SUMMARY_SYSTEM, "", (SUMMARY_TOOL,), (Message.user(listing),), max_tokens=400)
-    try:
-        async with asyncio.timeout(timeout_s):
-            response = await complete(model, request)
-    except Exception as e:  # compression is an optimisation: a failure keeps the originals
-        log.warning("memory compression failed (%s: %s); memories kept as they are", type(e).__name__, str(e)[:200])
+    response, why = await try_complete(model, request, timeout_s)
+    if response is None:  # compression is an optimisation: a failure keeps the originals
+        log.warning("memory compression failed (%s); memories kept as they are", why)
         return None
     for call in response.message.tool_calls:
         if call.name != SUMMARY_TOOL.name:

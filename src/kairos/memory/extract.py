@@ -9,7 +9,6 @@ labels where it came from; each operation cites the messages it rests on, and
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Sequence
@@ -18,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from kairos.memory.records import CATEGORIES, FORMATS, KINDS, PREFERENCE_LIKE, MemoryCard, MemoryProvenance
-from kairos.models.base import Model, complete
+from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.security.provenance import ProvenanceGuard
 
@@ -220,14 +219,9 @@ async def _model_reply(
 ) -> Message | None:
     """The reply to one request (forcing ``tool`` when given); None (and a warning) when it fails or times out."""
     request = ModelRequest(system, "", (tool,) if tool else (), (Message.user(prompt),), max_tokens=max_tokens)
-    try:
-        async with asyncio.timeout(timeout_s):
-            response = await complete(model, request)
-    except TimeoutError:
-        log.warning("memory extraction: no answer within %g s; nothing stored", timeout_s)
-        return None
-    except Exception as e:  # a model failure must not lose the session: nothing is stored, the transcript stays
-        log.warning("memory extraction failed (%s: %s); nothing stored", type(e).__name__, str(e)[:200])
+    response, why = await try_complete(model, request, timeout_s)
+    if response is None:  # a model failure must not lose the session: nothing is stored, the transcript stays
+        log.warning("memory extraction failed (%s); nothing stored", why)
         return None
     return response.message
 

@@ -6,6 +6,7 @@ Error tree (all carry data in fields, see ``kairos.errors``):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -101,6 +102,22 @@ async def complete(model: Model, request: ModelRequest) -> ModelResponse:
     if final is None:
         raise RuntimeError(f"model {model.name!r} ended its stream without a response")
     return final
+
+
+async def try_complete(model: Model, request: ModelRequest, timeout_s: float) -> tuple[ModelResponse | None, str]:
+    """:func:`complete` within ``timeout_s``: the response and "", or None and why it failed.
+
+    For the calls a harness goes on without (extraction, triage, a reviewer, summaries): a model that
+    is down, late or broken must never lose or block the work around it; the caller says what that means.
+    Cancellation is not caught.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await complete(model, request), ""
+    except TimeoutError:
+        return None, f"no answer within {timeout_s:g} s"
+    except Exception as e:
+        return None, f"{type(e).__name__}: {str(e)[:200]}" if str(e) else type(e).__name__
 
 
 def estimate_message_tokens(m: Message) -> int:

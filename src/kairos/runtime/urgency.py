@@ -10,13 +10,12 @@ its output is an enum, and any failure or slowness falls back to the rules' answ
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kairos.models.base import Model, complete
+from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.runtime.events import STRATEGIES, URGENT_TYPES, Event, Strategy, matches
 
@@ -128,11 +127,9 @@ async def ask_choice(
 
     A failure or a timeout gives ``(None, "")`` and a warning: a classifier must never lose or block an event.
     """
-    try:
-        async with asyncio.timeout(timeout_s):
-            response = await complete(model, request)
-    except Exception as e:
-        log.warning("%s failed (%s); going on without it", what, e)
+    response, why = await try_complete(model, request, timeout_s)
+    if response is None:
+        log.warning("%s failed (%s); going on without it", what, why)
         return None, ""
     for call in response.message.tool_calls:
         try:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from kairos.models.base import Model, complete
+from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 
 Risk: TypeAlias = Literal["low", "medium", "high"]
@@ -57,13 +56,9 @@ async def ask_verdict(model: Model, system: str, text: str, *, timeout_s: float,
     def failed(why: str) -> Review:
         return Review(False, "high", f"the {by} failed ({why}), so the call is rejected", by, time.perf_counter() - t0)
 
-    try:
-        async with asyncio.timeout(timeout_s):
-            response = await complete(model, request)
-    except TimeoutError:
-        return failed(f"no answer within {timeout_s:g} s")
-    except Exception as e:  # any model failure rejects, never approves
-        return failed(f"{type(e).__name__}: {str(e)[:200]}")
+    response, why = await try_complete(model, request, timeout_s)
+    if response is None:  # any model failure rejects, never approves
+        return failed(why)
     return parse_verdict(response.message.tool_calls, by, response.message.content) or failed(
         f"unparsable answer: {(response.message.content or '(no verdict call)')[:120]!r}"
     )
