@@ -4,6 +4,8 @@ as an ``async.result`` event; without the runtime's task manager they run inline
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from kairos.agent import Agent
@@ -12,7 +14,7 @@ from kairos.runtime import Event, Runtime
 from kairos.runtime.tasks import TaskManager
 from kairos.runtime.tasks import tools as task_tools
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
-from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
 GATE: asyncio.Event | None = None
@@ -40,6 +42,18 @@ async def _until(check, timeout_s: float = 20.0) -> None:  # type: ignore[no-unt
             await asyncio.sleep(0.02)
 
 
+@contextlib.asynccontextmanager
+async def _running(
+    model: ScriptedModel, tools: list[Tool], root: Path, background_after_s: float | None = None
+) -> AsyncIterator[tuple[Runtime, TaskManager, str]]:
+    """A runtime with a task manager, ready, and a new session in it."""
+    manager = TaskManager(poll_s=0.05)
+    agent = Agent(model, tools=tools)
+    async with Runtime(agent, SessionStore(root), components=[manager], background_after_s=background_after_s) as rt:
+        await manager.ready()
+        yield rt, manager, rt.create_session()
+
+
 def _texts(rt: Runtime, sid: str) -> list[str]:
     return [m.content for m in rt.store.trajectories.load_messages(sid)]
 
@@ -51,11 +65,7 @@ async def test_it_answers_at_once_with_a_task_id_and_the_result_comes_as_an_even
     model = ScriptedModel(
         [reply("", call("build_report", {"quarter": "Q3"})), reply("building it"), reply("the report is ready")]
     )
-    manager = TaskManager(poll_s=0.05)
-    agent = Agent(model, tools=[build_report, *task_tools()])
-    async with Runtime(agent, SessionStore(tmp_path), components=[manager]) as rt:
-        await manager.ready()
-        sid = rt.create_session()
+    async with _running(model, [build_report, *task_tools()], tmp_path) as (rt, manager, sid):
         await rt.submit(Event("user.input", "make the Q3 report", session=sid))
         await _until(lambda: len(model.requests) == 2)
         await rt.wait_idle(sid)
@@ -79,10 +89,7 @@ async def test_a_failure_in_the_background_reaches_the_model_as_an_error(tmp_pat
     global GATE
     GATE = None
     model = ScriptedModel([reply("", call("build_report", {"quarter": "Q0"})), reply("it failed"), reply("sorry")])
-    manager = TaskManager(poll_s=0.05)
-    async with Runtime(Agent(model, tools=[build_report]), SessionStore(tmp_path), components=[manager]) as rt:
-        await manager.ready()
-        sid = rt.create_session()
+    async with _running(model, [build_report], tmp_path) as (rt, manager, sid):
         await rt.submit(Event("user.input", "make the Q0 report", session=sid))
         await _until(lambda: len(manager.tasks_of(sid)) == 1 and manager.tasks_of(sid)[0].status != "running")
         await _until(lambda: any("<task_result" in t for t in _texts(rt, sid)))
@@ -97,11 +104,7 @@ async def test_cancel_task_stops_a_long_running_call(tmp_path: Path) -> None:
     global GATE
     GATE = asyncio.Event()  # never set: only a cancel ends it
     model = ScriptedModel([reply("", call("build_report", {"quarter": "Q4"})), reply("started")])
-    manager = TaskManager(poll_s=0.05)
-    agent = Agent(model, tools=[build_report, *task_tools()])
-    async with Runtime(agent, SessionStore(tmp_path), components=[manager]) as rt:
-        await manager.ready()
-        sid = rt.create_session()
+    async with _running(model, [build_report, *task_tools()], tmp_path) as (rt, manager, sid):
         await rt.submit(Event("user.input", "make the Q4 report", session=sid))
         await _until(lambda: len(model.requests) == 2)
         await rt.wait_idle(sid)
@@ -140,11 +143,7 @@ async def test_a_call_still_running_after_background_after_s_goes_on_as_a_task(t
     global GATE
     GATE = asyncio.Event()
     model = ScriptedModel([reply("", call("slow_lookup", {"name": "Ada"})), reply("looking"), reply("Ada: room 4")])
-    manager = TaskManager(poll_s=0.05)
-    agent = Agent(model, tools=[slow_lookup, *task_tools()])
-    async with Runtime(agent, SessionStore(tmp_path), components=[manager], background_after_s=0.3) as rt:
-        await manager.ready()
-        sid = rt.create_session()
+    async with _running(model, [slow_lookup, *task_tools()], tmp_path, 0.3) as (rt, manager, sid):
         await rt.submit(Event("user.input", "where is Ada?", session=sid))
         await _until(lambda: len(model.requests) == 2)  # answered at 0.3 s: the model may go on
         [task] = manager.tasks_of(sid)
@@ -163,15 +162,9 @@ async def test_a_quick_call_is_not_handed_over_and_no_setting_means_inline(tmp_p
     GATE = None
     for after_s in (5.0, None):
         model = ScriptedModel([reply("", call("slow_lookup", {"name": "Bo"})), reply("done")])
-        manager = TaskManager(poll_s=0.05)
-        agent = Agent(model, tools=[slow_lookup])
-        async with Runtime(
-            agent, SessionStore(tmp_path / str(after_s)), components=[manager], background_after_s=after_s
-        ) as rt:
-            await manager.ready()
-            sid = rt.create_session()
+        async with _running(model, [slow_lookup], tmp_path / str(after_s), after_s) as (rt, manager, sid):
             await rt.submit(Event("user.input", "where is Bo?", session=sid))
-            await _until(lambda m=model: len(m.requests) == 2)  # type: ignore[misc]
+            await _until(lambda m=model: len(m.requests) == 2)
             await rt.wait_idle(sid)
             assert _texts(rt, sid)[2].startswith("Bo is in room 4") and not manager.tasks_of(sid)
 
@@ -182,15 +175,7 @@ async def test_cancel_task_stops_a_bash_command_that_was_handed_over(tmp_path: P
     marker = tmp_path / "ws" / "finished"
     (tmp_path / "ws").mkdir()
     model = ScriptedModel([reply("", call("bash", {"command": "sleep 2 && touch finished"})), reply("it runs")])
-    manager = TaskManager(poll_s=0.05)
-    async with Runtime(
-        Agent(model, tools=[bash, *task_tools()]),
-        SessionStore(tmp_path / "ws"),
-        components=[manager],
-        background_after_s=0.5,
-    ) as rt:
-        await manager.ready()
-        sid = rt.create_session()
+    async with _running(model, [bash, *task_tools()], tmp_path / "ws", 0.5) as (rt, manager, sid):
         await rt.submit(Event("user.input", "run it", session=sid))
         await _until(lambda: len(model.requests) == 2)
         await rt.wait_idle(sid)
