@@ -56,11 +56,15 @@ class Event:
         """Whether the content is the user's own words."""
         return self.type in USER_TYPES
 
+    @property
+    def kind(self) -> str:
+        """What it is in a word: the source's type (``email``), else the type's first part."""
+        return self.source.get("type") or self.type.split(".")[0]
+
     def label(self) -> str:
         """``email from client@example.com`` style: where it came from, for the wrapper and logs."""
-        kind = self.source.get("type") or self.type.split(".")[0]
         who = self.source.get("sender") or self.source.get("name") or ""
-        return f"{kind} from {who}" if who else kind
+        return f"{self.kind} from {who}" if who else self.kind
 
     def to_record(self) -> dict[str, Any]:
         """A JSON-able dict (the HTTP API's and the bus's form)."""

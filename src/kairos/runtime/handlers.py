@@ -75,14 +75,13 @@ class Handlers:
         handler = next((h for h in self.handlers if h.matches(event)), None)
         if handler is None:
             return ""
-        kind = event.source.get("type") or event.type.split(".")[0]
         lines: list[str] = []
         if handler.cases:
             case = await self.triage(event, handler.cases)
             if isinstance(case, Case):
-                lines.append(f"This {kind} is {case.when}: {case.then}")
+                lines.append(f"This {event.kind} is {case.when}: {case.then}")
             elif case is None:  # the triage could not tell: the agent chooses
-                lines.extend(f"If this {kind} is {c.when}: {c.then}" for c in handler.cases)
+                lines.extend(f"If this {event.kind} is {c.when}: {c.then}" for c in handler.cases)
         if handler.then.strip():
             lines.append(handler.then.strip())
         return "\n".join(lines)
