@@ -311,7 +311,7 @@ async def run_trial(
     store = SessionStore(ws, state_dir=ws.parent / "state")
     manager = TaskManager(poll_s=0.1, kill_grace_s=2, stop_on_exit=True)
     rows = []
-    after_s = RuntimeConfig().background_after_s or None  # the product's default, as under kairos serve / chat
+    after_s = RuntimeConfig().background_after_s  # the product's default, as under kairos serve / chat
     async with Runtime(make_agent(llm, ws, tools()), store, components=[manager], background_after_s=after_s) as rt:
         await manager.ready()
         for scenario in scenarios:

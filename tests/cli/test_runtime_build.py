@@ -81,8 +81,8 @@ async def test_handlers_come_from_the_config_and_triage_on_the_agents_model(tmp_
         store.close()
 
 
-def test_background_after_s_reaches_the_runtime_and_0_turns_it_off(tmp_path: Path) -> None:
-    for setting, expected in ((None, 30.0), (0, None), (5, 5.0)):
+def test_background_after_s_reaches_the_runtime(tmp_path: Path) -> None:
+    for setting, expected in ((None, 30.0), (0, 0.0), (5, 5.0)):
         runtime = {} if setting is None else {"background_after_s": setting}
         config = KairosConfig.model_validate({"runtime": runtime})
         store = SessionStore(tmp_path / str(setting))

@@ -134,6 +134,7 @@ async def slow_lookup(name: str) -> str:
     Args:
         name: who.
     """
+    await asyncio.sleep(0.05)  # never instant: a call handed over at 0 s would show
     if GATE is not None:
         await GATE.wait()
     return f"{name} is in room 4"
@@ -157,10 +158,10 @@ async def test_a_call_still_running_after_background_after_s_goes_on_as_a_task(t
     assert any("<task_result" in t and "Ada is in room 4" in t for t in texts) and problems == []
 
 
-async def test_a_quick_call_is_not_handed_over_and_no_setting_means_inline(tmp_path: Path) -> None:
+async def test_a_quick_call_is_not_handed_over_and_none_or_0_means_inline(tmp_path: Path) -> None:
     global GATE
     GATE = None
-    for after_s in (5.0, None):
+    for after_s in (5.0, None, 0.0):  # 0, like None: never handed over
         model = ScriptedModel([reply("", call("slow_lookup", {"name": "Bo"})), reply("done")])
         async with _running(model, [slow_lookup], tmp_path / str(after_s), after_s) as (rt, manager, sid):
             await rt.submit(Event("user.input", "where is Bo?", session=sid))

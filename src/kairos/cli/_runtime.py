@@ -95,5 +95,5 @@ def build_runtime(
         handlers=handlers,
         components=parts,
         default_session=default_session,
-        background_after_s=urgency.background_after_s or None,
+        background_after_s=urgency.background_after_s,
     )

@@ -72,7 +72,7 @@ class BackgroundRunner(Protocol):
 
     @property
     def background_after_s(self) -> float | None:
-        """A call still running after this many seconds continues as a task (None: never)."""
+        """A call still running after this many seconds continues as a task (None or 0: never)."""
         ...
 
     def start_background(self, title: str, run: Callable[[], Awaitable[str]]) -> str | None:
@@ -198,7 +198,7 @@ async def _start_or_call(
             metadata={"task_id": task_id},
         )
     after_s = runner.background_after_s if runner is not None else None
-    if runner is None or after_s is None or after_s >= t.timeout_s:
+    if runner is None or not after_s or after_s >= t.timeout_s:  # None or 0: never
         return await _call(call, t, args, ctx, format_error)
     running = asyncio.ensure_future(_call(call, t, args, ctx, format_error))
     try:
