@@ -69,7 +69,7 @@ LOCOMO_RETRIEVAL = Bench(
     "locomo_retrieval",
     "LoCoMo evidence recall@5/10/20 and MRR of bm25, dense, hybrid (+rerank, +contextual with the LLM) retrieval",
     takes_data=True,
-    options=("questions", "modes", "embedder"),
+    options=("questions", "modes", "embedder", "rerank_depth"),
 )
 MEMORY_EVAL = Bench(
     "memory_eval",

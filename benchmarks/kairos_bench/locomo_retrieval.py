@@ -12,7 +12,8 @@ including the query's embedding. Evidence ids are read as ``D<session>:<turn>`` 
 ``D30:5``); ids that name no turn of the conversation still count as misses, and their number is
 reported.
 
-``hybrid+rerank`` judges the top 20 fused candidates with the chat model (a yes/no reranker);
+``hybrid+rerank`` judges the top ``rerank_depth`` (20) fused candidates with the chat model (a yes/no
+reranker; verdicts cached on disk by query and passage, so a rerun at another depth pays only for new pairs);
 ``hybrid+contextual`` indexes every turn with a model-written context (per session, the session as
 a reused KV prefix; contexts cached on disk, so a rerun is free) and searches it with ``hybrid``.
 ``hybrid+tree`` builds a RAPTOR summary tree over each conversation's turns and searches leaves and
@@ -70,6 +71,7 @@ from kairos_bench._locomo import (
     parse_when,
     read_conversation,
 )
+from kairos_bench._rerank_cache import CachedReranker
 from kairos_bench._stats import percentile
 
 MODEL_FREE = ("bm25", "dense", "hybrid")
@@ -217,8 +219,9 @@ def run(
     ``modes``: a list or comma-separated names (default: the model-free three); ``questions``: a
     seeded sample of that many questions per conversation; ``quick``: one conversation, 30 questions.
     ``llm`` replaces the named ``model`` (tests pass a scripted one), ``reranker`` the LLM reranker,
-    ``context_cache`` the contexts' SQLite file (default: in the kairos cache dir). A rerank only
-    reorders the top ``rerank_depth`` fused hits, so its recall@10 is at most hybrid's recall@depth.
+    ``context_cache`` the SQLite file of contexts, summaries, triples and rerank verdicts (default: in the
+    kairos cache dir). A rerank only reorders the top ``rerank_depth`` fused hits, so its recall@10 is
+    at most hybrid's recall@depth.
     """
     console = console or Console(stderr=True)
     wanted = [m.strip() for m in modes.split(",")] if isinstance(modes, str) else list(modes or MODEL_FREE)
@@ -241,14 +244,15 @@ def run(
     )
     with ExitStack() as stack:
         loaded = stack.enter_context(bench_model(llm or model or "local", 8192, console)) if needs_model else None
-        if "hybrid+rerank" in wanted and reranker is None:
-            assert loaded is not None
-            reranker = LLMReranker(loaded)
-        writer = None
         cache = None
-        if {"hybrid+contextual", "hybrid+tree", "hybrid+graph"} & set(wanted):
+        if needs_model:
             cache = ContextCache(context_cache or default_cache_dir().parent / "contexts" / "contexts.db")
             stack.callback(cache.close)
+        cached_reranker = None
+        if "hybrid+rerank" in wanted and reranker is None:
+            assert loaded is not None and cache is not None
+            reranker = cached_reranker = CachedReranker(LLMReranker(loaded), cache)
+        writer = None
         if "hybrid+contextual" in wanted:
             assert loaded is not None
             writer = ContextWriter(loaded, cache)
@@ -304,6 +308,14 @@ def run(
              "prompt_tokens": st.prompt_tokens, "prompt_tokens_from_kv_cache": st.cached_prompt_tokens,
              "kv_reuse": round(st.reuse, 4), "completion_tokens": st.completion_tokens,
              "generation_s": round(st.seconds, 1), "warnings": sorted(set(writer.warnings))}
+        )  # fmt: skip
+    if cached_reranker is not None:
+        t = cached_reranker.tally
+        rows.append(
+            {"mode": "hybrid+rerank", "split": "rerank-cost", "depth": rerank_depth,
+             "verdicts_from_cache": t.from_cache, "verdicts_judged": t.judged, "judge_s": round(t.seconds, 1),
+             "judge_s_per_passage": round(t.seconds / t.judged, 3) if t.judged else None,
+             "prompt_tokens": t.prompt_tokens, "prompt_tokens_from_kv_cache": t.cached_prompt_tokens}
         )  # fmt: skip
     if aux.summarizer is not None:
         tst = aux.summarizer.stats

