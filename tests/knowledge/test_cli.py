@@ -82,3 +82,37 @@ def test_add_with_tree_and_graph_then_search_them(tmp_path: Path, monkeypatch: p
     assert code == 1 and "added:" in out and "cannot load the model" in out
     code, out = _kb(ws, "search", "note", "--mode", "hybrid+tree")
     assert code == 0 and "Another note" in out
+
+
+def test_add_contextual_then_rerank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kairos.cli import kb as kb_cli
+
+    def step(request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1].content
+        if "<passage>" in last:  # the reranker: the rota passage is the relevant one
+            return reply("", call("relevance", {"relevant": "rota" in last.split("<passage>")[1]}))
+        return reply("From the ops handbook, section on weekend on-call duty.")  # a context
+
+    model = ScriptedModel([step] * 100)
+    monkeypatch.setattr(kb_cli, "load_model", lambda name: model)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "ops.md").write_text("# Ops\n\nThe rota lists Sam for Saturday.\n\n# Food\n\nLunch is at noon on Fridays.")
+    code, out = _kb(ws, "add", str(ws / "ops.md"), "--contextual")
+    assert code == 0 and "added:" in out and "contexts: 2 written, 0 from cache" in out, out
+    # the context is indexed with the chunk: a word only the context has finds it
+    code, out = _kb(ws, "search", "weekend on-call", "--mode", "bm25", "--json")
+    assert code == 0 and json.loads(out)["results"][0]["text"].startswith("Context: From the ops handbook")
+    asked = len(model.requests)
+    code, out = _kb(ws, "add", str(ws / "ops.md"), "--contextual")  # unchanged: contexts come from the cache
+    assert code == 0 and "unchanged" in out and "0 written, 2 from cache" in out and len(model.requests) == asked
+    code, out = _kb(ws, "add", str(ws / "ops.md"))  # added without contexts now: a new version
+    assert code == 0 and "updated:" in out
+    code, out = _kb(ws, "search", "lunch", "--mode", "hybrid+rerank", "--json", "-k", "2")
+    assert code == 0 and "rota" in json.loads(out)["results"][0]["text"]  # the judge overrules the words
+    # a judge that cannot load is a clear error, not a silent plain search
+    monkeypatch.setattr(kb_cli, "load_model", lambda name: (_ for _ in ()).throw(ConfigError("no such model")))
+    code, out = _kb(ws, "search", "lunch", "--mode", "hybrid+rerank")
+    assert code == 1 and "cannot load the model for --mode hybrid+rerank" in out
+    code, out = _kb(ws, "add", str(ws / "ops.md"), "--contextual")
+    assert code == 1 and "cannot load the model for --contextual" in out

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from kairos.errors import ModelUnavailableError
 from kairos.knowledge import KnowledgeBase, Turn
-from kairos.knowledge.contextual import ContextCache, ContextWriter, add_conversation, windows
+from kairos.knowledge.contextual import ContextCache, ContextWriter, add_conversation, add_paths, windows
 from kairos.knowledge.records import ChunkIn
 from kairos.knowledge.store import Filters
 from kairos.models.types import ModelRequest, ModelResponse, Usage
@@ -101,3 +101,22 @@ def test_windows_split_sessions_and_long_documents() -> None:
     assert windows(turns, "conversation") == [[0, 1, 2], [3, 4]]
     assert windows(turns, "markdown") == [[0, 1, 2, 3, 4]]
     assert windows(turns, "markdown", budget=25) == [[0, 1], [2, 3], [4]]
+
+
+def test_add_paths_contextualises_files_and_reports_bad_ones(kb: KnowledgeBase, tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Kiln\n\nFire the glaze at cone 6.")
+    (tmp_path / "b.bin").write_bytes(b"\x00\xff" * 50)
+    (tmp_path / "empty.txt").write_text("  \n")
+    ticks: list[int] = []
+    model = ScriptedModel([reply("Pottery studio manual, firing section."), ModelUnavailableError("gone", model="m")])
+    hook = lambda: ticks.append(1)  # noqa: E731
+    writer = ContextWriter(model, on_chunk=hook)
+    files = [tmp_path / "a.md", tmp_path / "b.bin", tmp_path / "empty.txt", tmp_path / "missing.md"]
+    results = asyncio.run(add_paths(kb, writer, files))
+    status = {Path(r.source).name: (r.status, r.message) for r in results}
+    assert status["a.md"] == ("added", "")
+    assert status["b.bin"][0] == status["empty.txt"][0] == status["missing.md"][0] == "error"
+    assert "empty document" in status["empty.txt"][1] and "no such file" in status["missing.md"][1]
+    hit = kb.search("studio manual", k=1, mode="bm25").hits[0].chunk
+    assert hit.meta["context"] == "Pottery studio manual, firing section." and "cone 6" in hit.text
+    assert ticks == [1] and writer.on_chunk is hook  # the caller's hook ran too and is back in place

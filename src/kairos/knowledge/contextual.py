@@ -19,15 +19,16 @@ context and :attr:`ContextWriter.warnings` says so.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from kairos.knowledge.base import CONTEXT_TURNS, FileResult, KnowledgeBase
+from rich.progress import Progress
+
+from kairos.knowledge.base import CONTEXT_TURNS, FileResult, KnowledgeBase, text_digest, walk_paths
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
 from kairos.knowledge.records import ChunkIn, DocumentIn
 from kairos.models.base import Model, try_complete
@@ -48,9 +49,8 @@ DOCUMENT_TOKENS = 3000
 MAX_CONTEXT_CHARS = 400
 
 
-def digest(text: str) -> str:
-    """SHA-256 of ``text`` (UTF-8), as hex."""
-    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
+digest = text_digest
+"""SHA-256 of a text (UTF-8), as hex: the cache keys of documents and chunks."""
 
 
 class ContextCache:
@@ -126,6 +126,8 @@ class ContextWriter:
     cache: ContextCache | None = None
     model_id: str = ""
     timeout_s: float = 120.0
+    on_chunk: Callable[[], None] | None = None
+    """Called after each chunk (cached or written): a progress bar's advance."""
     stats: ContextStats = field(default_factory=ContextStats)
     warnings: list[str] = field(default_factory=list)
     _broken: str = field(default="", init=False, repr=False)
@@ -154,20 +156,21 @@ class ContextWriter:
             cached = self.cache.get(self.cache_key, doc_key, chunk_key) if self.cache else None
             if cached is not None:
                 self.stats.from_cache += 1
-                out.append(cached)
-                continue
-            if self._broken:  # the model failed earlier in this batch: do not wait on it again per chunk
+                context: str | None = cached
+            elif self._broken:  # the model failed earlier in this batch: do not wait on it again per chunk
                 self.stats.failed += 1
-                out.append(None)
-                continue
-            context = await self._generate(document, chunk)
-            if context is None:
-                self.stats.failed += 1
+                context = None
             else:
-                self.stats.generated += 1
-                if self.cache is not None:
-                    self.cache.put(self.cache_key, doc_key, chunk_key, context)
+                context = await self._generate(document, chunk)
+                if context is None:
+                    self.stats.failed += 1
+                else:
+                    self.stats.generated += 1
+                    if self.cache is not None:
+                        self.cache.put(self.cache_key, doc_key, chunk_key, context)
             out.append(context)
+            if self.on_chunk is not None:
+                self.on_chunk()
         return out
 
     async def _generate(self, document: str, chunk: str) -> str | None:
@@ -263,6 +266,45 @@ async def add_conversation(
     return result
 
 
+async def add_paths(
+    kb: KnowledgeBase, writer: ContextWriter, paths: Sequence[Path], *, show_progress: bool = False
+) -> list[FileResult]:
+    """:meth:`KnowledgeBase.add_paths` with a model-written context per chunk (one transaction per file).
+
+    Contexts are cached on disk, so re-adding an unchanged file costs no model time and stays
+    ``unchanged``; a file added before without contexts (or with failed ones) becomes a new version.
+    """
+    prepared = [
+        p if isinstance(p, FileResult) else kb.prepare_file(p, source=str(p.resolve())) for p in walk_paths(paths)
+    ]
+    total = sum(len(p[1]) for p in prepared if not isinstance(p, FileResult))
+    results: list[FileResult] = []
+    with Progress(disable=not show_progress, transient=True) as progress:
+        task = progress.add_task("writing contexts", total=total)
+        own = writer.on_chunk
+
+        def tick() -> None:
+            progress.advance(task)
+            if own is not None:
+                own()
+
+        writer.on_chunk = tick
+        try:
+            for item in prepared:
+                if isinstance(item, FileResult):
+                    results.append(item)
+                    continue
+                doc, chunks, notes = item
+                rich = await contextualize(writer, chunks, kind=doc.kind, title=doc.title)
+                result = await asyncio.to_thread(kb.add_chunks, contextual_document(doc, rich), rich)
+                result.notes.extend(notes)
+                results.append(result)
+        finally:
+            writer.on_chunk = own
+    kb.store.flush()
+    return results
+
+
 __all__ = [
     "CONTEXT_SYSTEM",
     "DOCUMENT_TOKENS",
@@ -271,6 +313,7 @@ __all__ = [
     "ContextStats",
     "ContextWriter",
     "add_conversation",
+    "add_paths",
     "contextual_document",
     "contextualize",
     "digest",
