@@ -109,7 +109,12 @@ def test_add_contextual_then_rerank(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     code, out = _kb(ws, "add", str(ws / "ops.md"))  # added without contexts now: a new version
     assert code == 0 and "updated:" in out
     code, out = _kb(ws, "search", "lunch", "--mode", "hybrid+rerank", "--json", "-k", "2")
-    assert code == 0 and "rota" in json.loads(out)["results"][0]["text"]  # the judge overrules the words
+    top, second = json.loads(out)["results"]
+    assert code == 0 and "rota" in top["text"]  # the judge overrules the words, and the output shows the move
+    assert (top["fused_rank"], top["rerank_score"], second["fused_rank"], second["rerank_score"]) == (2, 1.0, 1, 0.0)
+    assert "bm25_rank" in second and "bm25_rank" not in top  # "lunch" is only in the second
+    code, out = _kb(ws, "search", "lunch", "--mode", "hybrid+rerank", "-k", "1")
+    assert code == 0 and "fused 2, rerank score 1.00" in out
     # a judge that cannot load is a clear error, not a silent plain search
     monkeypatch.setattr(kb_cli, "load_model", lambda name: (_ for _ in ()).throw(ConfigError("no such model")))
     code, out = _kb(ws, "search", "lunch", "--mode", "hybrid+rerank")

@@ -21,7 +21,7 @@ from rich.console import Console
 
 from kairos.errors import KairosError
 from kairos.knowledge import contextual
-from kairos.knowledge.base import FileResult, KnowledgeBase
+from kairos.knowledge.base import FileResult, Hit, KnowledgeBase
 from kairos.knowledge.contextual import ContextCache, ContextWriter
 from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.entity_graph import TripleExtractor, build_graph
@@ -198,7 +198,7 @@ def search(
     if as_json:
         hits = [
             {"source": h.chunk.source, "version": h.chunk.version, "position": h.chunk.position,
-             "score": h.score, "text": h.chunk.text}
+             "score": h.score, **_ranks(h), "text": h.chunk.text}
             for h in result.hits
         ]  # fmt: skip
         print(json.dumps({"query": query, "results": hits, "conflicts": result.conflicts}, ensure_ascii=False))
@@ -206,10 +206,21 @@ def search(
     if not result.hits:
         _out("no results")
     for i, h in enumerate(result.hits, 1):
-        _out(f"{i}. {h.chunk.source} v{h.chunk.version} #{h.chunk.position} (score {h.score:.4f})")
+        ranks = ", ".join(f"{k.removesuffix('_rank').replace('_', ' ')} {v if isinstance(v, int) else f'{v:.2f}'}"
+                          for k, v in _ranks(h).items())  # fmt: skip
+        _out(
+            f"{i}. {h.chunk.source} v{h.chunk.version} #{h.chunk.position} (score {h.score:.4f}; {ranks or 'no ranks'})"
+        )
         _out("   " + h.chunk.text[:300].replace("\n", " ") + ("…" if len(h.chunk.text) > 300 else ""))
     for c in result.conflicts:
         _out(f"conflict: {c['source']} matches in versions {c['versions']}")
+
+
+def _ranks(hit: Hit) -> dict[str, float]:
+    """Where a hit ranked in each retriever, and the rerank's verdict and move (what was retrieved by what)."""
+    fields = {"bm25_rank": hit.bm25_rank, "dense_rank": hit.dense_rank, "graph_rank": hit.graph_rank,
+              "fused_rank": hit.fused_rank, "rerank_score": hit.rerank_score}  # fmt: skip
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 @kb_app.command("stats")

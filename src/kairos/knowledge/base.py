@@ -74,6 +74,8 @@ class Hit:
     dense_rank: int | None = None
     rerank_score: float | None = None
     """The reranker's score (``hybrid+rerank`` only; None: not judged)."""
+    fused_rank: int | None = None
+    """Its rank before the reranker moved it (``hybrid+rerank`` only)."""
     graph_rank: int | None = None
     """Rank in the entity-graph list (``hybrid+graph`` only)."""
     expanded_from: int | None = None
@@ -341,8 +343,8 @@ class KnowledgeBase:
         if not head:
             return fused
         outcome = await rerank_scores(self.reranker, query, [h.chunk.text for h in head])
-        for hit, score in zip(head, outcome.scores, strict=True):
-            hit.rerank_score = score
+        for rank, (hit, score) in enumerate(zip(head, outcome.scores, strict=True), 1):
+            hit.rerank_score, hit.fused_rank = score, rank
         hits = [head[i] for i in rerank_order(outcome.scores)] + tail
         return SearchResult(hits[:k], conflicts_of([h.chunk for h in hits[:k]]), outcome.warning)
 
