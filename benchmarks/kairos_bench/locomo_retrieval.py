@@ -310,10 +310,11 @@ def run(
              "generation_s": round(st.seconds, 1), "warnings": sorted(set(writer.warnings))}
         )  # fmt: skip
     if cached_reranker is not None:
-        t = cached_reranker.tally
+        t = cached_reranker.judged
         rows.append(
             {"mode": "hybrid+rerank", "split": "rerank-cost", "depth": rerank_depth,
-             "verdicts_from_cache": t.from_cache, "verdicts_judged": t.judged, "judge_s": round(t.seconds, 1),
+             "verdicts_from_cache": cached_reranker.from_cache, "verdicts_judged": t.judged,
+             "judge_s": round(t.seconds, 1),
              "judge_s_per_passage": round(t.seconds / t.judged, 3) if t.judged else None,
              "prompt_tokens": t.prompt_tokens, "prompt_tokens_from_kv_cache": t.cached_prompt_tokens}
         )  # fmt: skip
