@@ -123,8 +123,8 @@ def _add_contextual(kb: KnowledgeBase, paths: list[Path], model_name: str) -> li
     finally:
         cache.close()
     st = writer.stats
-    _out(f"contexts: {st.generated} written, {st.from_cache} from cache, {st.failed} without one; "
-         f"{st.reuse:.0%} of their prompt tokens served from the model's KV cache")  # fmt: skip
+    reuse = f"; {st.reuse:.0%} of their prompt tokens served from the model's KV cache" if st.generated else ""
+    _out(f"contexts: {st.generated} written, {st.from_cache} from cache, {st.failed} without one{reuse}")
     for warning in sorted(set(writer.warnings)):
         _out(f"warning: {warning}", err=True)
     return results
