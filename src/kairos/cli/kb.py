@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -182,14 +183,14 @@ def search(
         raise typer.Exit(2)
     kb = _open(workspace, embedder)
     try:
+        waiting: AbstractContextManager[object] = nullcontext()
         if mode == "hybrid+rerank":
             judge = _load_model(model, "--mode hybrid+rerank")
             if judge is None:
                 raise typer.Exit(1)
             kb.reranker = LLMReranker(judge)
-            with err_console.status(f"the model judges the top {kb.rerank_depth} candidates…"):
-                result = kb.search(query, k, mode, Filters())  # type: ignore[arg-type]
-        else:
+            waiting = err_console.status(f"the model judges the top {kb.rerank_depth} candidates…")
+        with waiting:
             result = kb.search(query, k, mode, Filters())  # type: ignore[arg-type]
     finally:
         kb.close()

@@ -186,11 +186,19 @@ class KnowledgeBase:
         expires_at: float | None = None, valid_from: float | None = None, meta: dict[str, Any] | None = None,
     ) -> FileResult:  # fmt: skip
         """Chunk, embed and store ``text`` as the next version of ``source`` (unchanged text is skipped)."""
+        prepared = self._prepare_text(source, text, kind, title, owner, expires_at, valid_from, meta)
+        return prepared if isinstance(prepared, FileResult) else self._store(*prepared)
+
+    def _prepare_text(
+        self, source: str, text: str, kind: str, title: str, owner: str | None, expires_at: float | None = None,
+        valid_from: float | None = None, meta: dict[str, Any] | None = None,
+    ) -> tuple[DocumentIn, list[ChunkIn]] | FileResult:  # fmt: skip
+        """The document and its chunks, or an error result for an empty text."""
         if not text.strip():
             return FileResult(source, "error", message="empty document: nothing to index")
         chunks = chunk_text(text, kind, self.chunking)
         doc = DocumentIn(source, kind, text_digest(text), title, owner, valid_from, None, expires_at, dict(meta or {}))
-        return self._store(doc, chunks)
+        return doc, chunks
 
     def add_conversation(
         self, source: str, turns: Sequence[Turn], *, title: str = "", owner: str | None = None,
@@ -246,11 +254,8 @@ class KnowledgeBase:
             document = extract(data, kind)
         except DocumentError as e:
             return FileResult(name, "error", message=str(e))
-        if not document.text.strip():
-            return FileResult(name, "error", message="empty document: nothing to index")
-        chunks = chunk_text(document.text, kind, self.chunking)
-        doc = DocumentIn(name, kind, text_digest(document.text), path.name, owner)
-        return doc, chunks, list(document.notes)
+        prepared = self._prepare_text(name, document.text, kind, path.name, owner)
+        return prepared if isinstance(prepared, FileResult) else (*prepared, list(document.notes))
 
     def add_paths(self, paths: Sequence[Path], *, show_progress: bool = False) -> list[FileResult]:
         """Ingest files and folders (recursively, hidden entries skipped), one transaction per file."""
