@@ -186,6 +186,17 @@ async def test_model_timeout_falls_back() -> None:
     assert result.text == "Jake at [IP]"
 
 
+async def test_a_session_whose_model_pass_runs_out_of_time_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    model = ScriptedModel([spans(("Jake", "NAME")), spans(("Ann", "NAME"))], delay_s=5)
+    texts = ["Jake at 10.0.0.1", "x " * 1000 + "Ann"]
+    with caplog.at_level("WARNING", logger="kairos.memory"):
+        out = await PiiScrubber(model, timeout_s=0.05, policy=MASK_ALL, window_chars=1000).scrub_many(
+            texts, external=[False, False]
+        )
+    assert out[0] == "Jake at [IP]"  # the regex layer still ran
+    assert "the model pass failed on 3 of 3 parts" in caplog.text and "within" in caplog.text
+
+
 async def test_model_wrong_type_values_are_dropped_not_trusted() -> None:
     model = ScriptedModel([reply("", call(PII_TOOL.name, {"spans": [{"text": "Jake", "type": "CELEBRITY"}]}))])
     result = await PiiScrubber(model, policy=MASK_ALL).detect("Jake came.")

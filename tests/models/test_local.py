@@ -182,11 +182,18 @@ def test_scanner_reports_tool_calls(size: int) -> None:
     assert all(re.fullmatch(r"call_[0-9a-f]{12}", c.id) for c in calls)
 
 
-def test_truncated_reply_does_not_parse() -> None:
+def test_truncated_reply_does_not_parse_but_keeps_the_answer_read_so_far() -> None:
     scanner = ReplyScanner()
-    raw = '{"name": "final_answer", "arguments": {"text": "cut o'
+    raw = '{"name": "final_answer", "arguments": {"text": "Your claim is \\"CLM-1\\", cut o'
     scanner.feed(raw)
     assert parse_reply(raw, scanner) is None
+    assert scanner.answering and scanner.answer == 'Your claim is "CLM-1", cut o'
+
+
+def test_a_cut_tool_call_is_not_an_answer() -> None:
+    scanner = ReplyScanner()
+    scanner.feed('{"tool_calls": [{"name": "final_answer", "arguments": {"text": "x')
+    assert not scanner.answering  # its text is not a reply to show: the raw JSON stays the content
 
 
 # ---- the real model ------------------------------------------------------------------------
@@ -314,6 +321,16 @@ async def test_max_tokens_cut_returns_raw_text(model: LocalModel) -> None:
     assert response.finish_reason == "length"
     assert response.usage.completion_tokens == 4
     assert response.message.content == response.message.raw and not response.message.tool_calls
+
+
+@pytest.mark.model
+async def test_a_cut_answer_keeps_its_text_without_json_syntax(model: LocalModel) -> None:
+    request = ModelRequest(SYSTEM, "", (), (Message.user("Write a long poem about rain."),), max_tokens=24)
+    response = await complete(model, request)
+    raw, content = response.message.raw or "", response.message.content
+    assert response.finish_reason == "length" and raw.startswith('{"name": "final_answer"')
+    assert content and not content.startswith("{") and "final_answer" not in content
+    assert content.split()[0] in raw
 
 
 @pytest.mark.model

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from typing import Any, Literal, TypeAlias
 
 from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
+
+log = logging.getLogger("kairos.memory")
 
 PiiType: TypeAlias = Literal[
     "EMAIL", "PHONE", "CARD", "BANK_ACCOUNT", "GOV_ID", "IP", "SECRET", "ADDRESS", "DOB", "NAME",
@@ -444,11 +447,17 @@ class PiiScrubber:
         if self.model is not None and any(t.strip() for t in texts):
             joined = "\n".join(apply_policy(t, r, MASK_ALL) for t, r in zip(texts, regex, strict=True))
             deadline = asyncio.get_running_loop().time() + self.timeout_s
-            for window in windows(joined, self.window_chars):
-                spans, _why = await self._ask(window, deadline - asyncio.get_running_loop().time())
+            parts = windows(joined, self.window_chars)
+            failed: list[str] = []
+            for window in parts:
+                spans, why = await self._ask(window, deadline - asyncio.get_running_loop().time())
+                failed += [why] if why else []
                 for span, pii in spans or ():
                     for text, hits in zip(texts, found, strict=True):
                         hits.extend(Detection(pii, a, b, "model") for a, b in locate(text, span, hits))
+            if failed:  # not silent: those parts are stored with the regex layer's masking only
+                log.warning("PII scrub: the model pass failed on %d of %d parts (%s); they got the regex layer only",
+                            len(failed), len(parts), failed[0])  # fmt: skip
         out = []
         for text, hits, ext in zip(texts, found, external, strict=True):
             hits.sort(key=lambda d: d.start)

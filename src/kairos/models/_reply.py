@@ -35,13 +35,16 @@ class ReplyScanner:
 
     Emits the final answer's text as decoded ``TextDelta``s (no JSON syntax), a ``ToolCallDelta``
     with id and name as soon as a call's name is complete, and one with the exact arguments text
-    when the call closes. ``calls`` keeps (id, name, arguments) for the final message.
+    when the call closes. ``calls`` keeps (id, name, arguments) for the final message;
+    ``answer`` the final answer's text so far (what is left of a reply cut off by ``max_tokens``).
     """
 
     def __init__(self) -> None:
         self.buf: list[str] = []
         self.stack: list[_Frame] = []
         self.calls: list[tuple[str, str, str]] = []
+        self.answering = False  # the reply is a final answer (its name has been read)
+        self._answer: list[str] = []
         self._str: list[str] | None = None  # decoded chars of the open string
         self._str_is_key = False
         self._stream_text = False
@@ -59,8 +62,14 @@ class ReplyScanner:
             else:
                 self._struct_char(ch, pos, out)
         if deltas:
+            self._answer.extend(deltas)
             out.insert(0, TextDelta("".join(deltas)))
         return out
+
+    @property
+    def answer(self) -> str:
+        """The final answer's decoded text read so far."""
+        return "".join(self._answer)
 
     def _emit(self, s: str, deltas: list[str]) -> None:
         assert self._str is not None
@@ -106,6 +115,7 @@ class ReplyScanner:
             frame.key = value
         elif frame.is_call and frame.key == "name":
             frame.name = value
+            self.answering = self.answering or (value == FINAL_ANSWER and len(self.stack) == 1)
             if value != FINAL_ANSWER:
                 frame.index = len(self.calls)
                 self.calls.append((f"call_{secrets.token_hex(6)}", value, ""))

@@ -318,7 +318,8 @@ class LocalModel:
             raw = raw_bytes.decode("utf-8", errors="replace")
             self._remember(raw, ids)
             parsed = parse_reply(raw, scanner)  # None: cut off by max_tokens before the JSON closed
-            content, calls = parsed if parsed is not None else (raw, ())
+            cut = scanner.answer if scanner.answering else raw  # a cut answer keeps its text, not JSON syntax
+            content, calls = parsed if parsed is not None else (cut, ())
             finish = "stop" if parsed is not None else finish
             usage = Usage(
                 prompt_tokens=len(tokens),
