@@ -214,3 +214,70 @@ async def test_past_conversation_rounds_relevant_to_the_request_come_with_the_ca
         store.close()
     finally:
         mem.close()
+
+
+async def test_an_extraction_skipped_with_ctrl_c_is_caught_up_when_the_next_session_closes(workspace: Path) -> None:
+    from kairos.app import finish_memory
+
+    state = workspace / ".kairos"
+    model = HangingExtractor(reply("ok"))
+    mem = UserMemory.open(state, HashEmbedder(), model, user="alice")
+    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
+    store = SessionStore(workspace)
+    first = store.new()
+    await run(agent, first, "I play the cello.")
+    await first.aclose()
+    await asyncio.wait_for(model.extracting.wait(), 30)
+    waiting = asyncio.create_task(finish_memory(agent))
+    await asyncio.sleep(0.05)
+    waiting.cancel()  # Ctrl-C at the exit spinner
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    store.close()
+
+    # the next run: a new process, a new session; closing it catches the first one up, oldest first
+    model2 = ScriptedModel([reply("Noted."), ops(op("Plays the cello", [0])), ops(op("Has a dog called Rex", [0]))])
+    mem2 = UserMemory.open(state, HashEmbedder(), model2, user="alice")
+    agent2 = Agent(model2, system=SYSTEM, plugins=[MemoryPlugin(mem2)])
+    store2 = SessionStore(workspace)
+    second = store2.new()
+    try:
+        await run(agent2, second, "My dog is called Rex.")
+        await second.aclose()
+        await finish_memory(agent2)
+        again = UserMemory.open(state, HashEmbedder(), None, user="alice")
+        try:
+            by_session = {c.provenance.session_id: c.content for c in again.current()}
+            assert by_session == {first.id: "Plays the cello", second.id: "Has a dog called Rex"}
+            assert again.unfinished_ingests() == []
+        finally:
+            again.close()
+        assert "I play the cello." in model2.requests[1].messages[-1].content  # the first session's transcript
+    finally:
+        store2.close()
+
+
+async def test_an_unfinished_ingest_whose_session_is_gone_is_dropped_with_a_warning(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kairos.app import finish_memory
+
+    model = ScriptedModel([reply("ok"), ops(op("Plays the cello", [0]))])
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
+    mem.store.expect_ingest("alice", "ghost", "0" * 32, 4, AT.timestamp())  # its session was deleted since
+    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
+    store = SessionStore(workspace)
+    session = store.new()
+    try:
+        with caplog.at_level("WARNING", logger="kairos.memory"):
+            await run(agent, session, "I play the cello.")
+            await session.aclose()
+            await finish_memory(agent)
+        assert "session ghost is not ingested (its session cannot be read" in caplog.text
+        again = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")
+        try:
+            assert [c.content for c in again.current()] == ["Plays the cello"] and again.unfinished_ingests() == []
+        finally:
+            again.close()
+    finally:
+        store.close()

@@ -96,6 +96,15 @@ class SessionView(Protocol):
         """Every value frozen under a key that starts with ``prefix``."""
         ...
 
+    def stored_messages(self, session_id: str) -> list[Message]:
+        """The stored messages of a session of the same store (a memory plugin catching up on an earlier one).
+
+        Raises:
+            SessionNotFoundError: no such session.
+            StoreError: a stored record cannot be read.
+        """
+        ...
+
 
 class Session:
     """One conversation. Messages are only ever appended; each append is persisted at once."""
@@ -173,6 +182,10 @@ class Session:
     def frozen_items(self, prefix: str) -> dict[str, str]:
         """Every value frozen under a key that starts with ``prefix`` (one query)."""
         return self.store.frozen_items(self.id, prefix)
+
+    def stored_messages(self, session_id: str) -> list[Message]:
+        """The stored messages of a session of the same store."""
+        return self.store.load_messages(session_id)
 
     # -- side effects (the executor's EffectLog: calls not repeated after a crash) -----------
 

@@ -11,6 +11,7 @@ many memories. Every text passes the PII scrubber before it is stored or logged.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -108,6 +109,22 @@ class IngestReport:
     """Where the time went: ``scrub``, ``index``, ``extract``, ``notes``, ``compress`` (the model calls dominate)."""
     extracted: bool = False
     """False when the extractor failed or was not run (no model); the conversation is still indexed."""
+    note: str = ""
+    """Why nothing was done ("already ingested"), or what was repaired first (an interrupted attempt undone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIngest:
+    """A session in the ingest ledger that was never ingested to the end: its first ``messages``, dated ``at``."""
+
+    session_id: str
+    messages: int
+    at: datetime
+    digest: str
+
+    def matches(self, messages: Sequence[Message]) -> bool:
+        """Whether ``messages`` are the ones the ledger expects."""
+        return len(messages) == self.messages and session_digest(messages) == self.digest
 
 
 class UserMemory:
@@ -190,11 +207,42 @@ class UserMemory:
 
     # ---- ingest -----------------------------------------------------------------------------
 
+    def expect_ingest(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> bool:
+        """Put the session in the ingest ledger before ingesting it; False when it was ingested already.
+
+        A ledger entry that never finishes (Ctrl-C, SIGTERM, kill -9 mid-ingest) is listed by
+        :meth:`unfinished_ingests` and ingested again, the interrupted attempt's writes undone first.
+        """
+        return self.store.expect_ingest(self.user, session_id, session_digest(messages), len(messages), at.timestamp())
+
+    def unfinished_ingests(self) -> list[PendingIngest]:
+        """Sessions expected or started and never ingested to the end, oldest first."""
+        return [
+            PendingIngest(sid, n, _datetime(at), digest)
+            for sid, digest, n, at in self.store.unfinished_ingests(self.user)
+        ]
+
+    def drop_ingest(self, pending: PendingIngest, why: str) -> None:
+        """Take a session that cannot be ingested any more (deleted, changed) off the ledger, with a warning."""
+        log.warning("memory: session %s is not ingested (%s)", pending.session_id, why)
+        self.store.end_ingest(self.user, pending.session_id, pending.digest)
+
     async def ingest_session(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> IngestReport:
-        """Extract memories from a finished session, index its rounds for ``search``, compress if needed."""
+        """Extract memories from a finished session, index its rounds for ``search``, compress if needed.
+
+        Idempotent: the same messages of the same session are ingested once (the ledger says so); an
+        attempt that was interrupted is rolled back before the next one.
+        """
         report = IngestReport(session_id)
         if not any(m.from_user and m.content.strip() for m in messages):
             return report  # nothing the user said: nothing to remember
+        digest = session_digest(messages)
+        if not self.store.expect_ingest(self.user, session_id, digest, len(messages), at.timestamp()):
+            report.note = "already ingested"
+            return report
+        if undone := self.store.begin_ingest(self.user, session_id, digest):
+            report.note = f"an interrupted ingest of this session was undone first ({undone} rows)"
+            log.info("session %s: %s", session_id, report.note)
         clock = time.perf_counter()
 
         def lap(name: str) -> None:
@@ -208,6 +256,7 @@ class UserMemory:
         report.rounds_indexed = await self._index_rounds(messages, session_id, at)
         lap("index")
         if self.model is None:
+            self.store.end_ingest(self.user, session_id, digest)
             return report
         lines = render_transcript(messages, self.guard)
         groups = _windows(lines, self.window_chars)
@@ -234,6 +283,7 @@ class UserMemory:
                 if note is not None:
                     await self.apply([note], messages, session_id=session_id, at=at, report=report)
             lap("notes")
+        self.store.end_ingest(self.user, session_id, digest)  # compression is not part of it: each merge is atomic
         report.compressed = await self.compress()
         lap("compress")
         return report
@@ -469,6 +519,18 @@ def render_card(card: MemoryCard) -> str:
     return f"- [{card.id}] {card.category}, {_date(card.valid_from or card.created_at)}: {body}{mark}"
 
 
+def session_digest(messages: Sequence[Message]) -> str:
+    """Names a session's content in the ingest ledger (roles and texts: the same conversation, the same digest)."""
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(f"{m.role}\x00{m.content}\x1e".encode())
+    return h.hexdigest()[:32]
+
+
+def _datetime(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
 def _date(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).date().isoformat() if ts else ""
 
@@ -477,4 +539,7 @@ def _as_hit(card: MemoryCard) -> ChunkHit:
     return ChunkHit(card.id, 0, card.key, card.version, 0, card.content, 0.0, {})
 
 
-__all__ = ["CARDS_TAG", "CONVERSATION_KIND", "IngestReport", "MemoryHit", "Scrubber", "UserMemory", "render_card"]
+__all__ = [
+    "CARDS_TAG", "CONVERSATION_KIND", "IngestReport", "MemoryHit", "PendingIngest", "Scrubber", "UserMemory",
+    "render_card", "session_digest",
+]  # fmt: skip

@@ -193,6 +193,22 @@ class MemoryStore(Protocol):
         """Count an access (retrieval into context) for each memory."""
         ...
 
+    def expect_ingest(self, owner: str, session_id: str, digest: str, messages: int, at: float) -> bool:
+        """Record a session to ingest (``digest`` of its messages); False when it already was."""
+        ...
+
+    def begin_ingest(self, owner: str, session_id: str, digest: str) -> int:
+        """Start an attempt, rolling back an earlier one that never finished (returns the rows undone)."""
+        ...
+
+    def end_ingest(self, owner: str, session_id: str, digest: str) -> None:
+        """The attempt finished."""
+        ...
+
+    def unfinished_ingests(self, owner: str) -> list[tuple[str, str, int, float]]:
+        """(session id, digest, messages, at) of ingests never finished, oldest first."""
+        ...
+
     def close(self) -> None:
         """Close the database."""
         ...

@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS memories (
 CREATE INDEX IF NOT EXISTS memories_owner ON memories (owner, status);
 CREATE INDEX IF NOT EXISTS memories_key ON memories (key, version);
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (content, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS session_ingests (
+    owner TEXT NOT NULL, session_id TEXT NOT NULL, digest TEXT NOT NULL, messages INTEGER NOT NULL,
+    at REAL NOT NULL, attempt REAL, done REAL, PRIMARY KEY (owner, session_id, digest)
+);
 """
 _COLS = (
     "id, key, owner, kind, format, category, content, data, importance, version, status, op, created_at, "
@@ -228,6 +232,77 @@ class SQLiteMemoryStore:
                     "UPDATE memories SET accesses = accesses + 1 WHERE id = ?", [(i,) for i in ids]
                 )
             )
+
+    # ---- the ingest ledger: a session's ingest survives Ctrl-C, SIGTERM and kill -9 -------------
+
+    def expect_ingest(self, owner: str, session_id: str, digest: str, messages: int, at: float) -> bool:
+        """Record that a session (``digest`` of its messages) is to be ingested; False when it already was."""
+
+        def go() -> bool:
+            self._db.execute(
+                "INSERT OR IGNORE INTO session_ingests (owner, session_id, digest, messages, at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (owner, session_id, digest, messages, at),
+            )
+            row = self._db.execute(
+                "SELECT done FROM session_ingests WHERE owner = ? AND session_id = ? AND digest = ?",
+                (owner, session_id, digest),
+            ).fetchone()
+            return row[0] is None
+
+        return bool(self._write(go))
+
+    def begin_ingest(self, owner: str, session_id: str, digest: str) -> int:
+        """Start an attempt; an earlier attempt that never finished is rolled back first (returns its rows undone)."""
+
+        def go() -> int:
+            row = self._db.execute(
+                "SELECT attempt FROM session_ingests WHERE owner = ? AND session_id = ? AND digest = ?",
+                (owner, session_id, digest),
+            ).fetchone()
+            undone = self._undo(owner, session_id, row[0]) if row and row[0] is not None else 0
+            self._db.execute(
+                "UPDATE session_ingests SET attempt = ? WHERE owner = ? AND session_id = ? AND digest = ?",
+                (time.time(), owner, session_id, digest),
+            )
+            return undone
+
+        return int(self._write(go))
+
+    def end_ingest(self, owner: str, session_id: str, digest: str) -> None:
+        """The attempt finished: the session is not ingested again."""
+        self._write(lambda: self._db.execute(
+            "UPDATE session_ingests SET done = ? WHERE owner = ? AND session_id = ? AND digest = ?",
+            (time.time(), owner, session_id, digest),
+        ))  # fmt: skip
+
+    def unfinished_ingests(self, owner: str) -> list[tuple[str, str, int, float]]:
+        """(session id, digest, messages, at) of the ingests expected or started and never finished, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT session_id, digest, messages, at FROM session_ingests WHERE owner = ? AND done IS NULL "
+                "ORDER BY at, rowid",
+                (owner,),
+            ).fetchall()
+        return [(str(r[0]), str(r[1]), int(r[2]), float(r[3])) for r in rows]
+
+    def _undo(self, owner: str, session_id: str, since: float) -> int:
+        """Remove what an interrupted attempt wrote (inside a transaction): its rows go, what they replaced is back."""
+        rows = self._db.execute(
+            "SELECT id, replaces FROM memories WHERE owner = ? AND created_at >= ? "
+            "AND json_extract(provenance, '$.session_id') = ? ORDER BY id DESC",
+            (owner, since, session_id),
+        ).fetchall()
+        gone = {r[0] for r in rows}
+        for row_id, replaces in rows:
+            if replaces is not None and replaces not in gone:
+                self._db.execute(
+                    "UPDATE memories SET status = 'current', valid_to = NULL WHERE id = ? AND status = 'superseded'",
+                    (replaces,),
+                )
+            self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (row_id,))
+            self._db.execute("DELETE FROM memories WHERE id = ?", (row_id,))
+        return len(rows)
 
     # ---- reads ------------------------------------------------------------------------------
 

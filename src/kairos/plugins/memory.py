@@ -7,7 +7,8 @@ session finds its cards in the trajectory instead of getting them twice.
 Layer 2: ``memory_search`` returns matching memories and past-conversation snippets with their
 dates and sessions, as external content (quoted data, never instructions).
 When the session closes, :meth:`UserMemory.ingest_session` runs in the background: closing never
-waits on the model. :meth:`MemoryPlugin.wait` lets a process finish those before it exits.
+waits on the model. :meth:`MemoryPlugin.wait` lets a process finish those before it exits; an
+ingest that did not finish (the process stopped) is caught up when the next session closes.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kairos.agent.plugin import Plugin, RunContext, SafePoint
+from kairos.errors import KairosError
 from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.tools import knowledge_tools
 from kairos.memory import CARDS_TAG, UserMemory
+from kairos.memory.core import PendingIngest
 from kairos.memory.excerpts import PER_SESSION, RECALL
 from kairos.models.types import Message, Origin
 from kairos.tools.base import Tool, ToolResult, ToolSource
@@ -59,6 +62,7 @@ class MemoryPlugin(Plugin):
         self.recall_per_session = recall_per_session
         self.extract_after_session = extract_after_session
         self._pending: set[asyncio.Task[Any]] = set()
+        self._running: set[tuple[str, int]] = set()  # (session, messages) being ingested by this process
         self._tools = [make_tool(self._search_fn(), name="memory_search", read_only=True, external=True)]
 
     def tools(self) -> Sequence[Tool | ToolSource]:
@@ -82,27 +86,63 @@ class MemoryPlugin(Plugin):
         return (Message.user(self.memory.render_cards(cards, excerpts), MEMORY_ORIGIN),)
 
     async def close(self, ctx: RunContext) -> None:
-        """Start the extractor on the session in the background (skipped when nothing new was said)."""
+        """Start the extractor on the session in the background (skipped when nothing new was said).
+
+        The session goes in the memory's ingest ledger first, so an extraction cut short (Ctrl-C at
+        the exit spinner, SIGTERM, kill -9) is not lost: the next session to close catches it up,
+        the interrupted attempt's writes undone first.
+        """
         if not self.extract_after_session:
             return
-        messages = list(ctx.session.message_list())
-        if not any(m.from_user for m in messages):
-            return
-        key = f"{_INGESTED}{len(messages)}"
-        if ctx.session.frozen(key) is not None:
-            return
-        ctx.session.freeze(key, datetime.now(UTC).isoformat())
-        task = asyncio.create_task(self._ingest(messages, ctx.session.id))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        session = ctx.session
+        messages = list(session.message_list())
+        work: list[tuple[list[Message], str, datetime]] = []
+        for pending in await asyncio.to_thread(self.memory.unfinished_ingests):
+            earlier = self._earlier(ctx, pending)
+            if earlier is not None:
+                work.append((earlier, pending.session_id, pending.at))
+        now = datetime.now(UTC)
+        if (
+            any(m.from_user for m in messages)
+            and session.frozen(f"{_INGESTED}{len(messages)}") is None  # ingested by a version before the ledger
+            and await asyncio.to_thread(self.memory.expect_ingest, messages, session_id=session.id, at=now)
+            and not any(sid == session.id and len(ms) == len(messages) for ms, sid, _ in work)
+        ):
+            work.append((messages, session.id, now))
+        work = [w for w in work if (w[1], len(w[0])) not in self._running]
+        if work:
+            self._running.update((sid, len(ms)) for ms, sid, _ in work)
+            task = asyncio.create_task(self._ingest(work))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
 
-    async def _ingest(self, messages: list[Message], session_id: str) -> None:
+    def _earlier(self, ctx: RunContext, pending: PendingIngest) -> list[Message] | None:
+        """The messages of an unfinished ingest, or None (dropped from the ledger when they are gone or changed)."""
         try:
-            report = await self.memory.ingest_session(messages, session_id=session_id, at=datetime.now(UTC))
-            log.info("session %s: %d memory operations, %d refused, %d rounds indexed; seconds %s", session_id,
-                     len(report.applied), len(report.refused), report.rounds_indexed, report.seconds)  # fmt: skip
-        except Exception:  # a background failure must not vanish silently
-            log.exception("memory extraction for session %s failed", session_id)
+            if pending.session_id == ctx.session.id:
+                messages = list(ctx.session.message_list())[: pending.messages]
+            else:
+                messages = ctx.session.stored_messages(pending.session_id)[: pending.messages]
+        except KairosError as e:  # the session was deleted or cannot be read
+            self.memory.drop_ingest(pending, f"its session cannot be read: {e}")
+            return None
+        if not pending.matches(messages):
+            self.memory.drop_ingest(pending, "its stored messages are not the ones it was closed with")
+            return None
+        return messages
+
+    async def _ingest(self, work: list[tuple[list[Message], str, datetime]]) -> None:
+        """Each session in turn (earlier ones first); one failing does not stop the others."""
+        for messages, session_id, at in work:
+            try:
+                report = await self.memory.ingest_session(messages, session_id=session_id, at=at)
+                log.info("session %s: %d memory operations, %d refused, %d rounds indexed; seconds %s%s", session_id,
+                         len(report.applied), len(report.refused), report.rounds_indexed, report.seconds,
+                         f"; {report.note}" if report.note else "")  # fmt: skip
+            except Exception:  # a background failure must not vanish silently; the ledger retries it later
+                log.exception("memory extraction for session %s failed", session_id)
+            finally:
+                self._running.discard((session_id, len(messages)))
 
     @property
     def pending(self) -> int:

@@ -1,0 +1,87 @@
+"""The ingest ledger: a session's extraction cut short (Ctrl-C, SIGTERM, kill -9) is undone and done again, once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kairos.knowledge import HashEmbedder
+from kairos.memory import UserMemory
+from kairos.models.types import Message, ModelRequest, StreamEvent
+from kairos.testing import ScriptedModel, reply
+from tests.memory.conftest import AT, LATER, op, ops
+
+
+class HangsOnTheNote(ScriptedModel):
+    """Answers the extraction from its script; the session-note request (no tools) hangs until cancelled."""
+
+    def __init__(self, *steps: object) -> None:
+        super().__init__(list(steps))  # type: ignore[arg-type]
+        self.noting = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if not request.tools:
+            self.noting.set()
+            await asyncio.Event().wait()
+        async for event in super().stream(request):
+            yield event
+
+
+def open_memory(state: Path, model: ScriptedModel) -> UserMemory:
+    return UserMemory.open(state, HashEmbedder(), model, user="alice", session_notes=True)
+
+
+MOVED = [Message.user("I moved to Munich. My dog is called Rex.")]
+
+
+async def test_an_ingest_cut_short_is_undone_and_done_again_without_duplicates(tmp_path: Path) -> None:
+    state = tmp_path / ".kairos"
+    mem = open_memory(state, ScriptedModel([ops(op("Lives in Berlin", [0])), reply("")]))
+    await mem.ingest_session([Message.user("I live in Berlin.")], session_id="s0", at=AT)
+    (berlin,) = mem.current()
+    mem.close()
+    supersede = {"op": "supersede", "id": berlin.id, "content": "Lives in Munich", "evidence": [0]}
+    rex = op("Has a dog called Rex", [0], category="relationship")
+
+    hanging = HangsOnTheNote(ops(supersede, rex))
+    mem = open_memory(state, hanging)
+    task = asyncio.create_task(mem.ingest_session(MOVED, session_id="s1", at=LATER))
+    await asyncio.wait_for(hanging.noting.wait(), 30)
+    task.cancel()  # the process stops mid-ingest: the operations applied so far are in the database
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sorted(c.content for c in mem.current()) == ["Has a dog called Rex", "Lives in Munich"]
+    assert [(p.session_id, p.messages, p.at) for p in mem.unfinished_ingests()] == [("s1", 1, LATER)]
+    mem.close()
+
+    retry = ScriptedModel([ops(supersede, rex), reply("Moved to Munich; has a dog called Rex")])
+    mem = open_memory(state, retry)
+    try:
+        report = await mem.ingest_session(MOVED, session_id="s1", at=LATER)
+        assert "undone first (2 rows)" in report.note  # Munich's version and Rex, before the model ran again
+        assert sorted(c.content for c in mem.current()) == [
+            "Has a dog called Rex", "Lives in Munich", "Moved to Munich; has a dog called Rex",
+        ]  # fmt: skip
+        versions = [(c.content, c.version, c.status) for c in mem.history() if c.key == berlin.key]
+        assert versions == [("Lives in Berlin", 1, "superseded"), ("Lives in Munich", 2, "current")]
+        assert mem.unfinished_ingests() == [] and mem.store.check()["rows"] == mem.store.check()["fts_rows"]
+
+        calls = len(retry.requests)
+        again = await mem.ingest_session(MOVED, session_id="s1", at=LATER)
+        assert again.note == "already ingested" and len(retry.requests) == calls and len(mem.current()) == 3
+    finally:
+        mem.close()
+
+
+async def test_the_same_session_id_with_other_messages_is_a_new_ingest(tmp_path: Path) -> None:
+    model = ScriptedModel([ops(op("Lives in Berlin", [0])), reply(""), ops(op("Plays the cello", [0])), reply("")])
+    mem = open_memory(tmp_path / ".kairos", model)
+    try:
+        await mem.ingest_session([Message.user("I live in Berlin.")], session_id="chat", at=AT)
+        report = await mem.ingest_session([Message.user("I play the cello.")], session_id="chat", at=LATER)
+        assert report.note == "" and sorted(c.content for c in mem.current()) == ["Lives in Berlin", "Plays the cello"]
+    finally:
+        mem.close()
