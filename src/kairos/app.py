@@ -116,8 +116,9 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
     out: list[Plugin] = []
     if config.memory.enabled:
         memory = UserMemory.open(
-            state, embedder, model, user=config.memory.user, scrubber=pii_scrubber(model),
-            max_memories=config.memory.max_memories, formats=config.memory.formats,
+            state, embedder, model, user=config.memory.user,
+            scrubber=pii_scrubber(model, config.memory.scrub_timeout_s), max_memories=config.memory.max_memories,
+            formats=config.memory.formats,
             extractor=config.memory.extractor, session_notes=config.memory.session_notes,
         )  # fmt: skip
         out.append(MemoryPlugin(memory, max_cards=config.memory.max_cards, recall=config.memory.recall,

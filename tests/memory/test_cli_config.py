@@ -93,6 +93,35 @@ def test_untrusted_workspace_cannot_choose_the_user(workspace: Path, user_config
         load_config(workspace, trusted=True)
 
 
+def test_untrusted_workspace_may_lengthen_the_pii_pass_but_not_shorten_it(
+    workspace: Path, user_config_dir: Path
+) -> None:
+    (workspace / "kairos.toml").write_text("[memory]\nscrub_timeout_s = 0\n")
+    config = load_config(workspace, trusted=False)
+    assert config.memory.scrub_timeout_s == 30 and any("memory.scrub_timeout_s" in n for n in config.notices)
+    assert load_config(workspace, trusted=True).memory.scrub_timeout_s == 0
+    (workspace / "kairos.toml").write_text("[memory]\nscrub_timeout_s = 120\n")
+    assert load_config(workspace, trusted=False).memory.scrub_timeout_s == 120
+
+
+def test_a_zero_pii_budget_is_the_regex_layer_alone(workspace: Path, user_config_dir: Path) -> None:
+    from kairos.memory.pii import PiiScrubber
+
+    (user_config_dir / "config.toml").write_text(
+        '[knowledge]\nembedder = "hash"\n[memory]\nenabled = true\nscrub_timeout_s = 0\n'
+    )
+    (plugin,) = memory_plugins(workspace, load_config(workspace), ScriptedModel())
+    assert isinstance(plugin, MemoryPlugin)
+    scrubber = plugin.memory.scrubber
+    assert isinstance(scrubber, PiiScrubber) and scrubber.model is None
+    plugin.shutdown()
+    (user_config_dir / "config.toml").write_text('[knowledge]\nembedder = "hash"\n[memory]\nenabled = true\n')
+    (plugin,) = memory_plugins(workspace, load_config(workspace), ScriptedModel())
+    assert isinstance(plugin, MemoryPlugin) and isinstance(plugin.memory.scrubber, PiiScrubber)
+    assert plugin.memory.scrubber.model is not None and plugin.memory.scrubber.timeout_s == 30
+    plugin.shutdown()
+
+
 def test_app_wires_memory_and_kb_tools_from_config(workspace: Path, user_config_dir: Path) -> None:
     assert KB_FILE == DB_NAME
     base = load_config(workspace)

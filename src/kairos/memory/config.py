@@ -40,6 +40,11 @@ class MemoryConfig(BaseModel):
     """``typed``: the model writes typed operations in the formats above; ``facts``: it lists plain sentences
     and the harness stores them as notes (see the README's memory-eval numbers for the bundled model)."""
 
+    scrub_timeout_s: float = Field(30.0, ge=0, le=3600)
+    """Seconds the local model may spend per session looking for personal data the regexes cannot see
+    (names, addresses); what it has not reached by then keeps the regex layer only, with a warning.
+    0: regexes only. An untrusted workspace may raise it, not lower it."""
+
     session_notes: bool = True
     """After extraction, the model also writes a dated note of what each session established (one
     plain-text call per session); the notes come with the key cards (see the README's memory-eval)."""

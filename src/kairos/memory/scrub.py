@@ -7,9 +7,12 @@ from kairos.memory.pii import PiiScrubber
 from kairos.models.base import Model
 
 
-def pii_scrubber(model: Model | None) -> Scrubber:
-    """The default policy's scrubber: regexes, then ``model`` (when given) for what they cannot see."""
-    scrubber: Scrubber = PiiScrubber(model)
+def pii_scrubber(model: Model | None, timeout_s: float = 30.0) -> Scrubber:
+    """The default policy's scrubber: regexes, then ``model`` (when given) for what they cannot see.
+
+    ``timeout_s``: the model's budget per session; 0: regexes only.
+    """
+    scrubber: Scrubber = PiiScrubber(model if timeout_s > 0 else None, timeout_s=timeout_s)
     return scrubber
 
 

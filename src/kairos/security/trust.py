@@ -13,6 +13,7 @@ a workspace: a repository cannot declare itself trusted. Trust is exact, not inh
 from __future__ import annotations
 
 import copy
+import math
 import os
 import shlex
 from collections.abc import Mapping
@@ -212,6 +213,8 @@ def restrict_untrusted(
     memory = out.get("memory")
     if isinstance(memory, dict) and "user" in memory:
         drop(memory, "user", "memory.user", "it would read and write another user's memories")
+    if isinstance(memory, dict) and memory.get("scrub_timeout_s", math.inf) < baseline["memory"]["scrub_timeout_s"]:
+        drop(memory, "scrub_timeout_s", "memory.scrub_timeout_s", "it would look for less personal data")
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
         drop(mcp, "servers", "mcp.servers", "MCP servers would start programs or connect to servers")
