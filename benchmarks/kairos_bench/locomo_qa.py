@@ -6,7 +6,8 @@ date and speaker). For every QA of the chosen categories (1-4) the top ``k`` tur
 into one prompt marked as quoted data; the model answers greedily in a few words. The fixed
 instructions come first and the question-specific part last, so llama.cpp reuses the instructions'
 KV cache from question to question. With ``cards`` the conversation's sessions are first ingested
-into ``kairos.memory.UserMemory`` and the cards relevant to the question are added to the context.
+into ``kairos.memory.UserMemory`` (the product's defaults) and the cards relevant to the question are
+added to the context; with a checkpoint the memories are kept beside it, so a rerun resumes the ingest.
 
 Scores follow LoCoMo's ``task_eval/evaluation.py`` (see :mod:`kairos_bench._locomo_f1`). Latency
 is per question: retrieval plus the model's answer. Answers are appended to a checkpoint file
@@ -18,10 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from datetime import datetime
 from pathlib import Path
@@ -37,7 +39,7 @@ from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest
 from kairos.retrieval.embeddings import Embedder
 from kairos.security.sanitize import wrap_external
-from kairos_bench._checkpoint import Checkpoint
+from kairos_bench._checkpoint import Checkpoint, source_digest
 from kairos_bench._local import bench_model, model_name
 from kairos_bench._locomo import (
     CATEGORIES,
@@ -72,9 +74,23 @@ QUESTION = "Question: {question}\nAnswer in a few words."
 
 
 def _fingerprint(data: Path, model: str, embedder: str, k: int, cards: bool) -> dict[str, Any]:
-    """What the answers depend on: a checkpoint written under another fingerprint is not reused."""
+    """What the answers depend on: a checkpoint written under another fingerprint is not reused.
+
+    With ``cards`` the memory pipeline's code too (its extractor writes the cards).
+    """
     prompt = hashlib.sha256((SYSTEM + QUESTION).encode()).hexdigest()[:12]
-    return {"data": str(data), "model": model, "embedder": embedder, "k": k, "cards": cards, "prompt": prompt}
+    out = {"data": str(data), "model": model, "embedder": embedder, "k": k, "cards": cards, "prompt": prompt}
+    return out | {"kairos": source_digest()} if cards else out
+
+
+def memory_dir(checkpoint: Path, fingerprint: dict[str, Any]) -> Path:
+    """Where a ``--cards`` run keeps its memories beside the checkpoint (one folder per conversation).
+
+    Named after the fingerprint, so a rerun of the same setup finds the sessions ingested so far
+    (the memory's ingest ledger skips them and redoes an interrupted one) and another setup starts afresh.
+    """
+    digest = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:12]
+    return checkpoint.with_name(f"{checkpoint.name}.memory-{digest}")
 
 
 def parse_categories(value: str | Sequence[int] | None) -> tuple[int, ...]:
@@ -125,13 +141,20 @@ def build_request(question: str, excerpts: Sequence[str], cards: str = "") -> Mo
     return ModelRequest(SYSTEM, "", (), (user,), max_tokens=MAX_ANSWER_TOKENS, temperature=0.0)
 
 
-async def _open_memory(conv: Conversation, state: Path, embedder: Embedder, model: Model) -> Any:
+async def _open_memory(
+    conv: Conversation, state: Path, embedder: Embedder, model: Model, progress: Callable[[str], None]
+) -> Any:
     """The conversation's sessions ingested into ``kairos.memory.UserMemory`` (imported only for ``cards``)."""
     from kairos.memory import UserMemory, pii_scrubber
+    from kairos.memory.config import MemoryConfig
 
-    memory = UserMemory.open(state, embedder, model, user=conv.name, scrubber=pii_scrubber(model))
+    config = MemoryConfig()  # the product's defaults: session notes on, the PII pass's budget
+    scrubber = pii_scrubber(model, config.scrub_timeout_s)
+    memory = UserMemory.open(state, embedder, model, user=conv.name, scrubber=scrubber,
+                             session_notes=config.session_notes)  # fmt: skip
     first = conv.speakers[0] or (conv.turns[0].speaker if conv.turns else "")
-    for n in conv.sessions:
+    for done, n in enumerate(conv.sessions):
+        progress(f"{conv.name}: memory cards, session {done + 1} of {len(conv.sessions)}")
         turns = [t for t in conv.turns if t.meta.get("session") == n]
         messages = [
             Message.user(f"{t.speaker}: {t.text}")
@@ -154,6 +177,7 @@ async def _answer_all(
     cards: bool,
     checkpoint: Checkpoint,
     console: Console,
+    memories: Path | None = None,
 ) -> list[str]:
     """Answer every chosen QA not yet in ``checkpoint``; returns the errors (the failed QAs stay unanswered)."""
     errors: list[str] = []
@@ -171,9 +195,13 @@ async def _answer_all(
                 kb, _ = stack.enter_context(indexed(conv, embedder))
                 memory = None
                 if cards:
-                    state = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kairos-locomo-mem-")))
-                    bar.update(task, description=f"{conv.name}: memory cards")
-                    memory = await _open_memory(conv, state, embedder, llm)
+                    if memories is not None:
+                        state = memories / conv.name
+                    else:
+                        state = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kairos-locomo-mem-")))
+                    memory = await _open_memory(
+                        conv, state, embedder, llm, lambda text: bar.update(task, description=text)
+                    )
                     stack.callback(memory.close)
                 bar.update(task, description=conv.name)
                 for i, qa in todo:
@@ -264,18 +292,16 @@ def run(
         files, limit = files[:1], min(limit or 3, 3)
     work = [(conv, select(conv, chosen, limit)) for conv in map(read_conversation, files)]
     emb = make_embedder(embedder) if isinstance(embedder, str) else embedder
-    store = Checkpoint(
-        checkpoint,
-        _fingerprint(folder, model_name(model), emb.name, k, cards),
-        what="the same data, model, k and --cards",
-    )
+    fingerprint = _fingerprint(folder, model_name(model), emb.name, k, cards)
+    store = Checkpoint(checkpoint, fingerprint, what="the same data, model, k and --cards (and code, with --cards)")
+    memories = memory_dir(checkpoint, fingerprint) if checkpoint is not None and cards else None
     resumed = sum(f"{c.name}#{i}" in store.done for c, qas in work for i, _ in qas)
     wall0 = time.perf_counter()
     errors: list[str] = []
     n_ctx = N_CTX if k <= 20 and not cards else 2 * N_CTX  # room for 50 turns or a page of cards
     if resumed < sum(len(qas) for _, qas in work):
         with bench_model(model, n_ctx, console) as llm:
-            errors = asyncio.run(_answer_all(work, llm, emb, k, cards, store, console))
+            errors = asyncio.run(_answer_all(work, llm, emb, k, cards, store, console, memories))
     records = [store.done[key] for c, qas in work for i, _ in qas if (key := f"{c.name}#{i}") in store.done]
     rows = [_row(str(c), [r for r in records if r["category"] == c]) for c in chosen]
     rows.append(_row("overall", records))

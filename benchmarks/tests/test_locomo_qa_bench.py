@@ -13,7 +13,7 @@ from kairos.cli import app
 from kairos.errors import ConfigError, ModelUnavailableError
 from kairos.knowledge import HashEmbedder
 from kairos.models.types import ModelRequest, ModelResponse
-from kairos.testing import ScriptedModel, reply
+from kairos.testing import ScriptedModel, call, reply
 from kairos_bench import LOCOMO_QA, Bench
 from kairos_bench._locomo import LocomoDataError, NoConversationsError
 from kairos_bench._locomo_f1 import f1_score, gold_answer, multi_answer_f1, normalize_answer, score
@@ -191,7 +191,14 @@ class FakeUserMemory:
 
     @classmethod
     def open(
-        cls, state_dir: Path, embedder: Any, model: Any, *, user: str = "default", scrubber: Any = None
+        cls,
+        state_dir: Path,
+        embedder: Any,
+        model: Any,
+        *,
+        user: str = "default",
+        scrubber: Any = None,
+        session_notes: bool = False,
     ) -> FakeUserMemory:
         memory = cls(user)
         cls.opened.append(memory)
@@ -231,6 +238,36 @@ def test_cards_come_from_the_conversation_ingested_into_user_memory(
     ]
     prompt = llm.requests[0].messages[-1].content
     assert "card for What is the name of Ann's greyhound?" in prompt.split("conversation excerpts")[0]
+
+
+def test_a_cards_run_keeps_its_memories_beside_the_checkpoint_and_resumes_the_ingest(
+    folder: Path, tmp_path: Path
+) -> None:
+    def model_step(request: ModelRequest) -> ModelResponse:
+        if request.tools and request.tools[0].name == "save_memories":  # the extractor
+            return reply("", call("save_memories", {"operations": []}))
+        if request.tools:  # the PII pass: nothing found
+            return reply("", call(request.tools[0].name, {"spans": []}))
+        if "Question: " in request.messages[-1].content:
+            return answering(request)
+        return reply("Ann adopted a greyhound called Comet.")  # the session note
+
+    checkpoint = tmp_path / "qa.json.partial.jsonl"
+    first = ScriptedModel([model_step] * 20)
+    run(Console(quiet=True), data=folder, model=first, embedder=HashEmbedder(), categories="4", cards=True,
+        checkpoint=checkpoint)  # fmt: skip
+    (memories,) = tmp_path.glob("qa.json.partial.jsonl.memory-*")
+    assert (memories / "conv-x").is_dir()
+    assert any(r.tools and r.tools[0].name == "save_memories" for r in first.requests)
+
+    header = checkpoint.read_text().splitlines()[0]
+    checkpoint.write_text(header + "\n")  # the answers lost, the memories kept: a rerun only answers
+    again = ScriptedModel([model_step] * 20)
+    result = run(Console(quiet=True), data=folder, model=again, embedder=HashEmbedder(), categories="4",
+                 cards=True, checkpoint=checkpoint)  # fmt: skip
+    assert result["summary"]["questions"] == 1
+    assert all("Question: " in r.messages[-1].content for r in again.requests)  # no session ingested twice
+    assert "Comet" in again.requests[0].messages[-1].content.split("conversation excerpts")[0]  # the note, a card
 
 
 # ---- bad data and options --------------------------------------------------------------------
