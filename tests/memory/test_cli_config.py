@@ -68,8 +68,13 @@ def test_show_search_forget_export(workspace: Path) -> None:
     code, out = _mem(workspace, "forget", "9999")
     assert code == 1 and "no memory 9999" in out
     assert _mem(workspace, "forget")[0] == 2  # neither an id nor --all
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")
+    assert mem.expect_ingest([Message.user("I play the cello.")], session_id="s9", at=LATER)  # then Ctrl-C
+    mem.close()
+    assert "not ingested yet: s9 (the extraction was stopped" in _mem(workspace, "show")[1]
     code, out = _mem(workspace, "forget", "--all")
     assert code == 0 and "erased" in out
+    assert "not ingested yet" not in _mem(workspace, "show")[1]  # forgetting all does not bring s9 back later
     assert json.loads(_mem(workspace, "export")[1])["memories"] == []
     assert _mem(workspace, "search", "Munich", "--json")[1].strip() == "[]"
 

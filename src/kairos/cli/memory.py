@@ -83,6 +83,7 @@ def show(
         return
     try:
         cards = memory.history() if history else memory.current()
+        waiting = memory.unfinished_ingests()
     finally:
         memory.close()
     if as_json:
@@ -93,6 +94,10 @@ def show(
     for c in cards:
         status = f" [{c.status}, v{c.version}]" if history else ""
         _out(f"{render_card(c)}{status}  ({c.kind}, {c.format}, importance {c.importance:.2f})")
+    if waiting:
+        names = ", ".join(p.session_id for p in waiting)
+        _out(f"not ingested yet: {names} (the extraction was stopped before the end; it is caught up when the "
+             "next session closes)")  # fmt: skip
 
 
 @memory_app.command("search")

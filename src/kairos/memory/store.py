@@ -209,6 +209,8 @@ class SQLiteMemoryStore:
         def go() -> int:
             if memory_id is None:
                 ids = [r[0] for r in self._db.execute("SELECT id FROM memories WHERE owner = ?", (owner,))]
+                # an unfinished ingest would bring an old session's memories back when the next session closes
+                self._db.execute("DELETE FROM session_ingests WHERE owner = ? AND done IS NULL", (owner,))
             else:
                 card = self.get(owner, memory_id)
                 if card is None:
