@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -61,7 +66,7 @@ async def test_an_ingest_cut_short_is_undone_and_done_again_without_duplicates(t
     mem = open_memory(state, retry)
     try:
         report = await mem.ingest_session(MOVED, session_id="s1", at=LATER)
-        assert "undone first (2 rows)" in report.note  # Munich's version and Rex, before the model ran again
+        assert "undone first (rows removed: 2)" in report.note  # Munich's version and Rex, before the model ran again
         assert sorted(c.content for c in mem.current()) == [
             "Has a dog called Rex", "Lives in Munich", "Moved to Munich; has a dog called Rex",
         ]  # fmt: skip
@@ -83,5 +88,69 @@ async def test_the_same_session_id_with_other_messages_is_a_new_ingest(tmp_path:
         await mem.ingest_session([Message.user("I live in Berlin.")], session_id="chat", at=AT)
         report = await mem.ingest_session([Message.user("I play the cello.")], session_id="chat", at=LATER)
         assert report.note == "" and sorted(c.content for c in mem.current()) == ["Lives in Berlin", "Plays the cello"]
+    finally:
+        mem.close()
+
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from datetime import UTC, datetime
+    from pathlib import Path
+    from kairos.knowledge import HashEmbedder
+    from kairos.memory import UserMemory
+    from kairos.models.types import Message
+    from kairos.testing import ScriptedModel, call, reply
+
+    def step(request):
+        if request.tools:  # the extraction
+            return reply("", call("save_memories", {"operations": [
+                {"op": "add", "content": "Has a dog called Rex", "evidence": [0], "kind": "semantic",
+                 "category": "relationship"}]}))
+        print("noting", flush=True)
+        time.sleep(600)  # killed here, between the extraction's writes and the note
+
+    mem = UserMemory.open(Path(sys.argv[1]), HashEmbedder(), ScriptedModel([step, step]), user="alice",
+                          session_notes=True)
+    at = datetime(2026, 4, 1, 12, tzinfo=UTC)
+    asyncio.run(mem.ingest_session([Message.user("My dog is called Rex.")], session_id="s1", at=at))
+    """
+)
+
+
+def _kill_9_mid_ingest(state: Path) -> None:
+    """Run an ingest in a child process and SIGKILL it after the extraction wrote, while the note is asked for."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # the extraction's memory is written; the note is being asked for
+        assert line.strip() == "noting", proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+
+
+async def test_kill_9_mid_ingest_leaves_a_ledger_entry_that_the_next_ingest_undoes_and_redoes(tmp_path: Path) -> None:
+    state = tmp_path / ".kairos"
+    _kill_9_mid_ingest(state)
+    retry = ScriptedModel([ops(op("Has a dog called Rex", [0], category="relationship")), reply("Dog: Rex")])
+    mem = open_memory(state, retry)
+    try:
+        assert [c.content for c in mem.current()] == ["Has a dog called Rex"]  # what the killed attempt wrote
+        (pending,) = mem.unfinished_ingests()
+        assert (pending.session_id, pending.messages, pending.at) == ("s1", 1, LATER)
+        report = await mem.ingest_session([Message.user("My dog is called Rex.")], session_id="s1", at=LATER)
+        assert "undone first (rows removed: 1)" in report.note
+        assert sorted(c.content for c in mem.current()) == ["Dog: Rex", "Has a dog called Rex"]
+        assert mem.unfinished_ingests() == []
     finally:
         mem.close()

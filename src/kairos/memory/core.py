@@ -241,7 +241,7 @@ class UserMemory:
             report.note = "already ingested"
             return report
         if undone := self.store.begin_ingest(self.user, session_id, digest):
-            report.note = f"an interrupted ingest of this session was undone first ({undone} rows)"
+            report.note = f"an interrupted ingest of this session was undone first (rows removed: {undone})"
             log.info("session %s: %s", session_id, report.note)
         clock = time.perf_counter()
 
