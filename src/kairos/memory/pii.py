@@ -488,21 +488,7 @@ class PiiScrubber:
 
 
 __all__ = [
-    "MASK_ALL",
-    "MEMORY_POLICY",
-    "PII_SYSTEM",
-    "PII_TOOL",
-    "PII_TYPES",
-    "Action",
-    "Detection",
-    "PiiScrubber",
-    "PiiType",
-    "ScrubPolicy",
-    "Scrubbed",
-    "apply_policy",
-    "find_regex",
-    "iban_ok",
-    "luhn_ok",
-    "placeholder",
-    "windows",
-]
+    "MASK_ALL", "MEMORY_POLICY", "PII_SYSTEM", "PII_TOOL", "PII_TYPES", "Action", "Detection",
+    "PiiScrubber", "PiiType", "ScrubPolicy", "Scrubbed", "apply_policy", "find_regex", "iban_ok", "luhn_ok",
+    "placeholder", "windows",
+]  # fmt: skip
