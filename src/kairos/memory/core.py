@@ -11,11 +11,10 @@ many memories. Every text passes the PII scrubber before it is stored or logged.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -42,12 +41,15 @@ from kairos.memory.records import (
     USER_ID,
     CardFormat,
     Extractor,
+    IngestReport,
     MemoryCard,
     MemoryIn,
     MemoryProvenance,
     MemoryStore,
     MemoryStoreError,
+    PendingIngest,
     searchable,
+    session_digest,
 )
 from kairos.memory.store import SQLiteMemoryStore
 from kairos.models.base import Model
@@ -94,37 +96,6 @@ class MemoryHit:
     external: bool = False
     position: int = 0
     """A conversation round's place in its session."""
-
-
-@dataclass(slots=True)
-class IngestReport:
-    """What one ingest did: memories written (by operation), refused (with the reason) and indexed rounds."""
-
-    session_id: str
-    applied: list[tuple[str, MemoryCard]] = field(default_factory=list)
-    refused: list[tuple[str, str]] = field(default_factory=list)
-    rounds_indexed: int = 0
-    compressed: int = 0
-    seconds: dict[str, float] = field(default_factory=dict)
-    """Where the time went: ``scrub``, ``index``, ``extract``, ``notes``, ``compress`` (the model calls dominate)."""
-    extracted: bool = False
-    """False when the extractor failed or was not run (no model); the conversation is still indexed."""
-    note: str = ""
-    """Why nothing was done ("already ingested"), or what was repaired first (an interrupted attempt undone)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PendingIngest:
-    """A session in the ingest ledger that was never ingested to the end: its first ``messages``, dated ``at``."""
-
-    session_id: str
-    messages: int
-    at: datetime
-    digest: str
-
-    def matches(self, messages: Sequence[Message]) -> bool:
-        """Whether ``messages`` are the ones the ledger expects."""
-        return len(messages) == self.messages and session_digest(messages) == self.digest
 
 
 class UserMemory:
@@ -517,14 +488,6 @@ def render_card(card: MemoryCard) -> str:
         body = card.content
     mark = " (from external content)" if card.external else ""
     return f"- [{card.id}] {card.category}, {_date(card.valid_from or card.created_at)}: {body}{mark}"
-
-
-def session_digest(messages: Sequence[Message]) -> str:
-    """Names a session's content in the ingest ledger (roles and texts: the same conversation, the same digest)."""
-    h = hashlib.sha256()
-    for m in messages:
-        h.update(f"{m.role}\x00{m.content}\x1e".encode())
-    return h.hexdigest()[:32]
 
 
 def _datetime(ts: float) -> datetime:

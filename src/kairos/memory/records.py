@@ -8,6 +8,7 @@ a compressed summary). Only ``forget`` erases rows.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -15,7 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     import numpy.typing as npt
+
+    from kairos.models.types import Message
 
 from kairos.errors import KairosError
 
@@ -135,6 +140,45 @@ def searchable(content: str, data: dict[str, Any]) -> str:
     return " | ".join([content, *extra]) if extra else content
 
 
+@dataclass(slots=True)
+class IngestReport:
+    """What one ingest did: memories written (by operation), refused (with the reason) and indexed rounds."""
+
+    session_id: str
+    applied: list[tuple[str, MemoryCard]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    rounds_indexed: int = 0
+    compressed: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the time went: ``scrub``, ``index``, ``extract``, ``notes``, ``compress`` (the model calls dominate)."""
+    extracted: bool = False
+    """False when the extractor failed or was not run (no model); the conversation is still indexed."""
+    note: str = ""
+    """Why nothing was done ("already ingested"), or what was repaired first (an interrupted attempt undone)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIngest:
+    """A session in the ingest ledger that was never ingested to the end: its first ``messages``, dated ``at``."""
+
+    session_id: str
+    messages: int
+    at: datetime
+    digest: str
+
+    def matches(self, messages: Sequence[Message]) -> bool:
+        """Whether ``messages`` are the ones the ledger expects."""
+        return len(messages) == self.messages and session_digest(messages) == self.digest
+
+
+def session_digest(messages: Sequence[Message]) -> str:
+    """Names a session's content in the ingest ledger (roles and texts: the same conversation, the same digest)."""
+    h = hashlib.sha256()
+    for m in messages:
+        h.update(f"{m.role}\x00{m.content}\x1e".encode())
+    return h.hexdigest()[:32]
+
+
 class MemoryStore(Protocol):
     """Versioned memories per owner with BM25 and dense retrieval (SQLite here; PostgreSQL can follow).
 
@@ -222,6 +266,7 @@ __all__ = [
     "USER_ID",
     "CardFormat",
     "Category",
+    "IngestReport",
     "MemoryCard",
     "MemoryIn",
     "MemoryKind",
@@ -229,7 +274,9 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "Op",
+    "PendingIngest",
     "Source",
     "Status",
     "searchable",
+    "session_digest",
 ]

@@ -25,8 +25,8 @@ from kairos.errors import KairosError
 from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.tools import knowledge_tools
 from kairos.memory import CARDS_TAG, UserMemory
-from kairos.memory.core import PendingIngest
 from kairos.memory.excerpts import PER_SESSION, RECALL
+from kairos.memory.records import PendingIngest
 from kairos.models.types import Message, Origin
 from kairos.tools.base import Tool, ToolResult, ToolSource
 from kairos.tools.function import make_tool
