@@ -107,11 +107,14 @@ def trace_line(s: RequestStats) -> str:
 
 
 async def finish_memory_with_status(agent: Agent) -> None:
-    """``finish_memory`` with a spinner while it has something to wait for (Ctrl-C skips it)."""
+    """``finish_memory`` with a spinner while it has something to wait for (Ctrl-C defers it to the next session)."""
     from kairos.app import finish_memory, memory_pending
 
     n = memory_pending(agent)
-    note = f"saving user memory from this session ({n} extraction{'s' if n > 1 else ''}; Ctrl-C skips it)"
+    note = (
+        f"saving user memory from this session ({n} extraction{'s' if n > 1 else ''}; "
+        "Ctrl-C: finish it when the next session closes)"
+    )
     with console.status(note) if n else contextlib.nullcontext():
         await finish_memory(agent)
 
