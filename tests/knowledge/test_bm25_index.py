@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import sqlite3
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +12,7 @@ import pytest
 from kairos.knowledge import Filters, HashEmbedder, KnowledgeBase
 from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.store import BM25_NAME, DB_NAME
+from tests.support.crash import kill_9_at
 
 
 def _sources(kb: KnowledgeBase, query: str, k: int = 10, filters: Filters | None = None) -> list[str]:
@@ -111,23 +108,7 @@ def test_a_process_killed_between_the_tantivy_and_the_sqlite_commit_leaves_searc
     kb = KnowledgeBase.open(state, emb)
     kb.add_text("small.txt", "a small document that was there before")
     other = KnowledgeBase.open(state, emb)  # a store that stays open across the crash (a running agent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip() == "between commits", proc.stderr.read() if proc.stderr else ""
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=60)
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
+    kill_9_at(CHILD, "between commits", str(state))
     try:
         assert _sources(other, "phantom chunk") == []  # the open store notices the index is ahead
         other.add_text("next.txt", "the next ingest after the crash")  # and writes on a rebuilt index

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 from kairos.knowledge import HashEmbedder, KnowledgeBase
+from tests.support.crash import kill_9_at
 
 CHILD = textwrap.dedent(
     """
@@ -39,23 +36,7 @@ def test_a_killed_ingest_rolls_back_and_the_base_stays_consistent(tmp_path: Path
     kb = KnowledgeBase.open(state, HashEmbedder())
     assert kb.add_text("small.txt", "a small document that was there before").status == "added"
     kb.close()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the child is halfway through its transaction
-        assert line.strip() == "halfway", proc.stderr.read() if proc.stderr else ""
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=60)
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
+    kill_9_at(CHILD, "halfway", str(state))
     kb = KnowledgeBase.open(state, HashEmbedder())
     try:
         assert kb.store.get_document("big.txt") is None

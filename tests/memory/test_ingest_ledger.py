@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +14,7 @@ from kairos.memory import UserMemory
 from kairos.models.types import Message, ModelRequest, StreamEvent
 from kairos.testing import ScriptedModel, reply
 from tests.memory.conftest import AT, LATER, op, ops
+from tests.support.crash import kill_9_at
 
 
 class HangsOnTheNote(ScriptedModel):
@@ -118,30 +115,9 @@ CHILD = textwrap.dedent(
 )
 
 
-def _kill_9_mid_ingest(state: Path) -> None:
-    """Run an ingest in a child process and SIGKILL it after the extraction wrote, while the note is asked for."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # the extraction's memory is written; the note is being asked for
-        assert line.strip() == "noting", proc.stderr.read() if proc.stderr else ""
-        proc.send_signal(signal.SIGKILL)
-        assert proc.wait(timeout=60) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=60)
-        for stream in (proc.stdout, proc.stderr):
-            if stream:
-                stream.close()
-
-
 async def test_kill_9_mid_ingest_leaves_a_ledger_entry_that_the_next_ingest_undoes_and_redoes(tmp_path: Path) -> None:
     state = tmp_path / ".kairos"
-    _kill_9_mid_ingest(state)
+    kill_9_at(CHILD, "noting", str(state))  # after the extraction wrote, while the note is asked for
     retry = ScriptedModel([ops(op("Has a dog called Rex", [0], category="relationship")), reply("Dog: Rex")])
     mem = open_memory(state, retry)
     try:
