@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -9,6 +10,19 @@ from pathlib import Path
 import pytest
 
 from kairos.context.session import Session, SessionStore
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_prefix_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests keep their KV states in a folder of their own (shared by the run's model tests): a test
+    run must not push the user's prewarmed states out of the size-bounded cache in ~/.cache/kairos."""
+    before = os.environ.get("KAIROS_PREFIX_CACHE_DIR")
+    os.environ["KAIROS_PREFIX_CACHE_DIR"] = str(tmp_path_factory.mktemp("prefix-states"))
+    yield
+    if before is None:
+        os.environ.pop("KAIROS_PREFIX_CACHE_DIR", None)
+    else:
+        os.environ["KAIROS_PREFIX_CACHE_DIR"] = before
 
 
 @pytest.fixture(autouse=True)

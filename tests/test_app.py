@@ -94,3 +94,29 @@ def test_invalid_config_is_a_clear_error(workspace: Path) -> None:
     (workspace / "kairos.toml").write_text("[status_bar]\nmode = 'sometimes'\n")
     with pytest.raises(ConfigError, match="status_bar.mode"):
         load_config(workspace)
+
+
+async def test_every_default_workspace_sends_the_same_system_turn_as_the_install_step_warms(tmp_path: Path) -> None:
+    """The prewarmed KV state serves any workspace with the same settings: its system turn is byte-identical."""
+    from kairos.app import first_request
+    from kairos.context.session import SessionStore
+
+    config = load_config(tmp_path)
+    warmed = await first_request(ScriptedModel([]), config)
+    for name in ("alice-project", "bob"):
+        ws = tmp_path / name
+        ws.mkdir()
+        (ws / "README.md").write_text("a project")
+        model = ScriptedModel([reply("hi")])
+        store = SessionStore(ws)
+        session = store.new()
+        await run_turn(model, ws, session, "hello")
+        await session.aclose()
+        store.close()
+        sent = model.requests[0]
+        assert (sent.system_static, sent.system_deployment, sent.tools) == (
+            warmed.system_static,
+            warmed.system_deployment,
+            warmed.tools,
+        )
+        assert f"workspace {name}" in sent.messages[-1].content  # the status names it instead

@@ -103,3 +103,13 @@ BM25_SPEED = Bench(
     options=("docs",),
     takes_data=True,
 )
+LLAMA_BUILD = Bench(
+    "llama_build",
+    "llama.cpp build flavours (dispatch, avx2, native) and settings: prompt/gen tokens/s, RSS on the bundled 1.5B",
+    options=("modes",),
+)
+FIRST_REQUEST = Bench(
+    "first_request",
+    "TTFT of the default agent's first request after the install step, cold, and after 20 other workspaces",
+    options=("modes",),
+)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kairos.agent import Agent, Plugin
 from kairos.config import KairosConfig
 from kairos.models.base import Model
-from kairos.models.types import SystemPrompt
+from kairos.models.types import ModelRequest, SystemPrompt
 from kairos.paths import default_state_dir
 from kairos.plugins.compression import CompressionPlugin
 from kairos.plugins.defences import InjectionDefences
@@ -24,6 +27,7 @@ from kairos.tools.base import Tool
 from kairos.tools.toolsets import toolset_tools
 
 if TYPE_CHECKING:
+    from kairos.models.local import PrefixWarmth
     from kairos.plugins.memory import MemoryPlugin
 
 
@@ -192,3 +196,38 @@ def build_agent(
         max_tokens=config.max_tokens,
         plugins=[*defaults, *(plugins or [])],
     )
+
+
+async def first_request(model: Model, config: KairosConfig) -> ModelRequest:
+    """The request the default agent would send first in a new workspace with ``config``, without sending it.
+
+    Its system turn (system prompt and tools) is what every such workspace shares: the part
+    :func:`prewarm` computes once.
+    """
+    from kairos.context.session import SessionStore
+
+    with tempfile.TemporaryDirectory(prefix="kairos-prewarm-") as folder:
+        workspace = Path(folder)
+        agent = build_agent(model, workspace, config)
+        store = SessionStore(workspace)
+        session = store.new()
+        try:
+            return (await agent.context(session)).build()
+        finally:
+            await session.aclose()
+            store.close()
+
+
+def prewarm(
+    model: Model, config: KairosConfig, progress: Callable[[int, int], None] | None = None
+) -> PrefixWarmth | None:
+    """Put the default agent's system-turn KV state in the local model's disk cache (the install step does).
+
+    The first ``kairos run`` of a fresh install then reads only its new tokens. Returns None for a
+    model without a prefix cache (a remote endpoint caches on its side).
+    """
+    from kairos.models.local import LocalModel
+
+    if not isinstance(model, LocalModel) or not model.prefix_cache:
+        return None
+    return model.prewarm(asyncio.run(first_request(model, config)), progress)

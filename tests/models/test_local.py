@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -339,6 +340,31 @@ async def test_context_overflow_is_raised_before_generating(model: LocalModel) -
     with pytest.raises(ContextOverflowError) as err:
         await complete(model, request)
     assert err.value.prompt_tokens == model.count_tokens(request) > err.value.limit == 4096
+
+
+@pytest.mark.model
+async def test_a_prewarmed_system_turn_serves_a_new_process_and_a_damaged_state_is_recomputed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KAIROS_PREFIX_CACHE_DIR", str(tmp_path))
+    request = req(Message.user("What's the weather in Berlin?"))
+    installer = LocalModel("local", n_ctx=4096)
+    seen: list[tuple[int, int]] = []
+    warmth = installer.prewarm(request, lambda done, total: seen.append((done, total)))
+    installer.close()
+    assert warmth.computed and warmth.path is not None and warmth.path.exists()
+    assert seen[-1] == (warmth.tokens, warmth.tokens)  # progress while it read the prompt
+    fresh = LocalModel("local", n_ctx=4096)  # what a new `kairos run` process has: nothing resident
+    try:
+        first = await complete(fresh, request)
+        assert first.usage.cached_prompt_tokens >= warmth.tokens - 1, first.usage  # read from disk, not recomputed
+        warmth.path.write_bytes(warmth.path.read_bytes()[:1000])  # truncated (a full disk, a kill -9)
+        fresh.reset_cache()
+        again = await complete(fresh, request)  # no crash: recomputed and stored whole again
+        assert _calls(again.message) == _calls(first.message) and again.usage.cached_prompt_tokens == 0
+        assert not fresh.prewarm(request).computed  # the replacement is whole
+    finally:
+        fresh.close()
 
 
 def test_the_grammar_schema_drops_regex_patterns_but_keeps_a_property_named_pattern() -> None:

@@ -63,9 +63,15 @@ def test_static_part_is_identical_across_installs_and_deployment_differs(tmp_pat
     pa = default_prompt(a, instructions="Alice's rules.")
     pb = default_prompt(b, notices=("A fixed notice.",))
     assert pa.static == pb.static
-    assert "alice-ws" in pa.deployment and "Alice's rules." in pa.deployment
-    assert "bob-ws" in pb.deployment and pb.deployment.endswith("A fixed notice.")
+    assert "Alice's rules." in pa.deployment
+    assert pb.deployment.endswith("A fixed notice.")
     assert "alice" not in pa.static.lower()
+
+
+def test_system_part_names_no_workspace_so_workspaces_share_its_kv_state(tmp_path: Path) -> None:
+    a, b = default_prompt(tmp_path / "alice-ws"), default_prompt(tmp_path / "bob-ws")
+    assert (a.static, a.deployment) == (b.static, b.deployment)
+    assert "alice" not in a.deployment.lower()
 
 
 def test_structure_xml_sections_sop_steps_and_exact_rules() -> None:

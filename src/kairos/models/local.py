@@ -26,6 +26,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kairos.errors import ContextOverflowError, ModelError
@@ -39,8 +41,10 @@ from kairos.models._chatml import (
     system_turn_text,
 )
 from kairos.models._choices import choice_logprobs_from_logits, first_token_ids, last_logits
+from kairos.models._cpu_backend import ensure_cpu_backend
 from kairos.models._grammar import args_schema, grammar_schema, reply_schema
-from kairos.models._prefix_store import PrefixStateStore
+from kairos.models._prefix_store import DEFAULT_MAX_BYTES, PrefixStateStore, state_dir
+from kairos.models._prefix_store import ProgressFn as PrefixProgress
 from kairos.models._reply import FINAL_ANSWER, ReplyScanner, parse_reply
 from kairos.models.base import ChoiceLogprobs
 from kairos.models.bundled import ProgressFn, default_cache_dir, resolve_model_path
@@ -57,6 +61,16 @@ from kairos.models.types import (
 )
 
 _SPLICE_CAP = 1024
+
+
+@dataclass(frozen=True)
+class PrefixWarmth:
+    """What :meth:`LocalModel.prewarm` did: the system turn's length, its state file, whether it was computed."""
+
+    tokens: int
+    path: Path | None
+    computed: bool
+    seconds: float = 0.0
 
 
 # ---- the backend ---------------------------------------------------------------------------
@@ -76,6 +90,7 @@ class LocalModel:
         verbose: let llama.cpp log to stderr.
         prefix_cache: keep the system prefix's KV state on disk so new processes start warm;
             default on unless ``KAIROS_PREFIX_CACHE=0``.
+        prefix_cache_bytes: the size bound of that folder (least recently used states go first).
     """
 
     reasoning_policy = ReasoningPolicy.STRIP
@@ -90,6 +105,7 @@ class LocalModel:
         max_tokens: int | None = None,
         verbose: bool = False,
         prefix_cache: bool | None = None,
+        prefix_cache_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.name = model
         if prefix_cache is None:
@@ -97,6 +113,7 @@ class LocalModel:
         self.prefix_cache = prefix_cache
         """Keep the system prefix's KV state on disk so new processes start warm."""
         self.prefix_store: PrefixStateStore | None = None
+        self.prefix_cache_bytes = prefix_cache_bytes
         self.context_window = n_ctx
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.n_threads = n_threads or cores
@@ -111,6 +128,8 @@ class LocalModel:
         self._splice: OrderedDict[str, tuple[int, ...]] = OrderedDict()
         self._grammars: dict[str, Any] = {}
         self._last_prompt: tuple[ModelRequest, bool, list[int]] | None = None
+        self.cpu_variant: str | None = None
+        """The llama.cpp CPU kernels in use (a dispatch build's variant, e.g. ``zen4``); None: built in."""
         self.grammar_build_s: float = 0.0
         """Seconds spent on the last grammar built (0 when it came from the cache)."""
 
@@ -128,6 +147,7 @@ class LocalModel:
                 raise ModelError(
                     "the local model needs llama-cpp-python: pip install 'kairos-harness[local]'", model=self.name
                 ) from exc
+            self.cpu_variant = ensure_cpu_backend()
             llm = Llama(
                 model_path=str(path),
                 n_ctx=self.context_window,
@@ -146,7 +166,10 @@ class LocalModel:
             if self.prefix_cache:
                 model_id = f"{path.name}:{path.stat().st_size}"
                 self.prefix_store = PrefixStateStore(
-                    default_cache_dir() / "prefix-states", model_id, self.context_window
+                    state_dir(default_cache_dir() / "prefix-states"),
+                    model_id,
+                    self.context_window,
+                    self.prefix_cache_bytes,
                 )
 
     def close(self) -> None:
@@ -218,14 +241,38 @@ class LocalModel:
             min(len(evaluated), len(tokens)),
         )
 
-    def _warm(self, tokens: list[int]) -> int:
+    def _system_turn(self, tokens: list[int]) -> list[int]:
+        """The prompt's system turn (system prompt and tools): the part shared across sessions."""
+        end = self._specials[IM_END]
+        return tokens[: tokens.index(end) + 1] if end in tokens else []
+
+    def _warm(self, tokens: list[int], progress: PrefixProgress | None = None) -> int:
         """Load the system prefix's KV state from disk when that helps; the prompt tokens reused."""
         cached = self._reused_prefix(tokens)
         if self.prefix_store is not None:
-            end = tokens.index(self._specials[IM_END]) + 1 if self._specials[IM_END] in tokens else 0
-            if self.prefix_store.warm(self._llm, tokens[:end], self._common_prefix(tokens[:end])):
+            head = self._system_turn(tokens)
+            if self.prefix_store.warm(
+                self._llm, head, self._common_prefix(head), batch=self.n_batch, progress=progress
+            ):
                 cached = self._reused_prefix(tokens)  # loaded from disk: reused, not recomputed
         return cached
+
+    def prewarm(self, request: ModelRequest, progress: PrefixProgress | None = None) -> PrefixWarmth:
+        """Put the KV state of ``request``'s system turn in the disk cache (``kairos models assemble`` does).
+
+        A new process whose first request starts with the same system turn then reads only its new
+        tokens. Nothing is computed when the state is already on disk.
+        """
+        tokens = self._tokens(request)
+        with self._lock:
+            head = self._system_turn(tokens)
+            store = self.prefix_store
+            if store is None:
+                return PrefixWarmth(len(head), None, computed=False)
+            path = store.path_for(head)
+            t0 = time.perf_counter()
+            computed = not store.warm(self._llm, head, 0, batch=self.n_batch, progress=progress)
+            return PrefixWarmth(len(head), path, computed=computed, seconds=time.perf_counter() - t0)
 
     def reset_cache(self) -> None:
         """Forget the KV state (benchmarks start each variant cold); the next call re-reads all."""
@@ -414,8 +461,10 @@ __all__ = [  # the rendering and the grammar live in _chatml and _grammar; their
     "IM_END",
     "IM_START",
     "LocalModel",
+    "PrefixWarmth",
     "ReplyScanner",
     "Segment",
+    "ensure_cpu_backend",
     "grammar_schema",
     "parse_reply",
     "prompt_segments",

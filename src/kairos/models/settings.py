@@ -18,6 +18,12 @@ class LocalConfig(BaseModel):
 
     n_ctx: int = Field(8192, ge=512, description="context window of the local model in tokens")
     threads: int | None = Field(None, ge=1, description="CPU threads; default: all cores")
+    prefix_cache_mb: int = Field(
+        2048,
+        ge=0,
+        description="size bound of the disk cache of system-prefix KV states that lets a new process start warm "
+        "(least recently used go first; shared by every workspace; 0: no disk cache)",
+    )
 
 
 class RemoteConfig(BaseModel):

@@ -331,10 +331,15 @@ SUBAGENT_SPEC = PromptSpec(
 
 
 def install_facts(workspace: Path) -> tuple[str, ...]:
-    """Facts fixed for this install: the workspace name, OS, shell and Python version."""
+    """Facts fixed for this install: OS, shell and Python version.
+
+    Nothing of the workspace (not even its name, which the status shows): the system turn is then the
+    same in every workspace with the same settings, so its KV state is computed once per install and
+    shared (see ``kairos.app.prewarm``).
+    """
     shell = Path(os.environ.get("SHELL", "/bin/bash")).name
     return (
-        f"Workspace: {workspace.name} (tools can only reach files inside it).",
+        "Workspace: the working directory you start in (tools can only reach files inside it).",
         f"OS: {platform.system()}; shell: {shell}; Python {platform.python_version()}.",
     )
 

@@ -215,6 +215,9 @@ def restrict_untrusted(
         drop(memory, "user", "memory.user", "it would read and write another user's memories")
     if isinstance(memory, dict) and memory.get("scrub_timeout_s", math.inf) < baseline["memory"]["scrub_timeout_s"]:
         drop(memory, "scrub_timeout_s", "memory.scrub_timeout_s", "it would look for less personal data")
+    local = out.get("local")
+    if isinstance(local, dict) and "prefix_cache_mb" in local:
+        drop(local, "prefix_cache_mb", "local.prefix_cache_mb", "it sizes a cache every workspace shares")
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
         drop(mcp, "servers", "mcp.servers", "MCP servers would start programs or connect to servers")

@@ -139,7 +139,8 @@ class StatusBar(Plugin):
             zone = f" {now.tzname()}" if now.tzinfo is not None and now.tzname() else ""
             lines.append(f"Time: {now:{TIME_FORMAT}}{zone}")
             env = " | ".join(f"{k} {v}" for k, v in self.environment.items())
-            lines.append(f"Environment: cwd {display_path(cwd_of(session), session.workspace)} | {env}")
+            where = display_path(cwd_of(session), session.workspace)
+            lines.append(f"Environment: workspace {session.workspace.name}, cwd {where} | {env}")
         if c.current_request:
             task = session_task(session)
             if task:
