@@ -78,7 +78,12 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         path = resolve_model_path("local")
     port = _free_port()
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1"]
+    # llama_cpp.server, after kairos registers the CPU kernels a dispatch build of llama.cpp needs
+    start = (
+        "from kairos.models.local import ensure_cpu_backend; ensure_cpu_backend(); "
+        "import runpy; runpy.run_module('llama_cpp.server', run_name='__main__')"
+    )
+    command = [sys.executable, "-c", start, "--model", str(path), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--n_ctx", "4096", "--n_threads", "2"]
     with log.open("wb") as out:
         # Output goes to a file, not a pipe: a full pipe would block the server.

@@ -12,7 +12,7 @@ plant a library there. So kairos loads the variant itself before llama.cpp looks
   AVX-512 and AMX flags when the matching XSAVE state is not granted);
 * AMX variants are skipped unless ``KAIROS_LLAMA_AMX=1``: a VM may list AMX and still fault on it,
   which is how the native build crashed here before;
-* only the llama_cpp package's own ``lib`` folder is searched, and once a backend is registered
+* only the folders the llama_cpp wheel installed are searched, and once a backend is registered
   llama.cpp never scans a directory of its own.
 
 A build without dispatch (one CPU backend linked in) needs none of this, and is left alone.
@@ -21,6 +21,7 @@ A build without dispatch (one CPU backend linked in) needs none of this, and is 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import platform
 from pathlib import Path
@@ -51,6 +52,9 @@ X86_VARIANTS: dict[str, tuple[str, ...]] = {
     "alderlake": (*_HASWELL, "avx_vnni"),
     "sapphirerapids": (*_HASWELL, *_AVX512, "avx512vbmi", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"),
 }
+_VARIANT_DIRS = ("lib", "../bin")
+"""Where a dispatch wheel puts the variants, relative to the llama_cpp package (its wheel installs them in
+site-packages/bin): never the current directory."""
 _loaded: str | None = None
 
 
@@ -79,11 +83,28 @@ def best_variant(available: list[str], flags: frozenset[str], *, allow_amx: bool
     return max(fits, key=lambda n: sum(_SCORE.get(f, 0) for f in X86_VARIANTS[n]), default=None)
 
 
-def ensure_cpu_backend() -> str | None:
+def _loaded_ggml() -> Path | None:
+    """The libggml that llama_cpp's libllama is linked to, as mapped in this process.
+
+    A wheel holds several copies of it (``libggml.so``, ``.so.0``, ``.so.0.x.y`` are files, not links):
+    a backend registered in another copy is one llama.cpp never sees.
+    """
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for line in maps.splitlines():
+        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+        if Path(path).name.startswith("libggml.so"):
+            return Path(path)
+    return None
+
+
+def ensure_cpu_backend(*, verbose: bool = False) -> str | None:
     """Register the CPU variant that fits this host before llama.cpp picks one; returns its name.
 
     Call it before the first ``llama_cpp.Llama``. None: the build links its CPU backend in (no choice
-    to make). Idempotent.
+    to make). Idempotent. ``verbose``: let llama.cpp say which library it loaded.
 
     Raises:
         ModelError: a dispatch build with no variant this CPU can run, or one that does not load.
@@ -93,11 +114,17 @@ def ensure_cpu_backend() -> str | None:
         return _loaded
     import llama_cpp
 
-    lib_dir = Path(llama_cpp.__file__).parent / "lib"
-    variants = sorted(p.name[len("libggml-cpu-") : -len(".so")] for p in lib_dir.glob("libggml-cpu-*.so"))
-    if not variants:
+    package = Path(llama_cpp.__file__).parent
+    lib_dir = package / "lib"
+    found = {
+        p.name[len("libggml-cpu-") : -len(".so")]: p
+        for d in _VARIANT_DIRS
+        for p in (package / d).glob("libggml-cpu-*.so")
+    }
+    if not found:
         return None
-    ggml = ctypes.CDLL(str(lib_dir / "libggml.so"))
+    variants = sorted(found)
+    ggml = ctypes.CDLL(str(_loaded_ggml() or lib_dir / "libggml.so"))
     ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
     ggml.ggml_backend_load.restype = ctypes.c_void_p
     ggml.ggml_backend_load.argtypes = [ctypes.c_char_p]
@@ -109,7 +136,15 @@ def ensure_cpu_backend() -> str | None:
         raise ModelError(
             f"llama.cpp has no CPU kernels for this {platform.machine()} CPU (variants built: {', '.join(variants)})"
         )
-    if not ggml.ggml_backend_load(str(lib_dir / f"libggml-cpu-{choice}.so").encode()):
-        raise ModelError(f"llama.cpp's CPU backend libggml-cpu-{choice}.so did not load from {lib_dir}")
+    log = logging.getLogger("llama-cpp-python")  # llama_cpp prints ggml's log lines at this logger's level
+    level = log.level
+    if not verbose:
+        log.setLevel(logging.ERROR)
+    try:
+        registered = ggml.ggml_backend_load(str(found[choice]).encode())
+    finally:
+        log.setLevel(level)
+    if not registered:
+        raise ModelError(f"llama.cpp's CPU backend {found[choice]} did not load")
     _loaded = choice
     return _loaded

@@ -147,7 +147,7 @@ class LocalModel:
                 raise ModelError(
                     "the local model needs llama-cpp-python: pip install 'kairos-harness[local]'", model=self.name
                 ) from exc
-            self.cpu_variant = ensure_cpu_backend()
+            self.cpu_variant = ensure_cpu_backend(verbose=self.verbose)
             llm = Llama(
                 model_path=str(path),
                 n_ctx=self.context_window,
