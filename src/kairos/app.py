@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -198,17 +198,17 @@ def build_agent(
     )
 
 
-async def first_request(model: Model, config: KairosConfig) -> ModelRequest:
-    """The request the default agent would send first in a new workspace with ``config``, without sending it.
+async def first_request(model: Model, config: KairosConfig, tools: Sequence[Tool] = ()) -> ModelRequest:
+    """The request the default agent (with ``tools`` added) would send first in a new workspace, unsent.
 
     Its system turn (system prompt and tools) is what every such workspace shares: the part
-    :func:`prewarm` computes once.
+    :func:`prewarm` computes once. ``kairos chat`` and ``kairos serve`` add the runtime's tools.
     """
     from kairos.context.session import SessionStore
 
     with tempfile.TemporaryDirectory(prefix="kairos-prewarm-") as folder:
         workspace = Path(folder)
-        agent = build_agent(model, workspace, config)
+        agent = build_agent(model, workspace, config, tools=list(tools))
         store = SessionStore(workspace)
         session = store.new()
         try:
@@ -219,15 +219,18 @@ async def first_request(model: Model, config: KairosConfig) -> ModelRequest:
 
 
 def prewarm(
-    model: Model, config: KairosConfig, progress: Callable[[int, int], None] | None = None
+    model: Model,
+    config: KairosConfig,
+    progress: Callable[[int, int], None] | None = None,
+    tools: Sequence[Tool] = (),
 ) -> PrefixWarmth | None:
     """Put the default agent's system-turn KV state in the local model's disk cache (the install step does).
 
     The first ``kairos run`` of a fresh install then reads only its new tokens. Returns None for a
-    model without a prefix cache (a remote endpoint caches on its side).
+    model without a prefix cache (a remote endpoint caches on its side). Not from a running event loop.
     """
     from kairos.models.local import LocalModel
 
     if not isinstance(model, LocalModel) or not model.prefix_cache:
         return None
-    return model.prewarm(asyncio.run(first_request(model, config)), progress)
+    return model.prewarm(asyncio.run(first_request(model, config, tools)), progress)

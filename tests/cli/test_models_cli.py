@@ -40,9 +40,10 @@ def test_assemble_warms_the_default_agents_prompt_once(tmp_path: Path, monkeypat
     monkeypatch.setenv("KAIROS_PREFIX_CACHE_DIR", str(tmp_path))
     first = runner.invoke(app, ["models", "assemble", "local"])
     assert first.exit_code == 0, first.output
-    assert "warm the default agent's prompt" in first.output and "computed in" in first.output
-    assert len(list(tmp_path.glob("*.kvstate"))) == 1
+    assert "warm kairos run: its prompt's first" in first.output and "computed in" in first.output
+    assert "warm kairos chat and serve" in first.output
+    assert len(list(tmp_path.glob("*.kvstate"))) == 2  # run's agent, and the runtime's with its own tools
     again = runner.invoke(app, ["models", "assemble", "local"])
-    assert again.exit_code == 0 and "already cached" in again.output, again.output
+    assert again.exit_code == 0 and again.output.count("already cached") == 2, again.output
     skipped = runner.invoke(app, ["models", "assemble", "local", "--no-warm"])
     assert skipped.exit_code == 0 and "warm" not in skipped.output.replace("--no-warm", "")

@@ -90,3 +90,26 @@ def test_background_after_s_reaches_the_runtime(tmp_path: Path) -> None:
             assert build_runtime(ScriptedModel([]), tmp_path, config, store).background_after_s == expected
         finally:
             store.close()
+
+
+async def test_the_chat_runtime_sends_the_system_turn_the_install_step_warms(tmp_path: Path) -> None:
+    from kairos.app import first_request
+    from kairos.runtime.toolsets import runtime_tools
+
+    config = KairosConfig()
+    workspace = tmp_path / "some-project"
+    workspace.mkdir()
+    store = SessionStore(workspace)
+    try:
+        rt = build_runtime(ScriptedModel([]), workspace, config, store)
+        session = store.new()
+        sent = (await rt.agent.context(session)).build()
+        await session.aclose()
+    finally:
+        store.close()
+    warmed = await first_request(ScriptedModel([]), config, runtime_tools(config.runtime.toolsets))
+    assert (sent.system_static, sent.system_deployment, sent.tools) == (
+        warmed.system_static,
+        warmed.system_deployment,
+        warmed.tools,
+    )

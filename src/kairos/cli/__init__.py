@@ -9,6 +9,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -348,12 +349,17 @@ def models_assemble(
         _prewarm(name)
 
 
+def _advance(bar: Any, task: Any, done: int, total: int) -> None:
+    bar.update(task, completed=done, total=total)
+
+
 def _prewarm(name: str) -> None:
-    """Compute the default agent's system-turn KV state with a progress bar (the install step)."""
+    """Compute the system-turn KV states of ``kairos run``'s agent and the chat/serve runtime's (install step)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from kairos.app import prewarm
     from kairos.models import load_model
+    from kairos.runtime.toolsets import runtime_tools
 
     try:
         with tempfile.TemporaryDirectory() as empty:
@@ -362,17 +368,18 @@ def _prewarm(name: str) -> None:
             console.print(f"[dim]not warming: your settings use model {_text(config.model)}[/]")
             return
         model = load_model(name, config.model_settings())
-        with Progress(
-            "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
-        ) as p:
-            task = p.add_task("reading the default agent's prompt (tokens)", total=None)
-            warmth = prewarm(model, config, lambda done, total: p.update(task, completed=done, total=total))
+        agents = {"kairos run": [], "kairos chat and serve": runtime_tools(config.runtime.toolsets)}
+        columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        for label, tools in agents.items():
+            with Progress(*columns) as p:
+                task = p.add_task(f"reading {label}'s prompt (tokens)", total=None)
+                warmth = prewarm(model, config, partial(_advance, p, task), tools)
+            if warmth is None:
+                return
+            how = f"computed in {warmth.seconds:.0f} s" if warmth.computed else "already cached"
+            console.print(f"[green]warm[/] {label}: its prompt's first {warmth.tokens} tokens ({how})")
     except KairosError as e:
         raise _fail(f"could not warm the default agent's prompt: {e}") from e
-    if warmth is None:
-        return
-    how = f"computed in {warmth.seconds:.0f} s" if warmth.computed else "already cached"
-    console.print(f"[green]warm[/] the default agent's prompt ({warmth.tokens} tokens, {how}): {warmth.path}")
 
 
 @models_app.command("verify")
