@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from kairos.agent import Agent
-from kairos.agent.events import AgentEvent
-from kairos.cli._output import EventPrinter, finish_memory_with_status
-from kairos.cli._output import _text as _text  # re-exported: serve.py imports them from here
-from kairos.cli._output import console as console
-from kairos.cli._output import err_console as err_console
+from kairos.cli._console import _text as _text  # re-exported: serve.py imports them from here
+from kairos.cli._console import console as console
+from kairos.cli._console import err_console as err_console
 from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
 from kairos.cli.memory import memory_app
 from kairos.cli.skills import skills_app
-from kairos.config import KairosConfig, load_config
-from kairos.context.session import Session, SessionStore
 from kairos.errors import KairosError
-from kairos.models.base import Model
+
+if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --help` loads none of it
+    from kairos.agent import Agent
+    from kairos.cli._output import EventPrinter
+    from kairos.config import KairosConfig
+    from kairos.context.session import Session, SessionStore
+    from kairos.models.base import Model
 
 app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
 models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
@@ -67,6 +66,7 @@ def _load(workspace: Path, model: str | None, base_url: str | None) -> tuple[Pat
     Raises:
         typer.Exit: a bad workspace or setting, or no model (after a clear error).
     """
+    from kairos.config import load_config
     from kairos.models import load_model
 
     workspace = workspace.resolve()
@@ -86,6 +86,7 @@ def _setup(
 ) -> tuple[Agent, SessionStore, Session]:
     """The product agent and the session to run (``run``); a clear error and exit 1 otherwise."""
     from kairos.app import build_agent
+    from kairos.context.session import SessionStore
 
     workspace, config, llm = _load(workspace, model, base_url)
     try:
@@ -104,6 +105,8 @@ async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinte
 
     Ctrl-C, SIGTERM and SIGHUP interrupt the turn at a safe point instead of killing the process.
     """
+    import asyncio
+
     loop = asyncio.get_running_loop()
     received: list[int] = []
 
@@ -114,8 +117,7 @@ async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinte
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop, sig)
     try:
-        events: AsyncIterator[AgentEvent] = agent.run(session, text)
-        async for event in events:
+        async for event in agent.run(session, text):
             printer(event)
     finally:
         for sig in STOP_SIGNALS:
@@ -133,6 +135,10 @@ def run(
     trace: TraceOpt = False,
 ) -> None:
     """Run one task to completion, streaming tool calls, results and the answer."""
+    import asyncio
+
+    from kairos.cli._output import EventPrinter, finish_memory_with_status
+
     agent, store, sess = _setup(workspace, model, base_url, session, title=task[:80])
     printer = EventPrinter(trace)
 
@@ -163,6 +169,8 @@ def show_config(workspace: WorkspaceOpt = Path(".")) -> None:
 
     The settings go to stdout as JSON; where they came from and what was ignored go to stderr.
     """
+    from kairos.config import load_config
+
     try:
         config = load_config(workspace.resolve())
     except KairosError as e:
@@ -195,6 +203,7 @@ def trust(
     Its kairos.toml may then set the model endpoint and credentials and widen trust and approval,
     and its skills run without approval. Recorded in your config dir, not the workspace.
     """
+    from kairos.config import load_config
     from kairos.security.trust import TrustStore
 
     store = TrustStore()
@@ -246,8 +255,11 @@ def chat(
     You can type while the agent works: the line goes to the running turn at its next safe point.
     Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help repeats this.
     """
+    import asyncio
+
     from kairos.cli._chat import run_chat
     from kairos.cli._runtime import build_runtime
+    from kairos.context.session import SessionStore
     from kairos.context.store import new_session_id
 
     workspace, config, llm = _load(workspace, model, base_url)
@@ -282,6 +294,8 @@ def chat(
 @app.command()
 def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
     """List the stored sessions of the workspace, newest first."""
+    from kairos.context.session import SessionStore
+
     store = SessionStore(workspace)
     for info in store.list():
         console.print(f"{info.id}  {info.messages:4d} msgs  {_text(info.title)}")

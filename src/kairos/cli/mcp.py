@@ -13,18 +13,20 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from kairos.config import KairosConfig, load_config
 from kairos.errors import KairosError
-from kairos.mcp.client import McpServerSource
-from kairos.mcp.config import McpServerConfig
-from kairos.mcp.review import McpReview, render_listing
 from kairos.security.terminal import safe_for_terminal
 from kairos.server.auth import TOKEN_ENV
+
+if TYPE_CHECKING:
+    from kairos.config import KairosConfig
+    from kairos.mcp.client import McpServerSource
+    from kairos.mcp.config import McpServerConfig
+    from kairos.mcp.review import McpReview
 
 mcp_app = typer.Typer(help="Serve kairos tools over MCP; review the MCP servers kairos uses.", no_args_is_help=True)
 console = Console(highlight=False)
@@ -40,6 +42,8 @@ def _out(text: str, *, err: bool = False) -> None:
 
 
 def _config(workspace: Path) -> KairosConfig:
+    from kairos.config import load_config
+
     try:
         config = load_config(workspace.resolve())
     except KairosError as e:
@@ -61,6 +65,8 @@ def _server(config: KairosConfig, name: str) -> McpServerConfig:
 
 async def _probe(server: McpServerConfig, workspace: Path, review: McpReview) -> tuple[McpServerSource, str]:
     """Connect, list, disconnect: the source keeps the listing and its digest; plus how it was."""
+    from kairos.mcp.client import McpServerSource
+
     source = McpServerSource(server, workspace, review=review)
     try:
         await source.list_tools()
@@ -126,6 +132,8 @@ def serve(
 @mcp_app.command("list")
 def list_servers(workspace: WorkspaceOpt = Path(".")) -> None:
     """Every configured MCP server: connects to each and says whether its tools are approved."""
+    from kairos.mcp.review import McpReview
+
     config = _config(workspace)
     if not config.mcp.servers:
         _out("no MCP servers configured (add [[mcp.servers]] to kairos.toml or your user config)")
@@ -142,11 +150,15 @@ def list_servers(workspace: WorkspaceOpt = Path(".")) -> None:
 @mcp_app.command("show")
 def show(name: NameArg, workspace: WorkspaceOpt = Path(".")) -> None:
     """A server's tools as the model would read them, and what changed since the approval."""
+    from kairos.mcp.review import McpReview
+
     config = _config(workspace)
     _show(*asyncio.run(_probe(_server(config, name), workspace.resolve(), McpReview())))
 
 
 def _show(source: McpServerSource, line: str) -> None:
+    from kairos.mcp.review import render_listing
+
     if not source.digest:
         _out(f"error: {line}", err=True)
         raise typer.Exit(1)
@@ -167,6 +179,8 @@ def approve(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="approve without asking")] = False,
 ) -> None:
     """Show a server's tools (and the diff since the last approval) and approve exactly this listing."""
+    from kairos.mcp.review import McpReview
+
     config = _config(workspace)
     review = McpReview()
     source, line = asyncio.run(_probe(_server(config, name), workspace.resolve(), review))
@@ -187,6 +201,8 @@ def approve(
 @mcp_app.command("revoke")
 def revoke(name: NameArg) -> None:
     """Withdraw a server's approval: its tools are withheld until approved again."""
+    from kairos.mcp.review import McpReview
+
     if McpReview().revoke(name):
         _out(f"revoked {name}")
     else:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from kairos.config import load_config
 from kairos.errors import KairosError
 from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
@@ -47,6 +46,7 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory | None:
     """The user's memory, or None when the workspace has no memory database yet."""
+    from kairos.config import load_config
     from kairos.knowledge.embeddings import make_embedder
     from kairos.memory import UserMemory
 

@@ -10,18 +10,19 @@ config dir (``<user config dir>/approvals.json``), never in the workspace.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kairos.config import load_config
 from kairos.errors import ConfigError
 from kairos.paths import STATE_DIR_NAME
 from kairos.security.terminal import safe_for_terminal
-from kairos.skills.catalog import LEGACY_APPROVALS_FILE, SKILL_FILE, SkillCatalog, SkillEntry, name_problem
-from kairos.skills.config import SkillsConfig
+
+if TYPE_CHECKING:
+    from kairos.skills.catalog import SkillCatalog, SkillEntry
+    from kairos.skills.config import SkillsConfig
 
 skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True)
 console = Console(highlight=False)
@@ -74,6 +75,8 @@ Done when: (a check anyone can make).
 
 
 def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
+    from kairos.skills.catalog import SkillCatalog
+
     ws = workspace.resolve()
     if not ws.is_dir():
         raise _fail(f"workspace {ws} is not a directory")
@@ -82,6 +85,8 @@ def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
 
 def _config(workspace: Path) -> SkillsConfig:
     """``[skills]`` of the effective configuration; what loading ignored is shown on stderr."""
+    from kairos.config import load_config
+
     try:
         config = load_config(workspace)
     except ConfigError as e:
@@ -112,6 +117,8 @@ def _entry(catalog: SkillCatalog, name: str) -> SkillEntry:
 @skills_app.command("list")
 def list_skills(workspace: WorkspaceOpt = Path(".")) -> None:
     """Every skill found, its source and whether the model may use it."""
+    from kairos.skills.catalog import LEGACY_APPROVALS_FILE
+
     _, catalog = _catalog(workspace)
     entries = catalog.entries()
     if not entries:
@@ -136,6 +143,8 @@ def list_skills(workspace: WorkspaceOpt = Path(".")) -> None:
 @skills_app.command("show")
 def show(name: NameArg, workspace: WorkspaceOpt = Path("."), body_only: bool = False) -> None:
     """Print a skill for review: status, folder, hash and the full text of every file."""
+    from kairos.skills.catalog import SKILL_FILE
+
     _, catalog = _catalog(workspace)
     entry = _entry(catalog, name)
     console.print(f"[bold]{_text(entry.name)}[/] [{_STYLE[entry.status]}]{entry.status}[/] {_text(entry.reason)}")
@@ -168,6 +177,8 @@ def approve(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="approve without asking")] = False,
 ) -> None:
     """Let the model see and load a third-party skill (this exact content; a change needs re-approval)."""
+    from kairos.skills.catalog import SKILL_FILE
+
     _, catalog = _catalog(workspace)
     entry = _entry(catalog, name)
     skill = entry.skill
@@ -226,6 +237,8 @@ def new(
     ] = None,
 ) -> None:
     """Create a skill folder with a SKILL.md following the four-part structure."""
+    from kairos.skills.catalog import SKILL_FILE, name_problem
+
     problem = name_problem(name)
     if problem:
         raise _fail(problem)
