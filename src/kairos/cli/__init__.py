@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+import typer.core
 from rich.markup import escape
 
 from kairos.cli._console import _text as _text  # re-exported: serve.py imports them from here
@@ -19,7 +20,8 @@ from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
 from kairos.cli.memory import memory_app
 from kairos.cli.skills import skills_app
-from kairos.errors import KairosError
+from kairos.errors import KairosError, SessionNotFoundError
+from kairos.paths import workspace_dir
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --help` loads none of it
     from kairos.agent import Agent
@@ -28,7 +30,24 @@ if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --
     from kairos.context.session import Session, SessionStore
     from kairos.models.base import Model
 
-app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
+
+class _Commands(typer.core.TyperGroup):
+    """The command group: a KairosError no command handled is one line on stderr and exit code 1.
+
+    An unreadable database found in the middle of a command, say, must not print a traceback.
+    """
+
+    def invoke(self, ctx: Any) -> Any:  # typer's click.Context (its vendored click is private)
+        try:
+            return super().invoke(ctx)
+        except KairosError as e:
+            err_console.print(f"[bold red]error:[/] {_text(str(e))}")
+            raise typer.Exit(1) from e
+
+
+app = typer.Typer(
+    cls=_Commands, help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False
+)
 models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
 app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
@@ -60,24 +79,45 @@ def _notices(config: KairosConfig) -> None:
         err_console.print(f"[yellow]notice:[/] {_text(notice)}")
 
 
-def _load(workspace: Path, model: str | None, base_url: str | None) -> tuple[Path, KairosConfig, Model]:
-    """The resolved workspace, its settings and the model (``run`` and ``chat``).
+def _open(
+    workspace: Path, model: str | None, base_url: str | None, session: str | None
+) -> tuple[Path, KairosConfig, SessionStore]:
+    """The resolved workspace, its settings and its session store (``run`` and ``chat``), before any model loads.
+
+    A missing workspace, a bad setting, an unreadable database or an unknown ``--session`` is
+    refused at once, not after seconds of loading a model.
 
     Raises:
-        typer.Exit: a bad workspace or setting, or no model (after a clear error).
+        typer.Exit: after a clear error.
     """
     from kairos.config import load_config
-    from kairos.models import load_model
+    from kairos.context.session import SessionStore
 
-    workspace = workspace.resolve()
-    if not workspace.is_dir():
-        raise _fail(f"workspace {workspace} is not a directory")
     try:
+        workspace = workspace_dir(workspace)
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
-        with console.status(f"loading model {_text(config.model)} ..."):
-            return workspace, config, load_model(config.model, config.model_settings())
+        store = SessionStore(workspace)
     except KairosError as e:
+        raise _fail(str(e)) from e
+    try:
+        if session is not None and not store.trajectories.has_session(session):
+            raise SessionNotFoundError(session)
+    except KairosError as e:
+        store.close()
+        raise _fail(str(e)) from e
+    return workspace, config, store
+
+
+def _model(config: KairosConfig, store: SessionStore) -> Model:
+    """The model the settings name; closes ``store`` and exits after a clear error when it cannot load."""
+    from kairos.models import load_model
+
+    try:
+        with console.status(f"loading model {_text(config.model)} ..."):
+            return load_model(config.model, config.model_settings())
+    except KairosError as e:
+        store.close()
         raise _fail(str(e)) from e
 
 
@@ -85,14 +125,14 @@ def _setup(
     workspace: Path, model: str | None, base_url: str | None, session: str | None, title: str = ""
 ) -> tuple[Agent, SessionStore, Session]:
     """The product agent and the session to run (``run``); a clear error and exit 1 otherwise."""
-    from kairos.app import build_agent
-    from kairos.context.session import SessionStore
+    workspace, config, store = _open(workspace, model, base_url, session)
+    llm = _model(config, store)
+    from kairos.app import build_agent  # the agent stack loads only once the checks above passed
 
-    workspace, config, llm = _load(workspace, model, base_url)
     try:
-        store = SessionStore(workspace)
         return build_agent(llm, workspace, config), store, store.open(session, title=title)
     except KairosError as e:
+        store.close()
         raise _fail(str(e)) from e
 
 
@@ -172,7 +212,7 @@ def show_config(workspace: WorkspaceOpt = Path(".")) -> None:
     from kairos.config import load_config
 
     try:
-        config = load_config(workspace.resolve())
+        config = load_config(workspace_dir(workspace))
     except KairosError as e:
         raise _fail(str(e)) from e
     for source in config.sources:
@@ -255,15 +295,14 @@ def chat(
     You can type while the agent works: the line goes to the running turn at its next safe point.
     Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help repeats this.
     """
-    import asyncio
+    workspace, config, store = _open(workspace, model, base_url, session)
+    llm = _model(config, store)
+    import asyncio  # the runtime loads only once the checks above passed
 
     from kairos.cli._chat import run_chat
     from kairos.cli._runtime import build_runtime
-    from kairos.context.session import SessionStore
     from kairos.context.store import new_session_id
 
-    workspace, config, llm = _load(workspace, model, base_url)
-    store = SessionStore(workspace)
     try:
         resumed = ""
         if session:
@@ -296,7 +335,10 @@ def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
     """List the stored sessions of the workspace, newest first."""
     from kairos.context.session import SessionStore
 
-    store = SessionStore(workspace)
+    try:
+        store = SessionStore(workspace_dir(workspace))
+    except KairosError as e:
+        raise _fail(str(e)) from e
     for info in store.list():
         console.print(f"{info.id}  {info.messages:4d} msgs  {_text(info.title)}")
     store.close()
@@ -482,9 +524,5 @@ app.command()(serve)
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    """The ``kairos`` command: any KairosError becomes a one-line error and exit code 1."""
-    try:
-        app()
-    except KairosError as e:
-        err_console.print(f"[bold red]error:[/] {_text(str(e))}")
-        sys.exit(1)
+    """The ``kairos`` command (see :mod:`kairos.__main__`)."""
+    app()

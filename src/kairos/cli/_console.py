@@ -8,7 +8,8 @@ from rich.markup import escape
 from kairos.security.terminal import safe_for_terminal
 
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+"""Errors, warnings and notices: one line each however long (a terminal wraps them; a log keeps them whole)."""
 
 
 def _text(text: str) -> str:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
+from kairos.cli._console import console, err_console
 from kairos.errors import KairosError
+from kairos.paths import workspace_dir
 from kairos.security.terminal import safe_for_terminal
 from kairos.server.auth import TOKEN_ENV
 
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from kairos.mcp.review import McpReview
 
 mcp_app = typer.Typer(help="Serve kairos tools over MCP; review the MCP servers kairos uses.", no_args_is_help=True)
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 WorkspaceOpt = Annotated[
     Path, typer.Option("--workspace", "-w", help="the workspace (its tools' root; its kairos.toml is read)")
 ]
@@ -45,7 +44,7 @@ def _config(workspace: Path) -> KairosConfig:
     from kairos.config import load_config
 
     try:
-        config = load_config(workspace.resolve())
+        config = load_config(workspace_dir(workspace))
     except KairosError as e:
         _out(f"error: {e}", err=True)
         raise typer.Exit(1) from e
@@ -94,9 +93,6 @@ def serve(
     from kairos.mcp.server import build_server, serve_http, serve_stdio, workspace_context
 
     workspace = workspace.resolve()
-    if not workspace.is_dir():
-        _out(f"error: workspace {workspace} is not a directory", err=True)
-        raise typer.Exit(1)
     try:
         config = _config(workspace)
         tools = toolsets.tools(toolset or ["files"], config)

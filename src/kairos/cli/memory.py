@@ -15,18 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
+from kairos.cli._console import console, err_console
 from kairos.errors import KairosError
-from kairos.paths import default_state_dir
+from kairos.paths import default_state_dir, workspace_dir
 from kairos.security.terminal import safe_for_terminal
 
 if TYPE_CHECKING:
     from kairos.memory import MemoryCard, UserMemory
 
 memory_app = typer.Typer(help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True)
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the memory)")]
 UserOpt = Annotated[str | None, typer.Option("--user", help="whose memories (default: [memory] user, else 'default')")]
 EmbedderOpt = Annotated[
@@ -51,8 +49,9 @@ def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory
     from kairos.memory import UserMemory
 
     try:
-        config = load_config(workspace.resolve())
-        state = default_state_dir(workspace.resolve())
+        workspace = workspace_dir(workspace)
+        config = load_config(workspace)
+        state = default_state_dir(workspace)
         if not (state / DB_FILE).exists():
             return None
         return UserMemory.open(

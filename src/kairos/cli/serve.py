@@ -42,6 +42,7 @@ def serve(
     from kairos.context.session import SessionStore
     from kairos.errors import KairosError
     from kairos.models import load_model
+    from kairos.paths import workspace_dir
     from kairos.runtime import Outbox
     from kairos.server import check_bind, create_app
     from kairos.server.heap import keep_heap
@@ -50,11 +51,9 @@ def serve(
 
     token = os.environ.get(token_env) or None
     secret = os.environ.get(webhook_secret_env) or None
-    workspace = workspace.resolve()
     try:
         check_bind(host, token)
-        if not workspace.is_dir():
-            raise _fail(f"workspace {workspace} is not a directory")
+        workspace = workspace_dir(workspace)
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
         llm = load_model(config.model, config.model_settings())
@@ -81,9 +80,18 @@ def serve(
         auth = "bearer token required" if token else "no auth (loopback only)"
         console.print(f"kairos serving {_text(str(workspace))} on {url} ({auth}); API docs at {url}/docs")
 
+    async def main() -> None:
+        # the runtime starts before the server: its recovery reads the databases, and an unreadable one is a
+        # one-line error here rather than a traceback in the server's log (the app then leaves it to us)
+        await runtime.__aenter__()
+        try:
+            await run_server(app, host, port, on_started=started, log_level="warning")
+        finally:
+            await runtime.aclose(grace)
+
     try:
-        asyncio.run(run_server(app, host, port, on_started=started, log_level="warning"))
-    except OSError as e:
+        asyncio.run(main())
+    except (KairosError, OSError) as e:
         raise _fail(str(e)) from e
     finally:
         store.close()

@@ -13,20 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from kairos.cli._console import _text, console, err_console
 from kairos.errors import ConfigError
-from kairos.paths import STATE_DIR_NAME
-from kairos.security.terminal import safe_for_terminal
+from kairos.paths import STATE_DIR_NAME, workspace_dir
 
 if TYPE_CHECKING:
     from kairos.skills.catalog import SkillCatalog, SkillEntry
     from kairos.skills.config import SkillsConfig
 
 skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True)
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace whose skills to manage")]
 NameArg = Annotated[str, typer.Argument(help="the skill's name")]
@@ -77,9 +73,10 @@ Done when: (a check anyone can make).
 def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
     from kairos.skills.catalog import SkillCatalog
 
-    ws = workspace.resolve()
-    if not ws.is_dir():
-        raise _fail(f"workspace {ws} is not a directory")
+    try:
+        ws = workspace_dir(workspace)
+    except ConfigError as e:
+        raise _fail(str(e)) from e
     return ws, SkillCatalog.for_workspace(ws, _config(ws))
 
 
@@ -94,11 +91,6 @@ def _config(workspace: Path) -> SkillsConfig:
     for notice in config.notices:
         err_console.print(f"[yellow]notice:[/] {_text(notice)}")
     return config.skills
-
-
-def _text(text: str) -> str:
-    """Untrusted text (skill files, names, reasons) as Rich prints it literally and safely."""
-    return escape(safe_for_terminal(text))
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -244,7 +236,10 @@ def new(
         raise _fail(problem)
     if not description.strip():
         raise _fail("the description must not be empty: the model decides from it when to load the skill")
-    ws = workspace.resolve()
+    try:
+        ws = workspace_dir(workspace)
+    except ConfigError as e:
+        raise _fail(str(e)) from e
     base = Path(directory or _config(ws).dirs[0]).expanduser()
     folder = (base if base.is_absolute() else ws / base) / name
     if folder.exists():
