@@ -179,3 +179,19 @@ def test_the_kairos_command_prints_no_traceback(healthy: Path, tmp_path: Path, u
     assert "Traceback" not in done.stderr, done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and str(damaged) in errors[0] and errors[0].endswith("or restore it from a backup")
+
+
+@pytest.mark.usefixtures("scripted")
+@pytest.mark.parametrize(("command", "code"), [("run", 1), ("chat", 0)])  # the chat says so and goes on
+def test_a_file_where_the_session_locks_belong_is_one_clear_line(
+    healthy: Path, tmp_path: Path, command: str, code: int
+) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(healthy, ws)
+    locks = ws / ".kairos" / "locks"
+    shutil.rmtree(locks, ignore_errors=True)
+    locks.write_text("not a folder")
+    result = runner.invoke(app, [*COMMANDS[command], "-w", str(ws)], input="hello\n")
+    assert isinstance(result.exception, SystemExit | None), result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.exit_code == code and len(errors) == 1 and f"mv {locks} {locks}.broken" in errors[0], result.output
