@@ -24,8 +24,10 @@ from kairos.errors import KairosError, SessionNotFoundError
 from kairos.paths import workspace_dir
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --help` loads none of it
+    from collections.abc import Callable
+
     from kairos.agent import Agent
-    from kairos.cli._output import EventPrinter
+    from kairos.agent.events import AgentEvent
     from kairos.config import KairosConfig
     from kairos.context.session import Session, SessionStore
     from kairos.models.base import Model
@@ -140,7 +142,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Each one posts an immediate interrupt: the turn stops at its next safe point, the session stays valid."""
 
 
-async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinter) -> int | None:
+async def _drive(agent: Agent, session: Session, text: str, printer: Callable[[AgentEvent], None]) -> int | None:
     """Run one turn; returns the signal that interrupted it, if one did.
 
     Ctrl-C, SIGTERM and SIGHUP interrupt the turn at a safe point instead of killing the process.
@@ -177,14 +179,22 @@ def run(
     """Run one task to completion, streaming tool calls, results and the answer."""
     import asyncio
 
+    from kairos.agent.events import RunError
     from kairos.cli._output import EventPrinter, finish_memory_with_status
+    from kairos.errors import ContextOverflowError
 
     agent, store, sess = _setup(workspace, model, base_url, session, title=task[:80])
     printer = EventPrinter(trace)
+    overflowed = False
+
+    def show(event: AgentEvent) -> None:
+        nonlocal overflowed
+        overflowed |= isinstance(event, RunError) and isinstance(event.error, ContextOverflowError)
+        printer(event)
 
     async def main() -> int | None:
         try:
-            return await _drive(agent, sess, task, printer)
+            return await _drive(agent, sess, task, show)
         finally:
             await sess.aclose()
             await finish_memory_with_status(agent)  # the extractor started by closing the session ([memory] enabled)
@@ -195,7 +205,9 @@ def run(
         console.print(f"[yellow]memory extraction skipped[/]; session {sess.id} is saved")
         store.close()
         raise typer.Exit(130) from None
-    console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
+    # a session over the window fails the same way when continued (the error says what helps instead)
+    hint = "" if overflowed else f" (continue with: kairos chat --session {sess.id})"
+    console.print(f"[dim]session {sess.id}{hint}[/]")
     store.close()
     if stopped_by is not None:
         raise typer.Exit(128 + stopped_by)
