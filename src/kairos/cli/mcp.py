@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from kairos.mcp.config import McpServerConfig
     from kairos.mcp.review import McpReview
 
-mcp_app = typer.Typer(help="Serve kairos tools over MCP; review the MCP servers kairos uses.", no_args_is_help=True)
+mcp_app = typer.Typer(
+    help="Serve kairos tools over MCP; review the MCP servers kairos uses.", no_args_is_help=True, rich_markup_mode=None
+)
 WorkspaceOpt = Annotated[
     Path, typer.Option("--workspace", "-w", help="the workspace (its tools' root; its kairos.toml is read)")
 ]

@@ -24,7 +24,9 @@ from kairos.security.terminal import safe_for_terminal
 if TYPE_CHECKING:
     from kairos.memory import MemoryCard, UserMemory
 
-memory_app = typer.Typer(help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True)
+memory_app = typer.Typer(
+    help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True, rich_markup_mode=None
+)
 WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the memory)")]
 UserOpt = Annotated[str | None, typer.Option("--user", help="whose memories (default: [memory] user, else 'default')")]
 EmbedderOpt = Annotated[

@@ -71,7 +71,9 @@ def serve(
         grace_s=grace,
     )
     if not secret:
-        err_console.print(f"[yellow]notice:[/] webhooks are off (set {webhook_secret_env} to enable POST /v1/events)")
+        err_console.print(
+            f"[yellow]notice:[/] webhooks are off (set {_text(webhook_secret_env)} to enable POST /v1/events)"
+        )
 
     keeping: list[asyncio.Task[None]] = []
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from kairos.skills.catalog import SkillCatalog, SkillEntry
     from kairos.skills.config import SkillsConfig
 
-skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True)
+skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True, rich_markup_mode=None)
 
 WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace whose skills to manage")]
 NameArg = Annotated[str, typer.Argument(help="the skill's name")]
@@ -133,7 +133,11 @@ def list_skills(workspace: WorkspaceOpt = Path(".")) -> None:
 
 
 @skills_app.command("show")
-def show(name: NameArg, workspace: WorkspaceOpt = Path("."), body_only: bool = False) -> None:
+def show(
+    name: NameArg,
+    workspace: WorkspaceOpt = Path("."),
+    body_only: Annotated[bool, typer.Option("--body-only", help="only the instructions (SKILL.md's body)")] = False,
+) -> None:
     """Print a skill for review: status, folder, hash and the full text of every file."""
     from kairos.skills.catalog import SKILL_FILE
 
@@ -180,7 +184,7 @@ def approve(
         console.print(f"{_text(name)} is a {skill.kind} skill and trusted already; no approval needed.")
         return
     if entry.status == "approved":
-        console.print(f"{name} is approved already (sha256 {skill.digest[:12]}).")
+        console.print(f"{_text(name)} is approved already (sha256 {skill.digest[:12]}).")
         return
     files = ", ".join([SKILL_FILE, *skill.files()])
     console.print(
@@ -248,5 +252,5 @@ def new(
     title = name.replace("-", " ").capitalize()
     text = SKILL_TEMPLATE.format(name=name, description=" ".join(description.split()), title=title)
     (folder / SKILL_FILE).write_text(text, encoding="utf-8")
-    console.print(f"[green]created[/] {folder / SKILL_FILE}")
+    console.print(f"[green]created[/] {_text(str(folder / SKILL_FILE))}")
     console.print("Replace the placeholder text, add reference.md or scripts/ beside it, then: kairos skills list")
