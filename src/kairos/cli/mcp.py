@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kairos.cli._console import console, err_console
+from kairos.cli._console import console, err_console, existing_workspace
 from kairos.errors import KairosError
-from kairos.paths import workspace_dir
 from kairos.security.terminal import safe_for_terminal
 from kairos.server.auth import TOKEN_ENV
 
@@ -33,7 +32,13 @@ mcp_app = typer.Typer(
     help="Serve kairos tools over MCP; review the MCP servers kairos uses.", no_args_is_help=True, rich_markup_mode=None
 )
 WorkspaceOpt = Annotated[
-    Path, typer.Option("--workspace", "-w", help="the workspace (its tools' root; its kairos.toml is read)")
+    Path,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="the workspace (its tools' root; its kairos.toml is read)",
+        callback=existing_workspace,
+    ),
 ]
 NameArg = Annotated[str, typer.Argument(help="the server's name in [[mcp.servers]]")]
 
@@ -46,7 +51,7 @@ def _config(workspace: Path) -> KairosConfig:
     from kairos.config import load_config
 
     try:
-        config = load_config(workspace_dir(workspace))
+        config = load_config(workspace)
     except KairosError as e:
         _out(f"error: {e}", err=True)
         raise typer.Exit(1) from e

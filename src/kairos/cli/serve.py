@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kairos.cli._console import existing_workspace
 from kairos.server.auth import TOKEN_ENV, WEBHOOK_SECRET_ENV
 
 
@@ -16,7 +17,13 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="address to bind; non-loopback needs a token")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="port (0: any free one)")] = 8765,
     workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="directory the tools work in; state lives in its .kairos/")
+        Path,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="directory the tools work in; state lives in its .kairos/",
+            callback=existing_workspace,
+        ),
     ] = Path("."),
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
@@ -42,7 +49,6 @@ def serve(
     from kairos.context.session import SessionStore
     from kairos.errors import KairosError
     from kairos.models import load_model
-    from kairos.paths import workspace_dir
     from kairos.runtime import Outbox
     from kairos.server import check_bind, create_app
     from kairos.server.heap import keep_heap
@@ -53,7 +59,6 @@ def serve(
     secret = os.environ.get(webhook_secret_env) or None
     try:
         check_bind(host, token)
-        workspace = workspace_dir(workspace)
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
         llm = load_model(config.model, config.model_settings())

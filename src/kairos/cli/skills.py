@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kairos.cli._console import _text, console, err_console
+from kairos.cli._console import _text, console, err_console, existing_workspace
 from kairos.errors import ConfigError
-from kairos.paths import STATE_DIR_NAME, workspace_dir
+from kairos.paths import STATE_DIR_NAME
 
 if TYPE_CHECKING:
     from kairos.skills.catalog import SkillCatalog, SkillEntry
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True, rich_markup_mode=None)
 
-WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace whose skills to manage")]
+WorkspaceOpt = Annotated[
+    Path, typer.Option("--workspace", "-w", help="the workspace whose skills to manage", callback=existing_workspace)
+]
 NameArg = Annotated[str, typer.Argument(help="the skill's name")]
 _STYLE = {
     "trusted": "green",
@@ -73,11 +75,7 @@ Done when: (a check anyone can make).
 def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
     from kairos.skills.catalog import SkillCatalog
 
-    try:
-        ws = workspace_dir(workspace)
-    except ConfigError as e:
-        raise _fail(str(e)) from e
-    return ws, SkillCatalog.for_workspace(ws, _config(ws))
+    return workspace, SkillCatalog.for_workspace(workspace, _config(workspace))
 
 
 def _config(workspace: Path) -> SkillsConfig:
@@ -240,10 +238,7 @@ def new(
         raise _fail(problem)
     if not description.strip():
         raise _fail("the description must not be empty: the model decides from it when to load the skill")
-    try:
-        ws = workspace_dir(workspace)
-    except ConfigError as e:
-        raise _fail(str(e)) from e
+    ws = workspace
     base = Path(directory or _config(ws).dirs[0]).expanduser()
     folder = (base if base.is_absolute() else ws / base) / name
     if folder.exists():
