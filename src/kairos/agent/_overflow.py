@@ -4,7 +4,8 @@ It used to advise turning on compression (on by default) whatever the cause. Wha
 on what is too big: the fixed part (system prompt and tool schemas) needs a larger window or fewer
 tools, and a new session would fail the same way; one huge message needs to become a file the
 agent reads page by page; a long history needs a new session or a larger window. In each case the
-session keeps what made it too big, so continuing it would fail again: the error says so.
+session keeps what made it too big, so continuing it in the same window fails again: the error
+says what would work instead.
 """
 
 from __future__ import annotations

@@ -97,11 +97,11 @@ def _notices(config: KairosConfig) -> None:
 
 def _open(
     workspace: Path, model: str | None, base_url: str | None, session: str | None
-) -> tuple[Path, KairosConfig, SessionStore]:
-    """The resolved workspace, its settings and its session store (``run`` and ``chat``), before any model loads.
+) -> tuple[KairosConfig, SessionStore]:
+    """The workspace's settings and session store (``run`` and ``chat``), before any model loads.
 
-    A missing workspace, a bad setting, an unreadable database or an unknown ``--session`` is
-    refused at once, not after seconds of loading a model.
+    A bad setting, an unreadable database or an unknown ``--session`` is refused at once, not
+    after seconds of loading a model (a missing workspace, earlier still: by the option).
 
     Raises:
         typer.Exit: after a clear error.
@@ -121,7 +121,7 @@ def _open(
     except KairosError as e:
         store.close()
         raise _fail(str(e)) from e
-    return workspace, config, store
+    return config, store
 
 
 def _model(config: KairosConfig, store: SessionStore) -> Model:
@@ -140,7 +140,7 @@ def _setup(
     workspace: Path, model: str | None, base_url: str | None, session: str | None, title: str = ""
 ) -> tuple[Agent, SessionStore, Session]:
     """The product agent and the session to run (``run``); a clear error and exit 1 otherwise."""
-    workspace, config, store = _open(workspace, model, base_url, session)
+    config, store = _open(workspace, model, base_url, session)
     llm = _model(config, store)
     from kairos.app import build_agent  # the agent stack loads only once the checks above passed
 
@@ -320,11 +320,11 @@ def chat(
     You can type while the agent works: the line goes to the running turn at its next safe point.
     Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help repeats this.
     """
-    workspace, config, store = _open(workspace, model, base_url, session)
+    config, store = _open(workspace, model, base_url, session)
     llm = _model(config, store)
-    import asyncio  # the runtime loads only once the checks above passed
+    import asyncio
 
-    from kairos.cli._chat import run_chat
+    from kairos.cli._chat import run_chat  # the runtime loads only once the checks above passed
     from kairos.cli._runtime import build_runtime
     from kairos.context.store import new_session_id
 

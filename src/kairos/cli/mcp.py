@@ -99,7 +99,6 @@ def serve(
     from kairos.mcp import toolsets
     from kairos.mcp.server import build_server, serve_http, serve_stdio, workspace_context
 
-    workspace = workspace.resolve()
     try:
         config = _config(workspace)
         tools = toolsets.tools(toolset or ["files"], config)
@@ -146,7 +145,7 @@ def list_servers(workspace: WorkspaceOpt = Path(".")) -> None:
         if not server.enabled:
             _out(f"{server.name}: disabled ({server.target})")
             continue
-        _, line = asyncio.run(_probe(server, workspace.resolve(), review))
+        _, line = asyncio.run(_probe(server, workspace, review))
         _out(f"{line} [{server.target}]")
 
 
@@ -156,7 +155,7 @@ def show(name: NameArg, workspace: WorkspaceOpt = Path(".")) -> None:
     from kairos.mcp.review import McpReview
 
     config = _config(workspace)
-    _show(*asyncio.run(_probe(_server(config, name), workspace.resolve(), McpReview())))
+    _show(*asyncio.run(_probe(_server(config, name), workspace, McpReview())))
 
 
 def _show(source: McpServerSource, line: str) -> None:
@@ -186,7 +185,7 @@ def approve(
 
     config = _config(workspace)
     review = McpReview()
-    source, line = asyncio.run(_probe(_server(config, name), workspace.resolve(), review))
+    source, line = asyncio.run(_probe(_server(config, name), workspace, review))
     _show(source, line)
     if source.review_status() == "approved":
         _out(f"{name} is already approved")

@@ -72,10 +72,10 @@ Done when: (a check anyone can make).
 """
 
 
-def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
+def _catalog(workspace: Path) -> SkillCatalog:
     from kairos.skills.catalog import SkillCatalog
 
-    return workspace, SkillCatalog.for_workspace(workspace, _config(workspace))
+    return SkillCatalog.for_workspace(workspace, _config(workspace))
 
 
 def _config(workspace: Path) -> SkillsConfig:
@@ -109,7 +109,7 @@ def list_skills(workspace: WorkspaceOpt = Path(".")) -> None:
     """Every skill found, its source and whether the model may use it."""
     from kairos.skills.catalog import LEGACY_APPROVALS_FILE
 
-    _, catalog = _catalog(workspace)
+    catalog = _catalog(workspace)
     entries = catalog.entries()
     if not entries:
         console.print("no skills found; create one with: kairos skills new NAME")
@@ -139,7 +139,7 @@ def show(
     """Print a skill for review: status, folder, hash and the full text of every file."""
     from kairos.skills.catalog import SKILL_FILE
 
-    _, catalog = _catalog(workspace)
+    catalog = _catalog(workspace)
     entry = _entry(catalog, name)
     console.print(f"[bold]{_text(entry.name)}[/] [{_STYLE[entry.status]}]{entry.status}[/] {_text(entry.reason)}")
     console.print(f"source: {_text(entry.origin)}\nfolder: {_text(str(entry.folder))}")
@@ -173,7 +173,7 @@ def approve(
     """Let the model see and load a third-party skill (this exact content; a change needs re-approval)."""
     from kairos.skills.catalog import SKILL_FILE
 
-    _, catalog = _catalog(workspace)
+    catalog = _catalog(workspace)
     entry = _entry(catalog, name)
     skill = entry.skill
     if skill is None:
@@ -203,7 +203,7 @@ def approve(
 @skills_app.command("revoke")
 def revoke(name: NameArg, workspace: WorkspaceOpt = Path(".")) -> None:
     """Withdraw an approval: the skill leaves the catalog and can no longer be loaded."""
-    _, catalog = _catalog(workspace)
+    catalog = _catalog(workspace)
     try:
         revoked = catalog.approvals.revoke(name)
     except OSError as e:
@@ -238,9 +238,8 @@ def new(
         raise _fail(problem)
     if not description.strip():
         raise _fail("the description must not be empty: the model decides from it when to load the skill")
-    ws = workspace
-    base = Path(directory or _config(ws).dirs[0]).expanduser()
-    folder = (base if base.is_absolute() else ws / base) / name
+    base = Path(directory or _config(workspace).dirs[0]).expanduser()
+    folder = (base if base.is_absolute() else workspace / base) / name
     if folder.exists():
         raise _fail(f"{folder} already exists")
     folder.mkdir(parents=True)
