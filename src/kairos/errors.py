@@ -8,7 +8,7 @@ KairosError
 ├── ContextOverflowError        a request would not fit the model's window
 ├── SessionNotFoundError        ``--session ID`` names no stored session
 ├── SessionBusyError            another run (this process or another) holds the session
-└── StoreError                  the session database is unreadable (corrupt, truncated, not a directory)
+└── StoreError                  a database kairos keeps is unusable (damaged, truncated, a folder in its place)
 
 Errors the *model* caused (bad JSON, unknown tool, failing tool) are not exceptions: they go
 back to the model as tool results.
@@ -79,4 +79,4 @@ class SessionBusyError(KairosError):
 
 
 class StoreError(KairosError):
-    """The session database cannot be used as it is; it is never replaced silently."""
+    """A database kairos keeps cannot be used as it is; it is never replaced silently."""

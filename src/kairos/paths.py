@@ -18,6 +18,8 @@ from platformdirs import user_config_path
 from kairos.errors import ConfigError
 
 STATE_DIR_NAME = ".kairos"
+STATE_GITIGNORE = "# created by kairos: its state (sessions, indexes, caches) is not part of the repository\n*\n"
+"""The ``.gitignore`` kairos writes into a state dir, so ``git status`` does not list ``.kairos/``."""
 USER_CONFIG_FILE = "config.toml"
 """The user's own settings file in :func:`user_config_dir` (optional; same keys as ``kairos.toml``)."""
 
@@ -26,6 +28,25 @@ def default_state_dir(workspace: Path) -> Path:
     """``$KAIROS_HOME`` if set, else ``<workspace>/.kairos``."""
     home = os.environ.get("KAIROS_HOME")
     return Path(home).expanduser() if home else workspace / STATE_DIR_NAME
+
+
+def workspace_dir(path: Path) -> Path:
+    """``path`` resolved, if it is an existing folder: kairos never creates a workspace.
+
+    A mistyped ``--workspace`` must not leave an empty folder with a ``.kairos/`` in it behind.
+
+    Raises:
+        ConfigError: ``path`` does not exist or is not a folder; the message says what to do.
+    """
+    try:
+        resolved = path.expanduser().resolve()
+    except OSError as e:  # e.g. the current directory was deleted
+        raise ConfigError(f"cannot use the workspace {path}: {e.strerror or e}") from e
+    if resolved.is_dir():
+        return resolved
+    if resolved.exists():
+        raise ConfigError(f"the workspace {resolved} is a file, not a folder: pass a folder with --workspace")
+    raise ConfigError(f"the workspace {resolved} does not exist: create it first, or pass another --workspace")
 
 
 def user_config_dir() -> Path:
@@ -46,13 +67,16 @@ def ensure_state_dir(path: Path) -> Path:
         path: the state dir, e.g. ``default_state_dir(workspace)``.
 
     Returns:
-        ``path``, which now exists and is a directory.
+        ``path``, which now exists and is a directory. A folder kairos creates, and any folder
+        named ``.kairos``, gets a ``.gitignore`` (:data:`STATE_GITIGNORE`) if it has none.
 
     Raises:
         ConfigError: ``path`` or one of its parents is a file (or a broken link), or it cannot be
             created; the message says what to do.
     """
     if path.is_dir():
+        if path.name == STATE_DIR_NAME:  # also one from before the .gitignore, or made by a plain mkdir
+            _ignored_by_git(path)
         return path
     fix = "move or delete it, or set KAIROS_HOME to another folder for kairos' state"
     if path.is_symlink() and not path.exists():
@@ -70,7 +94,21 @@ def ensure_state_dir(path: Path) -> Path:
         raise ConfigError(f"cannot create {path}: {parent} is a file, not a folder; {fix}") from e
     except OSError as e:
         raise ConfigError(f"cannot create the state folder {path}: {e.strerror or e}; {fix}") from e
+    _ignored_by_git(path)
     return path
+
+
+def _ignored_by_git(folder: Path) -> None:
+    """Write :data:`STATE_GITIGNORE` into ``folder`` unless it has a ``.gitignore`` (only ever kairos's own folders).
+
+    Not into any existing folder: ``$KAIROS_HOME`` could name a repository's root, and ``*`` there
+    would hide the whole repository from git.
+    """
+    marker = folder / ".gitignore"
+    if marker.exists() or marker.is_symlink():
+        return
+    with contextlib.suppress(OSError):  # a read-only state folder still works, it only shows in git status
+        marker.write_text(STATE_GITIGNORE, encoding="utf-8")
 
 
 def write_text_atomic(path: Path, text: str) -> None:

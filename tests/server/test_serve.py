@@ -149,8 +149,9 @@ def test_the_mail_toolset_without_a_mailbox_is_a_clear_error(
 ) -> None:
     (user_config_dir / "config.toml").write_text('[runtime]\ntoolsets = ["mail"]\n', encoding="utf-8")
     code, _, err = run_kairos(
-        "serve", "-w", workspace, "--model", "openai:x", config_dir=user_config_dir, logs=tmp_path / "logs"
-    )
+        "serve", "-w", workspace, "--model", "openai:x", "--base-url", "http://127.0.0.1:9/v1",
+        config_dir=user_config_dir, logs=tmp_path / "logs",
+    )  # fmt: skip
     assert code == 1 and "no mailbox is configured: add a [runtime.mail] table" in err
 
 

@@ -46,7 +46,7 @@ def kairos_env(config_dir: Path, **extra: str) -> dict[str, str]:
 
 def kairos_argv(*args: str) -> list[str]:
     """The command line of ``kairos ARGS`` on the interpreter running the tests."""
-    return [sys.executable, "-c", "from kairos.cli import main; main()", *args]
+    return [sys.executable, "-c", "from kairos.__main__ import main; main()", *args]
 
 
 class KairosProcess:

@@ -28,6 +28,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kairos.agent._overflow import overflow_error
 from kairos.agent._reply import fed, guarded_reply, unique_ids
 from kairos.agent._state import TOOLS_KEY, RunState, event_message, mark_batch, restore_order
 from kairos.agent.events import (
@@ -47,7 +48,7 @@ from kairos.context.inbox import (
     UserInput,
 )
 from kairos.context.session import Session, early_result_key
-from kairos.errors import ContextOverflowError, KairosError
+from kairos.errors import KairosError
 from kairos.models.types import (
     AllBut,
     Message,
@@ -414,14 +415,8 @@ class Runner:
             for p, e in zip(self.agent.pipeline.hooked["on_overflow"], errors, strict=False):
                 self.agent.pipeline.failed(p, "on_overflow", e, st.report)
         if tokens > limit:
-            raise ContextOverflowError(
-                f"the request needs {tokens} prompt tokens but {model.name} allows {limit} "
-                f"({model.context_window} window - {request.max_tokens} reserved for the reply). "
-                "Start a new session, give the model a larger window ([local] n_ctx or [remote] context_window "
-                "in kairos.toml), or turn on compression ([compression] enabled = true).",
-                prompt_tokens=tokens,
-                limit=limit,
-            )
+            compressed = bool(self.agent.pipeline.hooked["on_overflow"])
+            raise overflow_error(model, request, tokens, limit, compressed=compressed)
         return request, tokens
 
     async def _stream(self, st: RunState, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:

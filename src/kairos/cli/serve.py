@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from kairos.cli._console import existing_workspace
 from kairos.server.auth import TOKEN_ENV, WEBHOOK_SECRET_ENV
 
 
@@ -16,7 +17,13 @@ def serve(
     host: Annotated[str, typer.Option("--host", help="address to bind; non-loopback needs a token")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="port (0: any free one)")] = 8765,
     workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="directory the tools work in; state lives in its .kairos/")
+        Path,
+        typer.Option(
+            "--workspace",
+            "-w",
+            help="directory the tools work in; state lives in its .kairos/",
+            callback=existing_workspace,
+        ),
     ] = Path("."),
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
@@ -50,11 +57,8 @@ def serve(
 
     token = os.environ.get(token_env) or None
     secret = os.environ.get(webhook_secret_env) or None
-    workspace = workspace.resolve()
     try:
         check_bind(host, token)
-        if not workspace.is_dir():
-            raise _fail(f"workspace {workspace} is not a directory")
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
         llm = load_model(config.model, config.model_settings())
@@ -72,7 +76,9 @@ def serve(
         grace_s=grace,
     )
     if not secret:
-        err_console.print(f"[yellow]notice:[/] webhooks are off (set {webhook_secret_env} to enable POST /v1/events)")
+        err_console.print(
+            f"[yellow]notice:[/] webhooks are off (set {_text(webhook_secret_env)} to enable POST /v1/events)"
+        )
 
     keeping: list[asyncio.Task[None]] = []
 
@@ -81,9 +87,18 @@ def serve(
         auth = "bearer token required" if token else "no auth (loopback only)"
         console.print(f"kairos serving {_text(str(workspace))} on {url} ({auth}); API docs at {url}/docs")
 
+    async def main() -> None:
+        # the runtime starts before the server: its recovery reads the databases, and an unreadable one is a
+        # one-line error here rather than a traceback in the server's log (the app then leaves it to us)
+        await runtime.__aenter__()
+        try:
+            await run_server(app, host, port, on_started=started, log_level="warning")
+        finally:
+            await runtime.aclose(grace)
+
     try:
-        asyncio.run(run_server(app, host, port, on_started=started, log_level="warning"))
-    except OSError as e:
+        asyncio.run(main())
+    except (KairosError, OSError) as e:
         raise _fail(str(e)) from e
     finally:
         store.close()

@@ -10,24 +10,23 @@ config dir (``<user config dir>/approvals.json``), never in the workspace.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from kairos.config import load_config
+from kairos.cli._console import _text, console, err_console, existing_workspace
 from kairos.errors import ConfigError
 from kairos.paths import STATE_DIR_NAME
-from kairos.security.terminal import safe_for_terminal
-from kairos.skills.catalog import LEGACY_APPROVALS_FILE, SKILL_FILE, SkillCatalog, SkillEntry, name_problem
-from kairos.skills.config import SkillsConfig
 
-skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True)
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+if TYPE_CHECKING:
+    from kairos.skills.catalog import SkillCatalog, SkillEntry
+    from kairos.skills.config import SkillsConfig
 
-WorkspaceOpt = Annotated[Path, typer.Option("--workspace", "-w", help="the workspace whose skills to manage")]
+skills_app = typer.Typer(help="List, review, approve and create skills.", no_args_is_help=True, rich_markup_mode=None)
+
+WorkspaceOpt = Annotated[
+    Path, typer.Option("--workspace", "-w", help="the workspace whose skills to manage", callback=existing_workspace)
+]
 NameArg = Annotated[str, typer.Argument(help="the skill's name")]
 _STYLE = {
     "trusted": "green",
@@ -73,15 +72,16 @@ Done when: (a check anyone can make).
 """
 
 
-def _catalog(workspace: Path) -> tuple[Path, SkillCatalog]:
-    ws = workspace.resolve()
-    if not ws.is_dir():
-        raise _fail(f"workspace {ws} is not a directory")
-    return ws, SkillCatalog.for_workspace(ws, _config(ws))
+def _catalog(workspace: Path) -> SkillCatalog:
+    from kairos.skills.catalog import SkillCatalog
+
+    return SkillCatalog.for_workspace(workspace, _config(workspace))
 
 
 def _config(workspace: Path) -> SkillsConfig:
     """``[skills]`` of the effective configuration; what loading ignored is shown on stderr."""
+    from kairos.config import load_config
+
     try:
         config = load_config(workspace)
     except ConfigError as e:
@@ -89,11 +89,6 @@ def _config(workspace: Path) -> SkillsConfig:
     for notice in config.notices:
         err_console.print(f"[yellow]notice:[/] {_text(notice)}")
     return config.skills
-
-
-def _text(text: str) -> str:
-    """Untrusted text (skill files, names, reasons) as Rich prints it literally and safely."""
-    return escape(safe_for_terminal(text))
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -112,7 +107,9 @@ def _entry(catalog: SkillCatalog, name: str) -> SkillEntry:
 @skills_app.command("list")
 def list_skills(workspace: WorkspaceOpt = Path(".")) -> None:
     """Every skill found, its source and whether the model may use it."""
-    _, catalog = _catalog(workspace)
+    from kairos.skills.catalog import LEGACY_APPROVALS_FILE
+
+    catalog = _catalog(workspace)
     entries = catalog.entries()
     if not entries:
         console.print("no skills found; create one with: kairos skills new NAME")
@@ -134,9 +131,15 @@ def list_skills(workspace: WorkspaceOpt = Path(".")) -> None:
 
 
 @skills_app.command("show")
-def show(name: NameArg, workspace: WorkspaceOpt = Path("."), body_only: bool = False) -> None:
+def show(
+    name: NameArg,
+    workspace: WorkspaceOpt = Path("."),
+    body_only: Annotated[bool, typer.Option("--body-only", help="only the instructions (SKILL.md's body)")] = False,
+) -> None:
     """Print a skill for review: status, folder, hash and the full text of every file."""
-    _, catalog = _catalog(workspace)
+    from kairos.skills.catalog import SKILL_FILE
+
+    catalog = _catalog(workspace)
     entry = _entry(catalog, name)
     console.print(f"[bold]{_text(entry.name)}[/] [{_STYLE[entry.status]}]{entry.status}[/] {_text(entry.reason)}")
     console.print(f"source: {_text(entry.origin)}\nfolder: {_text(str(entry.folder))}")
@@ -168,7 +171,9 @@ def approve(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="approve without asking")] = False,
 ) -> None:
     """Let the model see and load a third-party skill (this exact content; a change needs re-approval)."""
-    _, catalog = _catalog(workspace)
+    from kairos.skills.catalog import SKILL_FILE
+
+    catalog = _catalog(workspace)
     entry = _entry(catalog, name)
     skill = entry.skill
     if skill is None:
@@ -177,7 +182,7 @@ def approve(
         console.print(f"{_text(name)} is a {skill.kind} skill and trusted already; no approval needed.")
         return
     if entry.status == "approved":
-        console.print(f"{name} is approved already (sha256 {skill.digest[:12]}).")
+        console.print(f"{_text(name)} is approved already (sha256 {skill.digest[:12]}).")
         return
     files = ", ".join([SKILL_FILE, *skill.files()])
     console.print(
@@ -198,7 +203,7 @@ def approve(
 @skills_app.command("revoke")
 def revoke(name: NameArg, workspace: WorkspaceOpt = Path(".")) -> None:
     """Withdraw an approval: the skill leaves the catalog and can no longer be loaded."""
-    _, catalog = _catalog(workspace)
+    catalog = _catalog(workspace)
     try:
         revoked = catalog.approvals.revoke(name)
     except OSError as e:
@@ -226,19 +231,20 @@ def new(
     ] = None,
 ) -> None:
     """Create a skill folder with a SKILL.md following the four-part structure."""
+    from kairos.skills.catalog import SKILL_FILE, name_problem
+
     problem = name_problem(name)
     if problem:
         raise _fail(problem)
     if not description.strip():
         raise _fail("the description must not be empty: the model decides from it when to load the skill")
-    ws = workspace.resolve()
-    base = Path(directory or _config(ws).dirs[0]).expanduser()
-    folder = (base if base.is_absolute() else ws / base) / name
+    base = Path(directory or _config(workspace).dirs[0]).expanduser()
+    folder = (base if base.is_absolute() else workspace / base) / name
     if folder.exists():
         raise _fail(f"{folder} already exists")
     folder.mkdir(parents=True)
     title = name.replace("-", " ").capitalize()
     text = SKILL_TEMPLATE.format(name=name, description=" ".join(description.split()), title=title)
     (folder / SKILL_FILE).write_text(text, encoding="utf-8")
-    console.print(f"[green]created[/] {folder / SKILL_FILE}")
+    console.print(f"[green]created[/] {_text(str(folder / SKILL_FILE))}")
     console.print("Replace the placeholder text, add reference.md or scripts/ beside it, then: kairos skills list")

@@ -17,7 +17,7 @@ import threading
 import time
 from pathlib import Path
 
-from kairos.errors import SessionBusyError
+from kairos.errors import SessionBusyError, StoreError
 
 _MEMORY_HOLDERS: set[tuple[int, str]] = set()
 _MEMORY_LOCK = threading.Lock()
@@ -53,6 +53,7 @@ class SessionLease:
 
         Raises:
             SessionBusyError: another lease holds it.
+            StoreError: the lock file cannot be made (something is in the way).
         """
         if self.held:
             return
@@ -64,8 +65,14 @@ class SessionLease:
                 _MEMORY_HOLDERS.add(key)
             self._memory = True
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = self._lock(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = self._lock(self.path)
+        except OSError as e:  # a file where the locks folder belongs, a folder where the lock file does
+            raise StoreError(
+                f"cannot take the session's lock {self.path} ({e.strerror or e}): something is in the way; "
+                f"move it away (mv {self.path.parent} {self.path.parent}.broken) and try again"
+            ) from e
         command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv[:3])) or "python"
         info = json.dumps({"pid": os.getpid(), "command": command[:120], "since": time.time()}).encode()
         os.ftruncate(fd, 0)

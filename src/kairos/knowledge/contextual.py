@@ -19,7 +19,6 @@ context and :attr:`ContextWriter.warnings` says so.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +27,8 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from kairos._sqlite import connect
+from kairos.errors import StoreError
 from kairos.knowledge.base import CONTEXT_TURNS, FileResult, KnowledgeBase, text_digest, walk_paths
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
 from kairos.knowledge.records import ChunkIn, DocumentIn
@@ -60,12 +61,17 @@ class ContextCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS contexts (model TEXT NOT NULL, document TEXT NOT NULL, chunk TEXT NOT NULL,"
-            " context TEXT NOT NULL, created_at REAL NOT NULL, PRIMARY KEY (model, document, chunk))"
-        )
+        # every error about the file, now or in any later query, names it (kairos._sqlite)
+        self._db = connect(path, "the knowledge base's model cache", check_same_thread=False, isolation_level=None)
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS contexts (model TEXT NOT NULL, document TEXT NOT NULL, chunk TEXT NOT NULL,"
+                " context TEXT NOT NULL, created_at REAL NOT NULL, PRIMARY KEY (model, document, chunk))"
+            )
+        except StoreError:
+            self._db.close()
+            raise
 
     def get(self, model: str, document: str, chunk: str) -> str | None:
         """The cached context, or None."""

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from kairos._sqlite import connect
+from kairos.errors import KairosError
 from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.records import (
     NO_FILTERS,
@@ -132,16 +134,18 @@ class SQLiteKnowledgeStore:
         self.dim = dim
         self._lock = threading.RLock()
         self._show_progress = show_progress
+        # every error about the file, now or in any later query, names it (kairos._sqlite)
+        self._db = connect(self.path, "the knowledge database", check_same_thread=False, isolation_level=None)
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             # with WAL, a crash of kairos loses no commit; a power cut only the last ones, never consistency
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"cannot open the knowledge database {self.path}: {e}; move it away to start again") from e
-        known = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+            known = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        except KairosError:
+            self._db.close()
+            raise
         wanted = f"{embedder_name}:{dim}"
         if "embedder" not in known:
             self._db.execute("INSERT INTO meta VALUES ('embedder', ?), ('gen', '0')", (wanted,))

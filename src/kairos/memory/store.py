@@ -9,7 +9,6 @@ one ``BEGIN IMMEDIATE`` transaction over the rows, the full-text entries and the
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 import uuid
@@ -20,6 +19,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from kairos._sqlite import connect
+from kairos.errors import StoreError
 from kairos.knowledge.records import fts_query
 from kairos.knowledge.store import DB_NAME
 from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError, Op, searchable
@@ -70,17 +71,17 @@ class SQLiteMemoryStore:
         self.path = state_dir / DB_NAME
         self.dim = dim
         self._lock = threading.RLock()
+        # every error about the file, now or in any later query, names it (kairos._sqlite)
+        self._db = connect(self.path, "the memory database", check_same_thread=False, isolation_level=None, timeout=30)
         try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA secure_delete=ON")  # forgotten content is overwritten, not left in free pages
             self._migrate()
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as e:
-            raise MemoryStoreError(
-                f"cannot open the memory database {self.path}: {e}; move it away to start again"
-            ) from e
+        except (StoreError, MemoryStoreError):
+            self._db.close()
+            raise
 
     def _migrate(self) -> None:
         """Replace the unused placeholder table of earlier versions (it has no ``key`` column) while it is empty."""

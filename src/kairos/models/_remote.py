@@ -47,6 +47,8 @@ TextToolCalls: TypeAlias = Literal["auto", "off"]
 
 MAX_BACKOFF_S = 30.0
 """Exponential backoff stops growing here (``max_retry_wait_s`` may cap it lower)."""
+REFUSED_RETRY_S = 0.5
+"""The wait before the one retry of a refused connection: a server that was restarting is up by then."""
 
 
 class IncompleteStreamError(Exception):
@@ -166,6 +168,8 @@ class RemoteModel(ABC, Generic[P]):
         if isinstance(exc, sdk.APITimeoutError):
             return Retry(f"timed out after {self.timeout_s:g}s")
         if isinstance(exc, sdk.APIConnectionError):
+            if _refused(exc):  # no server at that address: one quick retry (a restart), then say so
+                return Retry(f"nothing listens at {self.base_url} (connection refused)", REFUSED_RETRY_S, limit=1)
             return Retry(f"connection failed ({exc.__cause__ or exc})")
         if _is_transport_error(exc):
             return Retry(f"connection broke ({type(exc).__name__}: {exc})")
@@ -197,9 +201,10 @@ class RemoteModel(ABC, Generic[P]):
         return "Check that the server is running and reachable at that URL and your rate limits"
 
     def _give_up(self, attempts: int, reason: str) -> ModelUnavailableError:
+        more = " (or raise max_retries)" if attempts >= self.retry_policy.attempts else ""  # else more would not help
         return ModelUnavailableError(
             f"model {self.name!r} at {self.base_url} is unavailable after {attempts} attempt(s); "
-            f"last error: {reason}. {self._unavailable_hint()} (or raise max_retries).",
+            f"last error: {reason}. {self._unavailable_hint()}{more}.",
             model=self.name,
             attempts=attempts,
         )
@@ -217,6 +222,18 @@ def format_wait(seconds: float) -> str:
     if seconds >= 10:
         return f"{seconds:.0f} s"
     return f"{seconds:.2g} s"
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection error was a refused connection (the SDKs wrap it a few levels deep)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, ConnectionRefusedError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _is_transport_error(exc: Exception) -> bool:

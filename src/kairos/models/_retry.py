@@ -33,6 +33,8 @@ class Retry:
 
     reason: str
     retry_after_s: float | None = None
+    limit: int | None = None
+    """At most this many retries for this failure, however many the policy allows (a refused connection: one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +138,11 @@ async def stream_with_retries(
             if produced:
                 raise give_up(retry_number + 1, f"stream broke after output had started ({verdict.reason})") from exc
             retry_number += 1
-            if retry_number >= policy.attempts:
+            attempts = policy.attempts if verdict.limit is None else min(policy.attempts, verdict.limit + 1)
+            if retry_number >= attempts:
                 raise give_up(retry_number, verdict.reason) from exc
             wait = RetryWait(
-                verdict.reason, policy.delay(retry_number, verdict.retry_after_s), retry_number + 1, policy.attempts
+                verdict.reason, policy.delay(retry_number, verdict.retry_after_s), retry_number + 1, attempts
             )
         # Outside the except block: the consumer handles the notice without our exception in flight.
         if notice is not None:

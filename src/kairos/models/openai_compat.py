@@ -19,7 +19,7 @@ import openai
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion
 
-from kairos.errors import ModelError
+from kairos.errors import ConfigError, ModelError
 from kairos.models._remote import IncompleteStreamError, RemoteModel, ReplyParts, TextToolCalls
 from kairos.models._retry import RETRYABLE_STATUS, Retry, Verdict
 from kairos.models._text_tools import TextToolScanner
@@ -55,7 +55,8 @@ class OpenAICompatModel(RemoteModel[bytes]):
         model: the model name the server serves.
         base_url: the API root, usually ending in ``/v1``; default ``KAIROS_BASE_URL``,
             ``OPENAI_BASE_URL`` or OpenAI's.
-        api_key: default ``KAIROS_API_KEY`` or ``OPENAI_API_KEY``; keyless servers need none.
+        api_key: default ``KAIROS_API_KEY`` or ``OPENAI_API_KEY``; keyless servers need none (OpenAI's own
+            API does: with neither a base URL nor a key, construction fails with a ConfigError).
         context_window: the server model's window in tokens.
         reasoning_policy: which earlier reasoning is sent back.
         max_retries: retries after a transient failure (429, 5xx, timeouts, a cut stream).
@@ -99,7 +100,14 @@ class OpenAICompatModel(RemoteModel[bytes]):
             text_tool_calls=text_tool_calls,
             sleep=sleep,
         )
-        key = api_key or os.environ.get("KAIROS_API_KEY") or os.environ.get("OPENAI_API_KEY") or NO_KEY_PLACEHOLDER
+        key = api_key or os.environ.get("KAIROS_API_KEY") or os.environ.get("OPENAI_API_KEY")
+        if key is None and self.base_url == DEFAULT_BASE_URL:  # OpenAI's API would refuse it after 5 slow tries
+            raise ConfigError(
+                f"openai:{model} has nowhere to go: no base URL is set (--base-url, KAIROS_BASE_URL or "
+                "OPENAI_BASE_URL; e.g. http://127.0.0.1:8000/v1 for vLLM, http://127.0.0.1:11434/v1 for Ollama) "
+                "and no API key for OpenAI's own API (OPENAI_API_KEY)"
+            )
+        key = key or NO_KEY_PLACEHOLDER
         self.extra_body = dict(extra_body or {})
         self._sdk = openai
         self._client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=timeout_s)

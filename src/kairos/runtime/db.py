@@ -7,12 +7,12 @@ It holds what belongs to the runtime rather than to one trajectory: the publishe
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kairos._sqlite import connect
 from kairos.errors import StoreError
 from kairos.paths import ensure_state_dir
 
@@ -25,13 +25,15 @@ class RuntimeDB:
         if str(path) != ":memory:":
             ensure_state_dir(self.path.parent)
         self._lock = threading.Lock()
+        # every error about the file, now or in any later statement, names it (kairos._sqlite)
+        self._db = connect(self.path, "the runtime database", check_same_thread=False, isolation_level=None)
         try:
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"cannot use the runtime database {self.path}: {e}. Move it away to start afresh.") from e
+        except StoreError:
+            self._db.close()
+            raise
 
     def ensure(self, schema: str) -> None:
         """Create tables and indexes (``CREATE … IF NOT EXISTS`` statements)."""

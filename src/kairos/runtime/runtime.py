@@ -212,7 +212,11 @@ class Runtime:
         self.accepting = True
         for component in self.components:
             self._start(component)
-        self.recover()
+        try:
+            self.recover()
+        except BaseException:  # an unreadable database: stop what started, the caller gets the error
+            await self.aclose(0)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
