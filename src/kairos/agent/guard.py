@@ -47,7 +47,7 @@ IDLE_STEPS = 3
 REUSED = "reused"
 """``metadata[NOT_RUN_KEY]`` of a read-only call answered from the turn's earlier identical call."""
 REPEATED_FAILURE = "repeated_failure"
-"""``metadata[NOT_RUN_KEY]`` of a call refused because it failed the same way twice."""
+"""``metadata[NOT_RUN_KEY]`` of a call refused because it failed twice with nothing changed since."""
 REUSED_NOTE = (
     "\n[kairos: the same call was made earlier in this turn and nothing with side effects ran since, so this is "
     "its result again (the tool was not run a second time)]"

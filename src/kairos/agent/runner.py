@@ -478,9 +478,8 @@ class Runner:
             # denial still applies to a read-only repeat, which is otherwise answered from the first result
             if (refusal := st.guard.refusal(c)) is not None:
                 return refusal
-            if pipeline.hooked["before_tool"] and (verdict := await pipeline.before_tool(st, c, t, st.report)):
-                return verdict
-            return st.guard.earlier_result(c)
+            verdict = await pipeline.before_tool(st, c, t, st.report) if pipeline.hooked["before_tool"] else None
+            return verdict if verdict is not None else st.guard.earlier_result(c)
 
         async def after(c: ToolCall, t: Tool | None, r: ToolResult) -> ToolResult:
             return await pipeline.after_tool(st, c, t, r, st.report)
