@@ -267,9 +267,11 @@ def test_new_input_lifts_the_refusals_and_the_reuse() -> None:
         guard.observe(CD_REPO, exited("bash: line 1: cd: repo: No such file or directory", 1), bash)
     read = call("read_file", {"path": "a"})
     guard.observe(read, ToolResult("old"), read_file)
+    assert step(guard, (read, ToolResult("old"))) is None and step(guard, (read, ToolResult("old"))) is None
     guard.world_changed()  # "I created repo/ and changed a, try again"
     assert guard.refusal(CD_REPO) is None
     assert guard.earlier_result(read) is None
+    assert step(guard, (read, ToolResult("old"))) is None  # the idle steps before the news do not count
 
 
 # ---- an identical read-only call within a turn -------------------------------------------------

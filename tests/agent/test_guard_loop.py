@@ -12,6 +12,7 @@ from kairos.agent import Agent, Plugin, RunContext
 from kairos.agent.events import AgentEvent, FinalAnswer, ToolCallFinished
 from kairos.agent.guard import IDLE_STEPS, REPEATED_FAILURE, REUSED, REUSED_NOTE, STOP_AT
 from kairos.context.builder import BasicStatus, NoStatus
+from kairos.context.inbox import UserInput
 from kairos.context.session import Session
 from kairos.models.types import AllBut, ModelRequest, SystemPrompt, ToolCall
 from kairos.plugins.status_bar import StatusBar, StatusBarConfig
@@ -264,3 +265,21 @@ async def test_a_refused_repeat_never_reaches_the_approval(session: Session) -> 
     model = ScriptedModel([reply("", call("deploy")) for _ in range(4)] + [reply("done")])
     await collect(make_agent(model, [deploy], plugins=[Approval()]), session, "deploy")
     assert len(asked) == 2
+
+
+async def test_input_that_arrives_mid_run_lets_a_refused_call_run_again(session: Session) -> None:
+    """The user says "I created it, try again" while the agent works: the failing call is worth one more run."""
+    runs: list[int] = []
+
+    @tool(side_effects=True)
+    def open_repo() -> ToolResult:
+        """Open the repo."""
+        runs.append(1)
+        if len(runs) == 2:
+            session.post(UserInput("I created the repo folder, try again"))  # joins at the next safe point
+        return ToolResult("No such directory: repo", is_error=True)
+
+    model = ScriptedModel([reply("", call("open_repo")) for _ in range(3)] + [reply("still missing")])
+    events = await collect(make_agent(model, [open_repo]), session, "open the repo")
+    assert len(runs) == 3 and final(events).text == "still missing"
+    assert [m.content for m in session.messages if m.role == "user"][-1] == "I created the repo folder, try again"

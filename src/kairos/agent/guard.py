@@ -225,11 +225,12 @@ class LoopGuard:
             self._fresh[same] = result
 
     def world_changed(self) -> None:
-        """New input arrived mid-run: earlier results and failures may no longer hold."""
+        """New input arrived mid-run: earlier results and failures may no longer hold, and it is news itself."""
         self._fresh.clear()
         self._failures.clear()
         self._told.clear()
         self._held.clear()
+        self._idle = []
 
     def end_step(self) -> str | None:
         """Close one step (a reply's calls, all answered); the stop message when the run makes no progress."""
@@ -284,7 +285,7 @@ class LoopGuard:
         counts: Counter[tuple[str, str]] = Counter((c.name, canonical_arguments(c.arguments)) for c in calls)
         (name, args), _ = counts.most_common(1)[0]
         top = next(c for c in reversed(calls) if (c.name, canonical_arguments(c.arguments)) == (name, args))
-        error = self._last_error.get((name, args))
+        error = self._last_error.get((name, args)) if self._failures[(name, args)] else None
         what = f"`{_shown(top)}`"
         what += f", which keeps failing ({error!r})" if error else ", whose result did not change"
         return (
