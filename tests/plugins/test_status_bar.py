@@ -305,9 +305,9 @@ async def test_system_state_follows_cd(session: Session, workspace: Path) -> Non
     model = ScriptedModel([reply("", call("bash", {"command": "cd src"})), reply("done")])
     agent = Agent(model, tools=[bash], plugins=[StatusBar(StatusBarConfig(), environment=ENV)])
     await run(agent, session, "go into src")
-    env = "- Environment: workspace ws, cwd . | OS Linux | shell bash | Python 3.11.9"
+    env = "- Environment: cwd . (you are already in the root of workspace ws) | OS Linux | shell bash | Python 3.11.9"
     assert env in status_of(model.requests[0])
-    assert "- Environment: workspace ws, cwd ./src | OS Linux" in status_of(model.requests[1])
+    assert "- Environment: cwd ./src (in workspace ws) | OS Linux" in status_of(model.requests[1])
 
 
 async def test_repeat_alert_and_unannotated_text_for_the_loop_guard(session: Session) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kairos.agent.events import AgentEvent
+from kairos.agent.guard import LoopGuard
 from kairos.context.audit import PrefixAuditor
 from kairos.context.inbox import ExternalContent, InboxEvent, ParallelExchange, TaskCompleted, TimerFired, UserInput
 from kairos.context.session import Session, SessionView
@@ -42,6 +43,8 @@ class RunState:
     call_ids: set[str] = field(default_factory=set)
     deliberate: str | None = None
     """A change to the prefix made on purpose since the last request (the audit says so)."""
+    guard: LoopGuard = field(default_factory=LoopGuard)
+    """The running turn's loop guard (a new one per run)."""
 
     @property
     def session(self) -> SessionView:
@@ -69,8 +72,8 @@ class RunState:
         return self.agent.builder.build(self.live, self.tools.specs(), status)
 
     def status_lines(self) -> list[str]:
-        """Every plugin's status lines now."""
-        return self.agent.pipeline.status_lines(self, self.report)
+        """Every plugin's status lines now, then the loop guard's."""
+        return [*self.agent.pipeline.status_lines(self, self.report), *self.guard.status_lines()]
 
     def service(self, kind: type[T]) -> T | None:
         """A service some plugin of the agent provides."""

@@ -41,7 +41,7 @@ from kairos.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from kairos.agent.guard import LoopGuard
+from kairos.agent.guard import REUSED, REUSED_NOTE, LoopGuard
 from kairos.context.inbox import (
     Interrupt,
     Posted,
@@ -60,6 +60,7 @@ from kairos.models.types import (
     TextDelta,
     ToolCall,
 )
+from kairos.tools.audit import NOT_RUN_KEY
 from kairos.tools.base import FOCUS_RESOURCE, Tool, ToolResult, ToolSource
 from kairos.tools.executor import Executed, execute
 
@@ -279,7 +280,7 @@ class Runner:
         session.tool_context.resources[FOCUS_RESOURCE] = _newest_request(session.messages)
         after_turn = drained.after_turn
         await self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
-        guard = LoopGuard()
+        guard = st.guard = LoopGuard()
         first = True
         for _ in range(self.agent.max_iterations):
             if not first:
@@ -288,6 +289,8 @@ class Runner:
                 if drained.stop is not None:
                     yield FinalAnswer("Interrupted.", stop_reason="interrupted")
                     return
+                if drained.appended:
+                    guard.world_changed()  # new input: what was read or failed before may have changed
                 # a source that grew mid-turn (discover_tools loaded tools): appended, never reordered
                 if change := await self._refresh_tools(st, mid_turn=True):
                     yield Notice(f"the tool set changed: {change}", "tools")
@@ -350,6 +353,7 @@ class Runner:
             reply = unique_ids(reply, st.call_ids)
             stats = RequestStats(session.request_count, response.usage, audit, estimate)
             session.append(reply, request=stats.to_record())  # the reply and its trace: one row
+            guard.delivered()
             yield stats
             if not reply.tool_calls:
                 if response.finish_reason == "length":
@@ -376,6 +380,7 @@ class Runner:
                 continue
             for event in st.flush():
                 yield event
+            stop = guard.end_step() if stop is None else stop
             if stop is not None:
                 yield FinalAnswer(stop, stop_reason="loop_guard")
                 return
@@ -464,7 +469,12 @@ class Runner:
         pipeline = self.agent.pipeline
 
         async def before(c: ToolCall, t: Tool) -> ToolResult | None:
-            return await pipeline.before_tool(st, c, t, st.report)
+            # a repeated failure is refused before the plugins (nothing to approve); a declared limit or a
+            # denial still applies to a read-only repeat, which is otherwise answered from the first result
+            if (refusal := st.guard.refusal(c)) is not None:
+                return refusal
+            verdict = await pipeline.before_tool(st, c, t, st.report) if pipeline.hooked["before_tool"] else None
+            return verdict if verdict is not None else st.guard.earlier_result(c)
 
         async def after(c: ToolCall, t: Tool | None, r: ToolResult) -> ToolResult:
             return await pipeline.after_tool(st, c, t, r, st.report)
@@ -473,7 +483,7 @@ class Runner:
             call,
             st.tools,
             st.live.tool_context,
-            before=before if pipeline.hooked["before_tool"] else None,
+            before=before,
             after=after if pipeline.hooked["after_tool"] else None,
             format_error=pipeline.format_error,
             effects=st.live,
@@ -520,10 +530,9 @@ class Runner:
                     call, t0 = started[task]
                     executed = task.result()
                     result = executed.result
-                    tool = st.tools.get(call.name)
-                    count = guard.observe(
-                        call, executed.raw.content, side_effects=tool is not None and tool.side_effects
-                    )
+                    count = guard.observe(call, executed.raw, st.tools.get(call.name))
+                    if executed.raw.metadata.get(NOT_RUN_KEY) == REUSED:  # said after the hooks: not tool output
+                        result = dataclasses.replace(result, content=result.content + REUSED_NOTE)
                     if count >= guard.warn_at:
                         result = dataclasses.replace(result, content=result.content + guard.warning(call, count))
                     ready[call.id] = result.content

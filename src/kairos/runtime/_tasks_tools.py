@@ -87,7 +87,7 @@ async def monitor_shell(command: str, pattern: str, title: str = "", *, ctx: Too
     return await _start(ctx, command, title, pattern)
 
 
-@tool(read_only=True, timeout_s=15)
+@tool(read_only=True, volatile=True, timeout_s=15)
 def task_status(task_id: str = "", *, ctx: ToolContext) -> ToolResult:
     """Show a background task's state and progress with its last output, or list all tasks of this session.
 

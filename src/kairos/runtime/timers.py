@@ -481,7 +481,7 @@ async def cancel_timer(timer_id: str, ctx: ToolContext) -> str | ToolResult:
     return ToolResult(f"No timer {timer_id!r} in this session; list_timers shows yours.", is_error=True)
 
 
-@tool(read_only=True)
+@tool(read_only=True, volatile=True)
 async def list_timers(ctx: ToolContext) -> list[dict[str, Any]] | ToolResult:
     """List your timers, soonest first."""
     found = runtime_service(ctx, Timers, _MISSING)

@@ -1,7 +1,8 @@
 """The audit log: one JSON line per tool call, whatever its outcome (issue 10 §3).
 
 The executor writes it for every call it is given (unknown tools, bad arguments, denials, errors,
-timeouts and cancellations included), so no tool or plugin can skip it. A line::
+timeouts, cancellations and answers given without running the tool included), so no tool or plugin
+can skip it. A line::
 
     {"time": "2026-12-01T07:00:00.123+00:00", "session": "s1", "call_id": "c1", "tool": "bash",
      "args_sha256": "…", "outcome": "ok", "decision": "allow (default: sandboxed command)"}
@@ -31,7 +32,10 @@ AUDIT_RESOURCE = "kairos.audit"
 AUDIT_FILE = "audit.jsonl"
 DENIED_KEY = "kairos.denied"
 """``ToolResult.metadata`` key a refusal carries (the same key as ``kairos.security.defences.DENIED``)."""
-Outcome: TypeAlias = Literal["ok", "error", "denied", "timeout", "cancelled"]
+NOT_RUN_KEY = "kairos.not_run"
+"""``ToolResult.metadata`` key of an answer the harness gave without running the tool (the loop guard's
+reuse of an identical read-only call, or its refusal of a call that failed twice); the value says which."""
+Outcome: TypeAlias = Literal["ok", "error", "denied", "timeout", "cancelled", "not_run"]
 
 _log = logging.getLogger("kairos.audit")
 
@@ -50,6 +54,8 @@ def outcome_of(result: ToolResult) -> Outcome:
     meta = result.metadata
     if meta.get(DENIED_KEY):
         return "denied"
+    if meta.get(NOT_RUN_KEY):
+        return "not_run"
     if meta.get("timed_out") or "timeout_s" in meta:
         return "timeout"
     return "error" if result.is_error else "ok"

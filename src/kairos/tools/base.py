@@ -147,7 +147,12 @@ class Tool(Protocol):
 
     @property
     def read_only(self) -> bool:
-        """It only reads (safe to repeat, safe to run without asking)."""
+        """It only reads (safe to repeat, safe to run without asking).
+
+        An identical call within a turn is answered from the first one's result unless a call with
+        side effects ran in between; a tool whose answer changes by itself says ``volatile = True``
+        (an optional attribute, see :class:`~kairos.tools.function.FunctionTool`).
+        """
         ...
 
     @property

@@ -48,6 +48,9 @@ class FunctionTool:
     isolate: bool = False
     long_running: bool = False
     """Under a runtime with async tasks the call returns a task id at once; the result comes as an event."""
+    volatile: bool = False
+    """Its answer changes by itself (a task's progress): an identical read-only call is run again, never
+    answered from the turn's earlier result (:mod:`kairos.agent.guard`)."""
     network: bool = False
     """The call reaches the network from kairos itself (outside the sandbox): the permission layer asks."""
     irreversible: bool = False
@@ -119,6 +122,7 @@ def tool(
     isolate: bool = False,
     long_running: bool = False,
     irreversible: bool = False,
+    volatile: bool = False,
 ) -> Callable[[ToolFn], FunctionTool]: ...
 
 
@@ -135,6 +139,7 @@ def tool(
     isolate: bool = False,
     long_running: bool = False,
     irreversible: bool = False,
+    volatile: bool = False,
 ) -> FunctionTool | Callable[[ToolFn], FunctionTool]:
     """Decorate a typed function as a tool. Usable bare (``@tool``) or with options."""
 
@@ -150,6 +155,7 @@ def tool(
             isolate=isolate,
             long_running=long_running,
             irreversible=irreversible,
+            volatile=volatile,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -168,6 +174,7 @@ def make_tool(
     long_running: bool = False,
     network: bool = False,
     irreversible: bool = False,
+    volatile: bool = False,
 ) -> FunctionTool:
     """``@tool`` as a function call (for functions made at run time, e.g. closures over a plugin).
 
@@ -206,6 +213,7 @@ def make_tool(
         long_running=long_running,
         network=network,
         irreversible=irreversible,
+        volatile=volatile,
     )
 
 

@@ -139,8 +139,10 @@ class StatusBar(Plugin):
             zone = f" {now.tzname()}" if now.tzinfo is not None and now.tzname() else ""
             lines.append(f"Time: {now:{TIME_FORMAT}}{zone}")
             env = " | ".join(f"{k} {v}" for k, v in self.environment.items())
-            where = display_path(cwd_of(session), session.workspace)
-            lines.append(f"Environment: workspace {session.workspace.name}, cwd {where} | {env}")
+            where, name = display_path(cwd_of(session), session.workspace), session.workspace.name
+            # "workspace repo, cwd ." made the bundled model run `cd repo` from inside repo, again and again
+            inside = f"you are already in the root of workspace {name}" if where == "." else f"in workspace {name}"
+            lines.append(f"Environment: cwd {where} ({inside}) | {env}")
         if c.current_request:
             task = session_task(session)
             if task:

@@ -173,7 +173,7 @@ class _Matches:
                 self.used += len(row) + 1
 
 
-@tool
+@tool(read_only=True)
 def grep(
     pattern: str, path: str = ".", glob: str | None = None, max_results: int = 50, *, ctx: ToolContext
 ) -> ToolResult:

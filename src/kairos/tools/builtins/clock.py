@@ -56,7 +56,7 @@ def _suggestions(name: str) -> list[str]:
     return list(dict.fromkeys(_by_city(name) + close))[:3]
 
 
-@tool
+@tool(read_only=True)
 def current_time(timezone: str = "UTC", *, ctx: ToolContext) -> ToolResult:
     """Get the current date and time (ISO 8601), weekday and UTC offset in a time zone.
     Use it whenever you need today's date or the time; do not guess it.

@@ -63,7 +63,7 @@ HINT_TIMEOUT_S = 2.0
 _HINT_LINE_CHARS = 300
 
 
-@tool
+@tool(read_only=True)
 def read_file(path: str, offset: int = 1, limit: int = 200, *, ctx: ToolContext) -> ToolResult:
     """Read a text file. Shows numbered lines; the number and tab before each line are not part of the file.
     Reads up to `limit` lines starting at line `offset`; the first line says which lines you got and how to read on.
@@ -120,7 +120,7 @@ def read_file(path: str, offset: int = 1, limit: int = 200, *, ctx: ToolContext)
     return ToolResult(f"{header}\n{body}")
 
 
-@tool
+@tool(read_only=True)
 def list_dir(path: str = ".", *, ctx: ToolContext) -> ToolResult:
     """List a directory: one entry per line, sorted, directories end with `/`, files show their size.
     Use it to find files before reading them. Includes hidden files; does not recurse into subdirectories.

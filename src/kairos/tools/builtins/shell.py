@@ -411,13 +411,13 @@ def _network_refusal(box: Sandbox) -> str | None:
 @tool(side_effects=True, timeout_s=MAX_TIMEOUT_S + 30)
 async def bash(command: str, timeout_s: float = 60, network: bool = False, *, ctx: ToolContext) -> ToolResult:
     """Run a command in a persistent bash shell and return its output (stdout and stderr together).
-    State carries over between calls: variables, functions and the current directory (cd).
+    It starts in the workspace root. State carries over between calls: variables, functions and the directory (cd).
     Use it to run programs, tests and git. Stdin is empty, so interactive programs and prompts won't work.
     It runs in a sandbox: the workspace is writable (except .kairos/), everything else is read-only, the home
     folder is empty, /tmp is private, there is no network, and no process outlives the call.
 
     Args:
-        command: bash command line(s), e.g. "ls -la" or "cd src && python -m pytest -q".
+        command: bash command line(s), e.g. "ls -la" or "python -m pytest -q".
         timeout_s: seconds before the command is killed (at most 600); raise it for slow builds.
         network: true only when the command needs the internet (pip install, git clone); the user is asked,
             and it runs in a one-off shell (variables and cd are not kept).
