@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated
@@ -22,10 +23,11 @@ from rich.console import Console
 
 from kairos.errors import KairosError
 from kairos.knowledge import contextual
-from kairos.knowledge.base import FileResult, Hit, KnowledgeBase
+from kairos.knowledge.base import Hit, KnowledgeBase
 from kairos.knowledge.contextual import ContextCache, ContextWriter
 from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.entity_graph import TripleExtractor, build_graph
+from kairos.knowledge.ingest import FileResult, IngestReport
 from kairos.knowledge.rerank import LLMReranker
 from kairos.knowledge.store import Filters
 from kairos.knowledge.summary_tree import Summarizer, build_tree
@@ -78,9 +80,13 @@ def add(
     aux_failed = False
     try:
         if contextual:
+            started = time.perf_counter()
+            kb.store.clock.reset()
             results = _add_contextual(kb, paths, model)
+            report = IngestReport(results, kb.store.clock.snapshot(), time.perf_counter() - started)
         else:
-            results = kb.add_paths(paths, show_progress=console.is_terminal)
+            report = kb.ingest(paths, show_progress=console.is_terminal)
+            results = report.results
         if tree or graph:
             aux_failed = _build_aux(kb, [r for r in results if r.status != "error"], tree, graph, model)
     finally:
@@ -96,6 +102,7 @@ def add(
         for note in r.notes:
             _out(f"  note: {note}")
     _out(f"{len(results) - failed} of {len(results)} files stored")
+    _out(f"time: {report.summary()}")
     if failed or aux_failed:
         raise typer.Exit(1)
 
