@@ -103,3 +103,8 @@ BM25_SPEED = Bench(
     options=("docs",),
     takes_data=True,
 )
+KB_INGEST = Bench(
+    "kb_ingest",
+    "kb add of 29 real documents (HTML, text, PDF) into a fresh workspace: chunks/s, docs/s, seconds per stage",
+    options=("docs", "embedder"),
+)
