@@ -10,7 +10,9 @@ Each repeat ingests the corpus into a fresh workspace through :meth:`KnowledgeBa
 ``kairos kb add`` runs, without ``--contextual``); the embedder is loaded once before the repeats, as one
 ``kb add`` loads it once, and its load time is reported apart. A row per repeat: chunks/s, docs/s and the
 seconds of every stage; the summary is the median of the repeats. The machine's load average is recorded
-beside each row: on a shared 2-core machine it explains more of the spread than anything kairos does.
+beside each row: on a shared 2-core machine it explains more of the spread than anything kairos does, so
+each row also has the CPU seconds the ingest used (all threads), which the load does not change much:
+``chunks_per_s_idle_bound`` is the rate those CPU seconds allow on this machine's cores when nothing else runs.
 """
 
 from __future__ import annotations
@@ -83,11 +85,13 @@ def corpus(docs: int | None = None) -> list[tuple[str, Path]]:
 def ingest_once(files: list[Path], embedder: Any, folder: Path) -> dict[str, Any]:
     """Ingest ``files`` into a fresh knowledge base under ``folder``: one row (counts, rates, seconds per stage)."""
     load = os.getloadavg()[0]
+    cpu = _cpu_s()
     kb = KnowledgeBase.open(folder / ".kairos", embedder)
     try:
         report = kb.ingest(files)
     finally:
         kb.close()
+    cpu = _cpu_s() - cpu
     errors = [f"{r.source}: {r.message}" for r in report.results if r.status == "error"]
     stored = sum(r.status == "added" for r in report.results)
     elapsed = report.elapsed_s
@@ -102,8 +106,16 @@ def ingest_once(files: list[Path], embedder: Any, folder: Path) -> dict[str, Any
         "docs_per_s": round(stored / elapsed, 3),
         **{f"{stage}_s": round(report.seconds[stage], 3) for stage in STAGES},
         "other_s": round(elapsed - sum(report.seconds.values()), 3),
+        "cpu_s": round(cpu, 3),
+        "cpu_s_per_chunk": round(cpu / max(1, report.chunks), 4),
         "load_avg_1m": round(load, 2),
     }
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process so far, every thread (the embedder's OpenMP threads too)."""
+    t = os.times()
+    return t.user + t.system
 
 
 def run(
@@ -134,12 +146,14 @@ def run(
             f"kb-ingest {repeat}/{repeats}: {row['chunks']} chunks of {row['stored']} docs in {row['elapsed_s']:.1f} s "
             f"({row['chunks_per_s']:.2f} chunks/s; embed {row['embed_s']:.1f} s; load {row['load_avg_1m']})"
         )
-    keys = ["chunks_per_s", "docs_per_s", "elapsed_s", *(f"{s}_s" for s in STAGES), "other_s"]
+    keys = ["chunks_per_s", "docs_per_s", "elapsed_s", *(f"{s}_s" for s in STAGES), "other_s", "cpu_s_per_chunk"]
     summary: dict[str, Any] = {k: round(statistics.median(r[k] for r in rows), 3) for k in keys}
     summary["embed_share"] = round(summary["embed_s"] / summary["elapsed_s"], 3) if summary["elapsed_s"] else None
     summary["embedder_load_s"] = round(load_s, 3)
     summary["chunks"], summary["docs"] = rows[0]["chunks"], rows[0]["stored"]
     summary["load_avg_1m"] = statistics.median(r["load_avg_1m"] for r in rows)
+    # what the same work would reach on this many idle cores (the CPU time does not depend on the load)
+    summary["chunks_per_s_idle_bound"] = round((os.cpu_count() or 1) / summary["cpu_s_per_chunk"], 2)
     return {
         "bench": "kb-ingest",
         "params": {
