@@ -32,7 +32,7 @@ from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.stages import STAGES
 
 _STDLIB = Path(sysconfig.get_paths()["stdlib"])
-_SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference"
+_SHARED = (Path(__file__).resolve().parents[2] / ".." / "shared" / "reference").resolve()
 _DOC = Path("/usr/share/doc")
 CORPUS: tuple[tuple[str, Path], ...] = (
     # one small document of each kind first: ``docs=3`` is a smoke run over text, HTML and PDF
