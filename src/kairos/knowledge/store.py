@@ -51,6 +51,7 @@ from kairos.knowledge.records import (
     fts_query,
     query_words,
 )
+from kairos.knowledge.stages import StageClock
 from kairos.knowledge.vectors import HnswIndex, generation
 from kairos.paths import ensure_state_dir
 
@@ -136,6 +137,8 @@ class SQLiteKnowledgeStore:
         self._show_progress = show_progress
         # every error about the file, now or in any later query, names it (kairos._sqlite)
         self._db = connect(self.path, "the knowledge database", check_same_thread=False, isolation_level=None)
+        self.clock = StageClock()
+        """Seconds this store spent per ingest stage (rows, BM25 index, vector index, commit)."""
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             # with WAL, a crash of kairos loses no commit; a power cut only the last ones, never consistency
@@ -213,7 +216,7 @@ class SQLiteKnowledgeStore:
 
     def flush(self) -> None:
         """Save the vector index (with the database generation it matches) if it changed."""
-        with self._lock:
+        with self._lock, self.clock.stage("vectors"):
             self._vectors.flush()
 
     # ---- writes -----------------------------------------------------------------------------
@@ -231,60 +234,74 @@ class SQLiteKnowledgeStore:
             previous = self.find_current(doc.source)
             if previous is not None and previous.digest == doc.digest:
                 return previous, None
-            now = time.time()
-            new_keys: list[int] = []
-            new_vecs: list[Any] = []
-            db = self._db
+            db, clock = self._db, self.clock
             db.execute("BEGIN IMMEDIATE")
             try:
-                version = 1 + (
-                    db.execute("SELECT max(version) FROM documents WHERE source = ?", (doc.source,)).fetchone()[0] or 0
-                )
-                if previous is not None:
-                    db.execute(
-                        "UPDATE documents SET current = 0, valid_to = coalesce(valid_to, ?) WHERE id = ?",
-                        (doc.valid_from or now, previous.id),
-                    )
-                    db.execute(
-                        "UPDATE chunks SET valid_to = coalesce(valid_to, ?) WHERE doc_id = ?",
-                        (doc.valid_from or now, previous.id),
-                    )
-                cur = db.execute(
-                    "INSERT INTO documents (source, version, digest, kind, title, owner, current, added_at, valid_from,"
-                    " valid_to, expires_at, meta) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
-                    (
-                        doc.source, version, doc.digest, doc.kind, doc.title, doc.owner, now, doc.valid_from,
-                        doc.valid_to, doc.expires_at, json.dumps(doc.meta, ensure_ascii=False),
-                    ),
-                )  # fmt: skip
-                doc_id = int(cur.lastrowid or 0)
-                for chunk, vector in chunks:
-                    vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-                    if vec.shape[0] != self.dim:
-                        raise StoreError(f"a vector of {vec.shape[0]} dimensions for an index of {self.dim}")
-                    cur = db.execute(
-                        "INSERT INTO chunks (doc_id, source, version, position, text, owner, valid_from, valid_to,"
-                        " expires_at, meta, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            doc_id, doc.source, version, chunk.position, chunk.text, doc.owner,
-                            chunk.valid_from if chunk.valid_from is not None else doc.valid_from, doc.valid_to,
-                            doc.expires_at, json.dumps(chunk.meta, ensure_ascii=False), vec.tobytes(),
-                        ),
-                    )  # fmt: skip
-                    new_keys.append(int(cur.lastrowid or 0))
-                    new_vecs.append(vec)
-                before = self._bump()
+                with clock.stage("rows"):
+                    version, new_keys, new_vecs = self._insert_rows(doc, chunks, previous)
+                    before = self._bump()
                 self._bm25_gen = -1  # until the commit: the full-text index may be ahead of the table
-                self._write_bm25(before + 1, add=new_keys)
-                db.execute("COMMIT")
+                with clock.stage("bm25"):
+                    self._write_bm25(before + 1, add=new_keys)
+                with clock.stage("commit"):
+                    db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
             self._bm25_gen = before + 1
-            self._vectors.committed(db, before, add=new_keys, vectors=new_vecs)
+            with clock.stage("vectors"):
+                self._vectors.committed(db, before, add=new_keys, vectors=new_vecs)
             stored = self.get_document(doc.source, version)
             assert stored is not None
             return stored, previous
+
+    def _insert_rows(
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]], previous: StoredDocument | None
+    ) -> tuple[int, list[int], list[npt.NDArray[np.float32]]]:
+        """Inside the write transaction: close ``previous``, insert the document and its chunks.
+
+        Returns the new version, the chunk ids and their vectors.
+        """
+        db, now = self._db, time.time()
+        version = 1 + (
+            db.execute("SELECT max(version) FROM documents WHERE source = ?", (doc.source,)).fetchone()[0] or 0
+        )
+        if previous is not None:
+            db.execute(
+                "UPDATE documents SET current = 0, valid_to = coalesce(valid_to, ?) WHERE id = ?",
+                (doc.valid_from or now, previous.id),
+            )
+            db.execute(
+                "UPDATE chunks SET valid_to = coalesce(valid_to, ?) WHERE doc_id = ?",
+                (doc.valid_from or now, previous.id),
+            )
+        cur = db.execute(
+            "INSERT INTO documents (source, version, digest, kind, title, owner, current, added_at, valid_from,"
+            " valid_to, expires_at, meta) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+            (
+                doc.source, version, doc.digest, doc.kind, doc.title, doc.owner, now, doc.valid_from,
+                doc.valid_to, doc.expires_at, json.dumps(doc.meta, ensure_ascii=False),
+            ),
+        )  # fmt: skip
+        doc_id = int(cur.lastrowid or 0)
+        keys: list[int] = []
+        vecs: list[npt.NDArray[np.float32]] = []
+        for chunk, vector in chunks:
+            vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+            if vec.shape[0] != self.dim:
+                raise StoreError(f"a vector of {vec.shape[0]} dimensions for an index of {self.dim}")
+            cur = db.execute(
+                "INSERT INTO chunks (doc_id, source, version, position, text, owner, valid_from, valid_to,"
+                " expires_at, meta, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    doc_id, doc.source, version, chunk.position, chunk.text, doc.owner,
+                    chunk.valid_from if chunk.valid_from is not None else doc.valid_from, doc.valid_to,
+                    doc.expires_at, json.dumps(chunk.meta, ensure_ascii=False), vec.tobytes(),
+                ),
+            )  # fmt: skip
+            keys.append(int(cur.lastrowid or 0))
+            vecs.append(vec)
+        return version, keys, vecs
 
     def remove_source(self, source: str) -> int:
         """Delete every version of ``source`` (rows, full-text entries and vectors); returns the documents removed."""

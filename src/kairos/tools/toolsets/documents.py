@@ -29,6 +29,27 @@ UNSUPPORTED = {".doc": "DOCX", ".ppt": "PPTX", ".xls": "CSV", ".xlsx": "CSV", ".
 """Legacy or unsupported formats, with the format to convert them to."""
 
 
+_SNIFF_BYTES = 65_536
+"""How much of a text file is looked at to tell text from binary (and a legacy encoding from UTF-8)."""
+_LEGACY_SHARE = 0.3
+"""Above this share of characters lost to invalid UTF-8, a text is read in the encoding it appears to be in.
+
+Below it (a Latin-1 word in an English file) UTF-8 with U+FFFD is the safer reading: charset-normalizer
+cannot tell cp1250 from cp1252 on a few accented letters, and a wrong guess turns "crème" into "crčme"."""
+_CONTROL_BYTES = bytes(sorted(set(range(32)) - set(b"\b\t\n\v\f\r\x1b")))
+"""Control bytes that text does not contain (backspace, tab, line breaks, form feed and ESC it does)."""
+_CONTROL_SHARE = 0.05
+"""More than this share of control bytes and it is not text (an ELF or PNG header, a NUL-padded image)."""
+_BINARY = (
+    "skipped: binary content, not text (an image, archive or program renamed? "
+    "kairos reads Markdown, text, PDF, DOCX, PPTX and HTML)"
+)
+_UTF16_32_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"),
+)  # fmt: skip
+
+
 class DocumentError(ValueError):
     """The document cannot be read; the message says why and what to do instead (for the model)."""
 
@@ -75,7 +96,10 @@ def extract(data: bytes, kind: str) -> Document:
         if kind == "pptx":
             return _pptx(data)
         if kind == "html":
-            return html_to_text(data.decode("utf-8", errors="replace"))
+            page = decode_text(data, "html")
+            doc = html_to_text(page.text)
+            doc.notes[:0] = page.notes
+            return doc
     except DocumentError:
         raise
     except Exception as e:  # the parsers raise anything on a damaged file; the model gets a clear error
@@ -86,13 +110,47 @@ def extract(data: bytes, kind: str) -> Document:
 
 
 def decode_text(data: bytes, kind: str = "text") -> Document:
-    """UTF-8 text (a BOM dropped); invalid bytes become U+FFFD and a note says how many."""
+    """The text of ``data``: UTF-8 (a BOM dropped), or a legacy encoding when that is what it is.
+
+    Invalid UTF-8 in mostly-UTF-8 text becomes U+FFFD and a note says how many bytes; text that is
+    not UTF-8 at all (cp1251, Shift JIS, UTF-16) is read in the encoding charset-normalizer finds.
+
+    Raises:
+        DocumentError: the bytes are binary, whatever the file is named (an image or archive renamed ``.md``).
+    """
+    for bom, codec in _UTF16_32_BOMS:
+        if data.startswith(bom):
+            return Document(data.decode(codec, errors="replace").removeprefix("\ufeff"), kind)
+    sample = data[:_SNIFF_BYTES]
+    if len(sample) - len(sample.translate(None, _CONTROL_BYTES)) > _CONTROL_SHARE * len(sample):
+        wide = _encoding_of(sample)  # UTF-16 or UTF-32 without a BOM is mostly NUL bytes, and text
+        if wide is None or not wide.startswith(("utf_16", "utf_32")):
+            raise DocumentError(_BINARY)
+        return Document(data.decode(wide, errors="replace"), kind, notes=[f"read as {wide}"])
+    try:
+        return Document(data.decode("utf-8").removeprefix("\ufeff").replace("\0", ""), kind)  # the common case
+    except UnicodeDecodeError:
+        pass
+    guess = _encoding_of(sample)
+    if guess is None:
+        raise DocumentError(_BINARY)
     text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    notes = []
     bad = text.count("\ufffd") - data.decode("utf-8", errors="ignore").count("\ufffd")
-    if bad > 0:
+    notes = []
+    if bad > _LEGACY_SHARE * len(text) and guess not in ("utf_8", "ascii"):
+        text = data.decode(guess, errors="replace")
+        notes.append(f"the text is not UTF-8: read as {guess}")
+    elif bad > 0:
         notes.append(f"{bad} byte sequence(s) were not UTF-8 and are shown as \ufffd")
-    return Document(text, kind, notes=notes)
+    return Document(text.replace("\0", ""), kind, notes=notes)
+
+
+def _encoding_of(sample: bytes) -> str | None:
+    """The encoding charset-normalizer reads ``sample`` in (Python's codec name), or None: it is not text."""
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(sample).best()
+    return None if best is None else best.encoding
 
 
 def _pdf(data: bytes) -> Document:
