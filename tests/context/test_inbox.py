@@ -219,3 +219,37 @@ def test_an_inbox_without_a_loop_only_queues() -> None:
     assert len(inbox) == 0
     inbox.put_back(taken)
     assert inbox.pending() == taken
+
+
+async def test_an_interrupt_left_by_an_earlier_opening_is_dropped_when_the_session_is_opened(
+    store: SessionStore,
+) -> None:
+    """Issue 24 §2: a chat that ended abnormally left interrupts in the inbox; the next process replayed them."""
+    session = store.new()
+    session.post(UserInput("first"))
+    session.interrupt("after_turn", reason="the runtime is stopping")
+    session.post(TimerFired("tea"))
+    session.interrupt(reason="the runtime is stopping")
+    await session.aclose()  # the process dies before a run took them up
+    again = SessionStore(store.workspace)
+    resumed = again.resume(session.id)
+    try:
+        # the interrupts targeted a run of the dead process; the other events wait, in order
+        assert [p.event for p in resumed.inbox.pending()] == [UserInput("first"), TimerFired("tea")]
+        model = ScriptedModel([reply("answered")])
+        events = await collect(Agent(model), resumed)
+        assert final(events).text == "answered" and len(model.requests) == 1
+    finally:
+        await resumed.aclose()
+        again.close()
+    assert store.trajectories.pending_events(session.id) == []  # consumed in the database too
+    assert store.trajectories.sessions_with_pending() == []
+
+
+async def test_consume_interrupts_keeps_the_other_events_in_order(session: Session) -> None:
+    session.post(UserInput("a"))
+    session.interrupt()
+    session.post(UserInput("b"))
+    assert session.consume_interrupts() == 1
+    assert [p.event for p in session.inbox.pending()] == [UserInput("a"), UserInput("b")]
+    assert [e.kind for e in session.store.pending_events(session.id)] == ["user_input", "user_input"]

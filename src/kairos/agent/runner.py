@@ -395,12 +395,7 @@ class Runner:
     @staticmethod
     def _drain_control(session: Session) -> None:
         """Consume pending interrupts (they were honoured); other events stay queued."""
-        kept: list[Posted] = []
-        done: list[Posted] = []
-        for p in session.inbox.take():
-            (done if isinstance(p.event, Interrupt) else kept).append(p)
-        _put_back(session, kept)
-        session.consume([p.seq for p in done])
+        session.consume_interrupts()
 
     async def _build_within_budget(self, st: RunState) -> tuple[ModelRequest, int]:
         request = st.build()

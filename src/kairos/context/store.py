@@ -402,8 +402,9 @@ class TrajectoryStore:
         return out
 
     def sessions_with_pending(self) -> list[str]:
-        """Ids of sessions that have inbox events not consumed yet."""
-        return [str(r[0]) for r in self._read("SELECT DISTINCT session_id FROM inbox WHERE consumed_at IS NULL", ())]
+        """Ids of sessions with inbox events not consumed yet (interrupts do not count: opening drops them)."""
+        sql = "SELECT DISTINCT session_id FROM inbox WHERE consumed_at IS NULL AND kind != 'interrupt'"
+        return [str(r[0]) for r in self._read(sql, ())]
 
     def consume(self, session_id: str, seqs: Sequence[int]) -> None:
         """Mark inbox events consumed without appending anything (interrupts, bad records)."""
