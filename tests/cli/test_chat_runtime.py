@@ -270,6 +270,8 @@ def test_on_a_terminal_approvals_are_typed_answers_and_a_line_typed_during_a_run
             proc.wait_until("the command runs", lambda: (workspace / "started").exists())
             os.write(controller, b"and say hi\n")  # typed while the tool runs: queued for its next safe point
             proc.wait_until("the line was accepted", lambda: _accepted(workspace, "and say hi"))
+            ack = "» queued: joins at the next safe point (typed "  # said at once, not only when it joins
+            proc.wait_until("the acknowledgement", lambda: ack in proc.stdout)
             (workspace / "go").touch()
             proc.wait_until("the answer", lambda: "Released, and hi to you." in proc.stdout)
             os.write(controller, b"/exit\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from kairos.models.local import (
 from kairos.models.types import (
     AllBut,
     Message,
+    ModelProgress,
     ModelRequest,
     ResponseDone,
     StreamEvent,
@@ -282,16 +284,55 @@ async def test_follow_up_reuses_kv_cache(model: LocalModel, capsys: pytest.Captu
         *first.messages, reply, Message.tool(call.id, '{"temp_c": 21, "sky": "sunny"}'), Message.user("Thanks!")
     )
     capsys.readouterr()
-    model._llm.verbose = True  # llama-cpp-python then prints how many prefix tokens it kept
+    model._llm.verbose = True  # llama-cpp-python then says whether it had anything left to read
     try:
-        response = await complete(model, follow)
+        events = await _stream(model, follow)
     finally:
         model._llm.verbose = False
-    usage = response.usage
+    done = events[-1]
+    assert isinstance(done, ResponseDone)
+    usage = done.response.usage
     assert usage.cached_prompt_tokens >= 0.9 * usage.prompt_tokens, usage
-    assert f"{usage.cached_prompt_tokens} prefix-match hit" in capsys.readouterr().err
+    # the new suffix was read (with progress) before generate(), which found the whole prompt resident
+    reading = [e.done for e in events if isinstance(e, ModelProgress) and e.stage == "reading"]
+    assert reading[0] == usage.cached_prompt_tokens and reading[-1] == usage.prompt_tokens
+    assert "full prompt already cached" in capsys.readouterr().err
     assert usage.prompt_tokens == model.count_tokens(follow)
-    assert "21" in response.message.content and not response.message.tool_calls
+    assert "21" in done.response.message.content and not done.response.message.tool_calls
+
+
+@pytest.mark.model
+async def test_the_prompt_is_read_batch_by_batch_with_progress_and_a_stopped_read_is_kept(model: LocalModel) -> None:
+    """Issue 24 §2: a long prompt read was minutes of silence, and Ctrl-C could not stop it."""
+    lines = "\n".join(f"{i:04d} INFO service ok, latency {i % 97} ms, queue {i % 13}" for i in range(120))
+    request = req(Message.user(f"Is anything wrong in this log?\n{lines}"))
+    total = model.count_tokens(request)
+    step = int(model._llm.n_batch)
+    assert total > 3 * step
+    model.reset_cache()
+    read: list[int] = []
+    async with contextlib.aclosing(model.stream(request)) as events:
+        async for event in events:
+            if isinstance(event, ModelProgress) and event.stage == "reading":
+                read.append(event.done)
+                if read[-1] >= step:  # a batch is read: stop (Ctrl-C, or the user typed a line)
+                    break
+    assert read[0] == 0 and read[-1] < total
+    assert await asyncio.to_thread(model._lock.acquire, timeout=120)  # stopped at the next batch boundary
+    model._lock.release()
+    kept = int(model._llm.n_tokens)
+    assert step <= kept < total
+    events = await _stream(model, request)
+    done = events[-1]
+    assert isinstance(done, ResponseDone)
+    progress = [e for e in events if isinstance(e, ModelProgress)]
+    reading = [p.done for p in progress if p.stage == "reading"]
+    # what the stopped read left is reused (and counted as cached), the rest is read in batches
+    assert done.response.usage.cached_prompt_tokens == reading[0] >= kept - 1
+    assert reading == sorted(reading) and reading[-1] == total
+    assert all(0 < b - a <= step for a, b in zip(reading, reading[1:], strict=False))
+    assert progress[-1] == ModelProgress("generating", total, total)
+    assert all(isinstance(e, ModelProgress) for e in events[: len(progress)])  # progress comes before the reply
 
 
 @pytest.mark.model

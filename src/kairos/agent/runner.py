@@ -7,7 +7,8 @@ no tool calls and the inbox is empty.
 
 Safe points and preemption: the inbox is drained before every request and before a final
 answer is returned (a message that arrived meanwhile is taken up instead of ending the run).
-While the model streams or tools run, the loop races them against a preempting event.
+While the model streams or tools run, the loop races them against a preempting event; until the
+reply's first token, the user's input preempts too (a long prompt read is no reason to wait).
 Unfinished tools get the placeholder result (rule 3 of ch6 §3.3). Then either the run ends (an
 immediate interrupt; the partial text the user saw is kept) or the loop goes on with the new event
 (the cut reply is dropped, rule 4). Several events taken up at one safe point are numbered
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 from kairos.agent._reply import fed, guarded_reply, unique_ids
 from kairos.agent._state import TOOLS_KEY, RunState, event_message, mark_batch, restore_order
 from kairos.agent.events import (
+    Activity,
     AgentEvent,
     FinalAnswer,
     ModelDeltaEvent,
@@ -42,6 +44,7 @@ from kairos.agent.events import (
 )
 from kairos.agent.guard import LoopGuard
 from kairos.context.inbox import (
+    InboxEvent,
     Interrupt,
     Posted,
     UserInput,
@@ -52,12 +55,14 @@ from kairos.models.types import (
     AllBut,
     Message,
     ModelNotice,
+    ModelProgress,
     ModelRequest,
     ModelResponse,
     ResponseDone,
     StreamEvent,
     TextDelta,
     ToolCall,
+    ToolCallDelta,
 )
 from kairos.tools.base import FOCUS_RESOURCE, Tool, ToolResult, ToolSource
 from kairos.tools.executor import Executed, execute
@@ -71,6 +76,12 @@ _END = object()
 """The model's stream ended."""
 _PREEMPT = object()
 """A preempting event arrived while the model streamed."""
+_JOIN = object()
+"""The user's input arrived while the model streamed (it preempts only before the reply's first token)."""
+_REPLY_TYPES = frozenset({"text", "reasoning", "tool_call"})
+_SHOW_WAIT_S = 0.25
+"""A wait shorter than this is not worth an ``Activity`` (it would only flicker)."""
+"""Stream events that are part of the reply (not a notice or progress)."""
 
 
 class _Preempted(Exception):
@@ -218,10 +229,12 @@ class Runner:
         held = rest if (hold or out.after_turn) else []
         messages: list[Message] = []
         consumed: list[int] = []
+        created: list[float] = []  # each message is stamped with the time its event was posted (typed)
         if direct is not None:
             message = event_message(direct.event)
             assert message is not None
             messages.append(self.agent.pipeline.on_input(st, message, st.report))
+            created.append(direct.posted_at)
         batch: list[Message] = []
         kinds: list[str] = []
         for p in rest if not held else ():
@@ -232,9 +245,10 @@ class Runner:
             batch.append(self.agent.pipeline.on_input(st, message, st.report))
             kinds.append(p.event.kind)
             consumed.append(p.seq)
+            created.append(p.posted_at)
         messages.extend(mark_batch(batch, kinds))
         try:
-            session.append(*messages, consume=consumed)
+            session.append(*messages, consume=consumed, created=created)
         except BaseException:
             _put_back(session, posted)  # nothing of it was stored: it all waits for the next try
             raise
@@ -277,7 +291,8 @@ class Runner:
             return
         session.tool_context.resources[FOCUS_RESOURCE] = _newest_request(session.messages)
         after_turn = drained.after_turn
-        await self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
+        async for event in self._turn_start(st):
+            yield event
         guard = LoopGuard()
         first = True
         for _ in range(self.agent.max_iterations):
@@ -312,13 +327,17 @@ class Runner:
             guards = self.agent.pipeline.reply_guards(st, st.report)
             response: ModelResponse | None = None
             partial: list[str] = []  # text shown so far (past the reply guards): kept when cut short
+            yield Activity("waiting")  # until the backend says more (a local model: how far it has read)
+            thinking = False
             try:
-                async with aclosing(self._stream(st, request)) as model_events:
+                async with aclosing(self._stream(st, request, join_input=not after_turn)) as model_events:
                     async for item in model_events:
                         if isinstance(item, ResponseDone):
                             response = item.response
                         elif isinstance(item, ModelNotice):
                             yield Notice(item.text, "model")
+                        elif isinstance(item, ModelProgress):
+                            yield Activity(item.stage, item.done, item.total)
                         else:
                             delta = item
                             if isinstance(delta, TextDelta):
@@ -327,6 +346,11 @@ class Runner:
                                     continue
                                 delta = TextDelta(text)
                                 partial.append(text)
+                            elif isinstance(delta, ToolCallDelta) and delta.name:
+                                yield Activity("generating", detail=delta.name)
+                            elif not thinking:  # reasoning: not shown, but the model is at work
+                                thinking = True
+                                yield Activity("generating")
                             yield ModelDeltaEvent(delta)
             except _Preempted:
                 if self._ends_run(session):  # the turn ends here: keep the text the user saw
@@ -361,6 +385,7 @@ class Runner:
                 yield FinalAnswer(reply.content)
                 return
             stop: str | None = None
+            yield Activity("tool", detail=", ".join(dict.fromkeys(c.name for c in reply.tool_calls)))
             try:
                 async with aclosing(self._run_tools(st, reply.tool_calls, guard)) as tool_events:
                     async for ev in tool_events:
@@ -383,6 +408,27 @@ class Runner:
             "The work so far is in the session; continue it or raise max_iterations.",
             stop_reason="max_iterations",
         )
+
+    async def _turn_start(self, st: RunState) -> AsyncGenerator[AgentEvent, None]:
+        """The ``turn_start`` safe point; ``Activity("memory")`` when a memory plugin makes it wait.
+
+        Recalling memories can take seconds (an embedding model, a search); a quick recall shows nothing.
+        """
+        session = st.live
+        hook = self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
+        if not any(p.stage == "memory" for p in self.agent.pipeline.hooked["at_safe_point"]):
+            await hook
+            return
+        task = asyncio.ensure_future(hook)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=_SHOW_WAIT_S)
+            if not done:
+                yield Activity("memory")
+            await task
+        finally:
+            if not task.done():  # the run was cancelled or closed meanwhile
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     def _ends_run(self, session: Session) -> bool:
         """After a preemption: whether an immediate interrupt ends the run (it is consumed then)."""
@@ -419,12 +465,18 @@ class Runner:
             )
         return request, tokens
 
-    async def _stream(self, st: RunState, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
+    async def _stream(
+        self, st: RunState, request: ModelRequest, *, join_input: bool
+    ) -> AsyncGenerator[StreamEvent, None]:
         """The model's events, raced against a preempting event so even a stalled prefill can be stopped.
 
         One task reads the model's stream into a queue, and a preempting event puts a marker into the
         same queue; the loop reads the queue. That is one task per model call, not a task and a wait
         per delta.
+
+        ``join_input``: until the reply's first token, the user's input preempts too. Nothing of the
+        reply exists yet, so nothing is lost: the request starts again with the input (a local model
+        keeps the prompt it has read), instead of the input waiting out a long prompt read.
         """
         queue: asyncio.Queue[StreamEvent | BaseException | object] = asyncio.Queue()
         model, inbox = self.agent.model, st.live.inbox
@@ -444,18 +496,26 @@ class Runner:
 
         reader = asyncio.create_task(pump(), name="model-stream")
         unwatch = inbox.watch_preempt(lambda: queue.put_nowait(_PREEMPT))
+        unjoin = inbox.watch(_typed, lambda: queue.put_nowait(_JOIN)) if join_input else _nothing
+        replying = False
         try:
             while True:
                 item = await queue.get()
                 if item is _END:
                     return
-                if item is _PREEMPT:
+                if item is _PREEMPT or (item is _JOIN and not replying):
                     raise _Preempted
+                if item is _JOIN:
+                    continue
                 if isinstance(item, BaseException):
                     raise item
+                if not replying and getattr(item, "type", "") in _REPLY_TYPES:
+                    replying = True
+                    unjoin()
                 yield item  # type: ignore[misc]  # the queue holds stream events besides the markers
         finally:
             unwatch()
+            unjoin()
             if not reader.done():  # normally it is: it ended with the stream (skipping saves a loop step)
                 reader.cancel()
                 await asyncio.gather(reader, return_exceptions=True)
@@ -548,6 +608,14 @@ class Runner:
                 if c.id not in ready:  # the placeholder, or what a side-effecting call recorded
                     ready[c.id] = session.cut_result(c.id)
             flush_ready()
+
+
+def _typed(event: InboxEvent) -> bool:
+    return isinstance(event, UserInput)
+
+
+def _nothing() -> None:
+    pass
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

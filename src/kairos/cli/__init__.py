@@ -118,6 +118,7 @@ async def _drive(agent: Agent, session: Session, text: str, printer: EventPrinte
         async for event in events:
             printer(event)
     finally:
+        printer.status.clear()
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
     return received[0] if received else None

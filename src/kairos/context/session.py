@@ -153,16 +153,25 @@ class Session:
         """The workspace root."""
         return self.tool_context.workspace
 
-    def append(self, *messages: Message, consume: Sequence[int] = (), request: dict[str, Any] | None = None) -> None:
+    def append(
+        self,
+        *messages: Message,
+        consume: Sequence[int] = (),
+        request: dict[str, Any] | None = None,
+        created: Sequence[float] = (),
+    ) -> None:
         """Persist then append: a crash never leaves memory ahead of disk.
 
         ``consume`` marks the inbox events these messages were made from, and ``request`` records the
         model request that produced them (its index is :attr:`request_count`), in the same transaction.
+        ``created``: the stored times of the first messages (a typed line's is when it was typed).
         """
         if not messages and not consume and request is None:
             return
         req = (self.request_count, request) if request is not None else None
-        self.store.append_messages(self.id, len(self._messages), messages, consume=consume, request=req)
+        self.store.append_messages(
+            self.id, len(self._messages), messages, consume=consume, request=req, created=created
+        )
         self._messages.extend(messages)
         if request is not None:
             self.request_count += 1

@@ -248,15 +248,19 @@ class TrajectoryStore:
         *,
         consume: Sequence[int] = (),
         request: tuple[int, dict[str, Any]] | None = None,
+        created: Sequence[float] = (),
     ) -> None:
         """Insert messages at ``first_seq``, ``first_seq + 1``… and mark inbox events consumed.
 
-        One transaction for both; an existing seq is an error (append-only).
+        One transaction for both; an existing seq is an error (append-only). ``created`` gives the
+        first messages their own times (when an event was posted, not when it was taken up); the
+        rest are stamped now.
         """
         now = time.time()
         trace = json.dumps(request[1]) if request is not None else None
         rows: list[tuple[str, int, float, str, str | None]] = [
-            (session_id, first_seq + i, now, m.serialized(), None) for i, m in enumerate(messages)
+            (session_id, first_seq + i, created[i] if i < len(created) else now, m.serialized(), None)
+            for i, m in enumerate(messages)
         ]
         if rows and trace is not None:  # the request's trace rides on the reply it produced: one row
             rows[-1] = (*rows[-1][:4], trace)

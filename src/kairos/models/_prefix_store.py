@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,15 @@ class PrefixStateStore:
         h.update(np.asarray(prefix, dtype=np.int32).tobytes())
         return self.directory / f"{h.hexdigest()[:32]}.kvstate"
 
-    def warm(self, llm: Any, prefix: list[int], common: int) -> bool:
+    def warm(
+        self, llm: Any, prefix: list[int], common: int, evaluate: Callable[[list[int]], None] | None = None
+    ) -> bool:
         """Make ``prefix`` resident in ``llm``'s KV cache: load it from disk, or evaluate and save it.
 
         ``common`` is how much of ``prefix`` is already resident; nothing happens if all of it is.
-        Returns True when the state came from disk (those tokens count as cached).
+        ``evaluate`` reads the prefix into the reset model (default ``llm.eval``; the local model's
+        reports its progress); nothing is saved when it raises. Returns True when the state came
+        from disk (those tokens count as cached).
         """
         if len(prefix) < MIN_PREFIX_TOKENS or common >= len(prefix):
             return False
@@ -47,7 +52,7 @@ class PrefixStateStore:
         if path.exists() and self._load(llm, path, prefix):
             return True
         llm.reset()
-        llm.eval(prefix)
+        (evaluate or llm.eval)(prefix)
         self._save(llm, path)
         return False
 

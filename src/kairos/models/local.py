@@ -47,6 +47,7 @@ from kairos.models.bundled import ProgressFn, default_cache_dir, resolve_model_p
 from kairos.models.types import (
     AllBut,
     Message,
+    ModelProgress,
     ModelRequest,
     ModelResponse,
     ReasoningPolicy,
@@ -57,6 +58,10 @@ from kairos.models.types import (
 )
 
 _SPLICE_CAP = 1024
+
+
+class _Stopped(Exception):
+    """Internal: the consumer stopped the stream while the prompt was being read."""
 
 
 # ---- the backend ---------------------------------------------------------------------------
@@ -218,14 +223,41 @@ class LocalModel:
             min(len(evaluated), len(tokens)),
         )
 
-    def _warm(self, tokens: list[int]) -> int:
-        """Load the system prefix's KV state from disk when that helps; the prompt tokens reused."""
+    def _warm(self, tokens: list[int], evaluate: Callable[[list[int]], None] | None = None) -> int:
+        """Load the system prefix's KV state from disk when that helps; the prompt tokens reused.
+
+        ``evaluate`` reads the prefix when it is not on disk (default ``Llama.eval``).
+        """
         cached = self._reused_prefix(tokens)
         if self.prefix_store is not None:
             end = tokens.index(self._specials[IM_END]) + 1 if self._specials[IM_END] in tokens else 0
-            if self.prefix_store.warm(self._llm, tokens[:end], self._common_prefix(tokens[:end])):
+            if self.prefix_store.warm(self._llm, tokens[:end], self._common_prefix(tokens[:end]), evaluate):
                 cached = self._reused_prefix(tokens)  # loaded from disk: reused, not recomputed
         return cached
+
+    def _read(self, tokens: list[int], report: Callable[[int], None], stop: threading.Event) -> None:
+        """Evaluate what of ``tokens`` is not resident, ``n_batch`` at a time, reporting after each batch.
+
+        Afterwards the state is exactly ``tokens`` with live logits, so ``Llama.generate`` samples at
+        once (it evaluates nothing itself). Between batches a set ``stop`` raises :class:`_Stopped`;
+        what was read stays resident, so the next request (the same prompt and a line the user typed
+        meanwhile) goes on from there.
+        """
+        llm = self._llm
+        start = self._reused_prefix(tokens)
+        if start == len(tokens):
+            return
+        if not llm._ctx.kv_cache_seq_rm(-1, start, -1):  # a model without partial KV removal
+            llm.reset()
+            start = 0
+        llm.n_tokens = start
+        report(start)
+        step = max(1, int(llm.n_batch))
+        for i in range(start, len(tokens), step):
+            if stop.is_set():
+                raise _Stopped
+            llm.eval(tokens[i : i + step])
+            report(min(i + step, len(tokens)))
 
     def reset_cache(self) -> None:
         """Forget the KV state (benchmarks start each variant cold); the next call re-reads all."""
@@ -286,7 +318,21 @@ class LocalModel:
             grammar = self._grammar(
                 allowed or (), final=request.tool_choice == "auto" or isinstance(request.tool_choice, AllBut)
             )
-            cached = self._warm(tokens)
+
+            reported = [-1]
+
+            def report(done: int) -> None:
+                if done != reported[0]:
+                    reported[0] = done
+                    sink(ModelProgress("reading", done, len(tokens)))
+
+            report(self._reused_prefix(tokens))
+            try:  # the prompt is read here, batch by batch, so the user sees how far (and can stop it)
+                cached = self._warm(tokens, lambda prefix: self._read(prefix, report, stop))
+                self._read(tokens, report, stop)
+            except _Stopped:
+                return
+            sink(ModelProgress("generating", len(tokens), len(tokens)))
             from llama_cpp import llama_model_get_vocab, llama_vocab_is_eog
 
             vocab = llama_model_get_vocab(llm.model)
