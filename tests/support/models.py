@@ -27,3 +27,18 @@ class ReadsItsPrompt(ScriptedModel):
             await asyncio.Event().wait()
         async for event in super().stream(request):
             yield event
+
+
+@dataclass
+class Gated(ScriptedModel):
+    """Every request waits for ``gate`` before its first token (a slow model), after setting ``started``."""
+
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Wait at the gate, then replay the script."""
+        self.started.set()
+        await self.gate.wait()
+        async for event in super().stream(request):
+            yield event
