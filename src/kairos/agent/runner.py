@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 
 from kairos.agent._reply import fed, guarded_reply, unique_ids
 from kairos.agent._state import TOOLS_KEY, RunState, event_message, mark_batch, restore_order
+from kairos.agent._stream import Preempted as _Preempted
+from kairos.agent._stream import stream_model
 from kairos.agent.events import (
     Activity,
     AgentEvent,
@@ -44,7 +46,6 @@ from kairos.agent.events import (
 )
 from kairos.agent.guard import LoopGuard
 from kairos.context.inbox import (
-    InboxEvent,
     Interrupt,
     Posted,
     UserInput,
@@ -59,7 +60,6 @@ from kairos.models.types import (
     ModelRequest,
     ModelResponse,
     ResponseDone,
-    StreamEvent,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -72,20 +72,8 @@ if TYPE_CHECKING:
 
 _STATE_KEY = "kairos.run"
 _RUNNER_IDS = itertools.count(1)
-_END = object()
-"""The model's stream ended."""
-_PREEMPT = object()
-"""A preempting event arrived while the model streamed."""
-_JOIN = object()
-"""The user's input arrived while the model streamed (it preempts only before the reply's first token)."""
-_REPLY_TYPES = frozenset({"text", "reasoning", "tool_call"})
 _SHOW_WAIT_S = 0.25
 """A wait shorter than this is not worth an ``Activity`` (it would only flicker)."""
-"""Stream events that are part of the reply (not a notice or progress)."""
-
-
-class _Preempted(Exception):
-    """Internal: a preempting event arrived while the model streamed or tools ran."""
 
 
 class _OpenFailed(Exception):
@@ -330,7 +318,9 @@ class Runner:
             yield Activity("waiting")  # until the backend says more (a local model: how far it has read)
             thinking = False
             try:
-                async with aclosing(self._stream(st, request, join_input=not after_turn)) as model_events:
+                async with aclosing(
+                    stream_model(self.agent.model, st.live.inbox, request, join_input=not after_turn)
+                ) as model_events:
                     async for item in model_events:
                         if isinstance(item, ResponseDone):
                             response = item.response
@@ -465,61 +455,6 @@ class Runner:
             )
         return request, tokens
 
-    async def _stream(
-        self, st: RunState, request: ModelRequest, *, join_input: bool
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """The model's events, raced against a preempting event so even a stalled prefill can be stopped.
-
-        One task reads the model's stream into a queue, and a preempting event puts a marker into the
-        same queue; the loop reads the queue. That is one task per model call, not a task and a wait
-        per delta.
-
-        ``join_input``: until the reply's first token, the user's input preempts too. Nothing of the
-        reply exists yet, so nothing is lost: the request starts again with the input (a local model
-        keeps the prompt it has read), instead of the input waiting out a long prompt read.
-        """
-        queue: asyncio.Queue[StreamEvent | BaseException | object] = asyncio.Queue()
-        model, inbox = self.agent.model, st.live.inbox
-
-        async def pump() -> None:
-            events = model.stream(request)
-            try:
-                async for event in events:
-                    queue.put_nowait(event)
-                queue.put_nowait(_END)
-            except Exception as e:  # the consumer raises it where the old loop did
-                queue.put_nowait(e)
-            finally:  # also on cancel: closing the stream frees the connection or the llama.cpp slot
-                close = getattr(events, "aclose", None)
-                if close is not None:
-                    await close()
-
-        reader = asyncio.create_task(pump(), name="model-stream")
-        unwatch = inbox.watch_preempt(lambda: queue.put_nowait(_PREEMPT))
-        unjoin = inbox.watch(_typed, lambda: queue.put_nowait(_JOIN)) if join_input else _nothing
-        replying = False
-        try:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    return
-                if item is _PREEMPT or (item is _JOIN and not replying):
-                    raise _Preempted
-                if item is _JOIN:
-                    continue
-                if isinstance(item, BaseException):
-                    raise item
-                if not replying and getattr(item, "type", "") in _REPLY_TYPES:
-                    replying = True
-                    unjoin()
-                yield item  # type: ignore[misc]  # the queue holds stream events besides the markers
-        finally:
-            unwatch()
-            unjoin()
-            if not reader.done():  # normally it is: it ended with the stream (skipping saves a loop step)
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
-
     async def _execute(self, st: RunState, call: ToolCall) -> Executed:
         pipeline = self.agent.pipeline
 
@@ -608,14 +543,6 @@ class Runner:
                 if c.id not in ready:  # the placeholder, or what a side-effecting call recorded
                     ready[c.id] = session.cut_result(c.id)
             flush_ready()
-
-
-def _typed(event: InboxEvent) -> bool:
-    return isinstance(event, UserInput)
-
-
-def _nothing() -> None:
-    pass
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -206,8 +206,10 @@ class Chat:
         elif ev.type == "session.error":
             with self._printing():
                 err_console.print(f"[bold red]error:[/] {_text(str(data.get('message', '')))}")
-        elif ev.type == "run.ended" and self.interactive and not self.runtime.busy(self.session):
-            self._show_prompt()
+        elif ev.type == "run.ended" and not self.runtime.busy(self.session):
+            self.printer.status.clear()  # also after a run that failed before its final answer
+            if self.interactive:
+                self._show_prompt()
         self._update_prompt_open()
 
     def _say_question(self, q: dict[str, Any]) -> None:

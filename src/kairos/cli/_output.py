@@ -148,8 +148,9 @@ class EventPrinter:
                 console.print(_text(event.delta.text), end="", style="bold")
                 self.streamed = self.open_line = True
         elif isinstance(event, Activity):
-            self._newline()
-            self.status.show(event.describe(), event.kind)
+            if self.status.enabled:  # a status never overwrites a streamed line (piped output: nothing changes)
+                self._newline()
+                self.status.show(event.describe(), event.kind)
         elif event.type == "tool_started":
             self.streamed = False
             self._running.append(event.call.name)
