@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import json
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from kairos.errors import ContextOverflowError
@@ -17,6 +19,7 @@ from kairos.models.local import (
     FINAL_ANSWER,
     LocalModel,
     ReplyScanner,
+    _Stopped,
     parse_reply,
     prompt_segments,
     render_prompt,
@@ -147,6 +150,69 @@ def test_local_model_is_a_model_and_loads_lazily() -> None:
     assert isinstance(m, Model)
     assert (m.name, m.context_window, m.reasoning_policy.value) == ("local", 2048, "strip")
     assert m._llm is None  # nothing is assembled or loaded before the first call
+
+
+class _FakeLlama:
+    """The part of ``llama_cpp.Llama`` the prompt reading uses: evaluated ids, a KV cache, batches."""
+
+    def __init__(self, n_batch: int, resident: list[int]) -> None:
+        self.n_batch = n_batch
+        self.input_ids = np.zeros(4096, dtype=np.intc)
+        self.input_ids[: len(resident)] = resident
+        self.n_tokens = len(resident)
+        self._requires_eval = True  # restored or generated state: no live logits
+        self.batches: list[int] = []
+        self._ctx = self
+
+    def kv_cache_seq_rm(self, seq: int, start: int, end: int) -> bool:
+        return True
+
+    def eval(self, tokens: list[int]) -> None:
+        self.input_ids[self.n_tokens : self.n_tokens + len(tokens)] = tokens
+        self.n_tokens += len(tokens)
+        self.batches.append(len(tokens))
+        self._requires_eval = False
+
+
+def _reading_model(n_batch: int, resident: list[int]) -> tuple[LocalModel, _FakeLlama]:
+    m = LocalModel("local", n_batch=n_batch)
+    m._llm = llm = _FakeLlama(n_batch, resident)
+    return m, llm
+
+
+def test_the_prompt_is_read_after_its_resident_prefix_in_batches_with_progress() -> None:
+    prompt = list(range(1, 1001))
+    m, llm = _reading_model(256, [*prompt[:300], 7, 7])  # 300 tokens shared, then an older reply
+    done: list[int] = []
+    m._read(prompt, done.append, threading.Event())
+    assert done == [300, 556, 812, 1000] and llm.batches == [256, 256, 188]
+    assert llm.n_tokens == 1000 and not llm._requires_eval  # generate() samples at once, reads nothing
+    assert m._reused_prefix(prompt) == 1000
+
+
+def test_a_stopped_read_keeps_what_it_read_and_the_next_goes_on_from_there() -> None:
+    prompt = list(range(1, 1001))
+    m, llm = _reading_model(256, [])
+    stop = threading.Event()
+
+    def report(n: int) -> None:
+        if n >= 256:
+            stop.set()  # the consumer went away after the first batch
+
+    with pytest.raises(_Stopped):
+        m._read(prompt, report, stop)
+    assert llm.n_tokens == 256
+    done: list[int] = []
+    m._read([*prompt, 5, 6], done.append, threading.Event())  # the same prompt and a line typed meanwhile
+    assert done[0] == 256 and done[-1] == 1002 and sum(llm.batches) == 1002
+
+
+def test_a_fully_resident_prompt_without_live_logits_replays_its_last_token() -> None:
+    prompt = list(range(1, 101))
+    m, llm = _reading_model(64, prompt)  # loaded from disk: the logits are not this prompt's
+    done: list[int] = []
+    m._read(prompt, done.append, threading.Event())
+    assert done == [99, 100] and llm.batches == [1]
 
 
 # ---- incremental scanner, no model ---------------------------------------------------------
