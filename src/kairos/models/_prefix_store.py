@@ -42,17 +42,21 @@ class PrefixStateStore:
         """Make ``prefix`` resident in ``llm``'s KV cache: load it from disk, or evaluate and save it.
 
         ``common`` is how much of ``prefix`` is already resident; nothing happens if all of it is.
-        ``evaluate`` reads the prefix into the reset model (default ``llm.eval``; the local model's
-        reports its progress); nothing is saved when it raises. Returns True when the state came
-        from disk (those tokens count as cached).
+        ``evaluate`` makes the prefix resident, reading only what of it is not (the local model's
+        reports its progress, and a read stopped half-way goes on from there); without it the
+        model is reset and reads all of it. Nothing is saved when it raises. Returns True when the
+        state came from disk (those tokens count as cached).
         """
         if len(prefix) < MIN_PREFIX_TOKENS or common >= len(prefix):
             return False
         path = self._path(prefix)
         if path.exists() and self._load(llm, path, prefix):
             return True
-        llm.reset()
-        (evaluate or llm.eval)(prefix)
+        if evaluate is None:
+            llm.reset()
+            llm.eval(prefix)
+        else:
+            evaluate(prefix)
         self._save(llm, path)
         return False
 
