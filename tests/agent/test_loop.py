@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kairos.agent import Agent, Plugin, RunContext
-from kairos.agent.events import AgentEvent, FinalAnswer, RequestStats, RunError
+from kairos.agent.events import Activity, AgentEvent, FinalAnswer, RequestStats, RunError
 from kairos.context.builder import BasicStatus
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStore
 from kairos.errors import ModelUnavailableError
@@ -301,3 +301,48 @@ async def test_reply_without_tools_streams_text_deltas(session: Session) -> None
     events = await collect(make_agent(model), session, "hi")
     deltas = [e.delta.text for e in events if e.type == "model_delta" and e.delta.type == "text"]
     assert "".join(deltas) == "hello world" and len(deltas) > 1
+
+
+async def test_a_run_says_what_it_is_doing_before_each_model_call_and_tool_phase(session: Session) -> None:
+    """Issue 24 §2: ``Activity`` events are what a status line shows (and the server streams)."""
+    model = ScriptedModel([reply("", call("add", {"a": 1, "b": 2}), call("echo", {"text": "x"})), reply("3 and x")])
+    events = await collect(make_agent(model), session, "go")
+    activities = [(e.kind, e.detail) for e in events if isinstance(e, Activity)]
+    assert activities == [
+        ("waiting", ""),
+        ("generating", "add"),
+        ("generating", "echo"),
+        ("tool", "add, echo"),
+        ("waiting", ""),
+    ]
+    types = [e.type for e in events]
+    assert types.index("activity") < types.index("model_delta")  # said before anything of the reply
+    tool_activity = next(i for i, e in enumerate(events) if isinstance(e, Activity) and e.kind == "tool")
+    assert tool_activity < types.index("tool_started")
+
+
+class _Recall(Plugin):
+    """A memory-stage plugin whose turn-start recall waits for ``release`` (or not at all)."""
+
+    stage = "memory"
+
+    def __init__(self, release: asyncio.Event | None) -> None:
+        self.release = release
+
+    async def at_safe_point(self, ctx: RunContext, at: Any) -> tuple[()]:
+        if at == "turn_start" and self.release is not None:
+            await self.release.wait()
+        return ()
+
+
+async def test_a_slow_memory_recall_shows_waiting_for_memory_and_a_quick_one_shows_nothing(session: Session) -> None:
+    release = asyncio.Event()
+    model = ScriptedModel([reply("remembered"), reply("quick")])
+    events: list[AgentEvent] = []
+    async for e in make_agent(model, plugins=[_Recall(release)]).run(session, "what do you know about me?"):
+        events.append(e)
+        if isinstance(e, Activity) and e.kind == "memory":
+            release.set()  # the recall can only end after the user was told it is waiting
+    assert [e.kind for e in events if isinstance(e, Activity)][:2] == ["memory", "waiting"]
+    quick = await collect(make_agent(model, plugins=[_Recall(None)]), session, "again")
+    assert [e.kind for e in quick if isinstance(e, Activity)] == ["waiting"]

@@ -195,6 +195,50 @@ def test_sigterm_or_sighup_during_a_run_closes_the_session_and_exits_128_plus_th
     assert trajectory_problems(messages) == []
 
 
+@pytest.mark.parametrize("how", ["SIGTERM", "kill -9"])
+def test_interrupts_of_a_chat_that_ended_abnormally_are_not_replayed_by_the_next_chat(
+    how: str, workspace: Path, model: OpenAIServer, user_config_dir: Path, logs: Path
+) -> None:
+    """Issue 24 §2: the next ``kairos chat --session`` said "Interrupted before the turn started" at once.
+
+    SIGTERM: the turn does not finish within the grace, so the stopping runtime posts a second
+    interrupt and cancels the run. kill -9: the process dies with the first interrupt stored.
+    """
+    model.script(chat_stream({"content": "a long story begins"}, hold_open=True), text_reply("Hello again."))
+    with _chat(workspace, model, user_config_dir, logs) as proc:
+        _type(proc, "tell me a story")
+        proc.wait_until("the reply is streaming", lambda: "a long story" in proc.stdout)
+        proc.send(signal.SIGTERM)  # the turn gets an after_turn interrupt and a grace period to finish
+        if how == "kill -9":
+            proc.wait_until("the stop interrupt is stored", lambda: _pending_interrupts(workspace) > 0)
+            proc.kill()  # within the grace: the interrupt stays in the inbox, unconsumed
+        else:
+            assert proc.wait() == 143, proc.stderr
+            assert _pending_interrupts(workspace) == 0  # they died with the run they were aimed at
+    sid, _ = stored(workspace)
+    with _chat(workspace, model, user_config_dir, logs, "--session", sid) as proc:
+        _type(proc, "hello?")
+        proc.wait_until("the answer", lambda: "Hello again." in proc.stdout)
+        _end_input(proc)
+        assert proc.wait() == 0, proc.stderr
+        out = proc.stdout
+    assert "Interrupted" not in out and "(interrupted)" not in out
+    assert len(model.requests) == 2 and "hello?" in json.dumps(model.bodies()[1]["messages"])
+    assert _pending_interrupts(workspace) == 0
+    _, messages = stored(workspace)
+    assert trajectory_problems(messages) == []
+
+
+def _pending_interrupts(workspace: Path) -> int:
+    """Unconsumed interrupts in the workspace's inbox table."""
+    con = sqlite3.connect(workspace / ".kairos" / "kairos.db")
+    try:
+        sql = "SELECT COUNT(*) FROM inbox WHERE kind = 'interrupt' AND consumed_at IS NULL"
+        return int(con.execute(sql).fetchone()[0])
+    finally:
+        con.close()
+
+
 def test_an_unknown_session_is_a_clear_error(
     workspace: Path, model: OpenAIServer, user_config_dir: Path, logs: Path
 ) -> None:
@@ -226,6 +270,8 @@ def test_on_a_terminal_approvals_are_typed_answers_and_a_line_typed_during_a_run
             proc.wait_until("the command runs", lambda: (workspace / "started").exists())
             os.write(controller, b"and say hi\n")  # typed while the tool runs: queued for its next safe point
             proc.wait_until("the line was accepted", lambda: _accepted(workspace, "and say hi"))
+            ack = "» queued: joins at the next safe point (typed "  # said at once, not only when it joins
+            proc.wait_until("the acknowledgement", lambda: ack in proc.stdout)
             (workspace / "go").touch()
             proc.wait_until("the answer", lambda: "Released, and hi to you." in proc.stdout)
             os.write(controller, b"/exit\n")

@@ -4,6 +4,7 @@ event type, the three interrupt modes, thread-safe posting, and events that surv
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from typing import Any
 
@@ -25,6 +26,7 @@ from kairos.context.session import INTERRUPTED_TOOL_RESULT, Session, SessionStor
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.function import tool
+from tests.support.models import ReadsItsPrompt
 
 
 @tool(timeout_s=60)
@@ -219,3 +221,100 @@ def test_an_inbox_without_a_loop_only_queues() -> None:
     assert len(inbox) == 0
     inbox.put_back(taken)
     assert inbox.pending() == taken
+
+
+async def test_an_interrupt_left_by_an_earlier_opening_is_dropped_when_the_session_is_opened(
+    store: SessionStore,
+) -> None:
+    """Issue 24 §2: a chat that ended abnormally left interrupts in the inbox; the next process replayed them."""
+    session = store.new()
+    session.post(UserInput("first"))
+    session.interrupt("after_turn", reason="the runtime is stopping")
+    session.post(TimerFired("tea"))
+    session.interrupt(reason="the runtime is stopping")
+    await session.aclose()  # the process dies before a run took them up
+    again = SessionStore(store.workspace)
+    resumed = again.resume(session.id)
+    try:
+        # the interrupts targeted a run of the dead process; the other events wait, in order
+        assert [p.event for p in resumed.inbox.pending()] == [UserInput("first"), TimerFired("tea")]
+        model = ScriptedModel([reply("answered")])
+        events = await collect(Agent(model), resumed)
+        assert final(events).text == "answered" and len(model.requests) == 1
+    finally:
+        await resumed.aclose()
+        again.close()
+    assert store.trajectories.pending_events(session.id) == []  # consumed in the database too
+    assert store.trajectories.sessions_with_pending() == []
+
+
+async def test_consume_interrupts_keeps_the_other_events_in_order(session: Session) -> None:
+    session.post(UserInput("a"))
+    session.interrupt()
+    session.post(UserInput("b"))
+    assert session.consume_interrupts() == 1
+    assert [p.event for p in session.inbox.pending()] == [UserInput("a"), UserInput("b")]
+    assert [e.kind for e in session.store.pending_events(session.id)] == ["user_input", "user_input"]
+
+
+async def test_input_typed_while_the_model_reads_its_prompt_joins_that_turn_at_once(session: Session) -> None:
+    """Issue 24 §2: a line typed during a minutes-long prompt read joined only when the user pressed Ctrl-C."""
+    model = ReadsItsPrompt([reply("Hi, in French: salut")])
+
+    async def type_a_line() -> int:
+        await model.reading.wait()
+        return session.post(UserInput("and in French"))
+
+    typing = asyncio.ensure_future(type_a_line())
+    events = await asyncio.wait_for(collect(Agent(model), session, "say hi"), 10)
+    seq = await typing
+    assert final(events).text == "Hi, in French: salut" and final(events).stop_reason == "answer"
+    # the request was made again with the line (nothing of the first reply existed to lose)
+    assert len(model.requests) == 2 and "and in French" in [m.content for m in model.requests[1].messages]
+    assert [(m.role, m.content) for m in session.messages] == [
+        ("user", "say hi"),
+        ("user", "and in French"),
+        ("assistant", "Hi, in French: salut"),
+    ]
+    # stamped with the time it was typed (posted), not the time it was taken up
+    with sqlite3.connect(session.store.path) as con:
+        (posted_at,) = con.execute("SELECT posted_at FROM inbox WHERE seq = ?", (seq,)).fetchone()
+        (created_at,) = con.execute("SELECT created_at FROM messages WHERE seq = 1").fetchone()
+    assert created_at == posted_at
+    assert trajectory_problems(session.messages) == []
+
+
+async def test_input_typed_once_the_reply_streams_waits_for_the_safe_point(session: Session) -> None:
+    model = ScriptedModel(
+        [reply("a long answer that streams slowly"), reply("and the follow-up")], delay_s=0.01, chunk=4
+    )
+    events: list[AgentEvent] = []
+    async for e in Agent(model).run(session, "talk"):
+        events.append(e)
+        if e.type == "model_delta" and sum(x.type == "model_delta" for x in events) == 1:
+            session.post(UserInput("one more thing"))  # typed once the first token is out
+    assert final(events).text == "and the follow-up"
+    # the streamed reply was not cut: it is kept, and the line was answered after it in the same run
+    assert [(m.role, m.content) for m in session.messages] == [
+        ("user", "talk"),
+        ("assistant", "a long answer that streams slowly"),
+        ("user", "one more thing"),
+        ("assistant", "and the follow-up"),
+    ]
+
+
+async def test_input_held_by_an_after_turn_interrupt_does_not_restart_the_request_again_and_again(
+    session: Session,
+) -> None:
+    model = ReadsItsPrompt([reply("finishing up")])
+
+    async def stop_and_type() -> None:
+        await model.reading.wait()
+        session.interrupt("after_turn", "the runtime is stopping")
+        session.post(UserInput("queued for later"))
+
+    typing = asyncio.ensure_future(stop_and_type())
+    events = await asyncio.wait_for(collect(Agent(model), session, "work"), 10)
+    await typing
+    assert final(events).text == "finishing up" and len(model.requests) == 2
+    assert [p.event for p in session.inbox.pending()] == [UserInput("queued for later")]  # for the next run

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from kairos.errors import ContextOverflowError
@@ -17,6 +20,7 @@ from kairos.models.local import (
     FINAL_ANSWER,
     LocalModel,
     ReplyScanner,
+    _Stopped,
     parse_reply,
     prompt_segments,
     render_prompt,
@@ -26,6 +30,7 @@ from kairos.models.local import (
 from kairos.models.types import (
     AllBut,
     Message,
+    ModelProgress,
     ModelRequest,
     ResponseDone,
     StreamEvent,
@@ -146,6 +151,69 @@ def test_local_model_is_a_model_and_loads_lazily() -> None:
     assert isinstance(m, Model)
     assert (m.name, m.context_window, m.reasoning_policy.value) == ("local", 2048, "strip")
     assert m._llm is None  # nothing is assembled or loaded before the first call
+
+
+class _FakeLlama:
+    """The part of ``llama_cpp.Llama`` the prompt reading uses: evaluated ids, a KV cache, batches."""
+
+    def __init__(self, n_batch: int, resident: list[int]) -> None:
+        self.n_batch = n_batch
+        self.input_ids = np.zeros(4096, dtype=np.intc)
+        self.input_ids[: len(resident)] = resident
+        self.n_tokens = len(resident)
+        self._requires_eval = True  # restored or generated state: no live logits
+        self.batches: list[int] = []
+        self._ctx = self
+
+    def kv_cache_seq_rm(self, seq: int, start: int, end: int) -> bool:
+        return True
+
+    def eval(self, tokens: list[int]) -> None:
+        self.input_ids[self.n_tokens : self.n_tokens + len(tokens)] = tokens
+        self.n_tokens += len(tokens)
+        self.batches.append(len(tokens))
+        self._requires_eval = False
+
+
+def _reading_model(n_batch: int, resident: list[int]) -> tuple[LocalModel, _FakeLlama]:
+    m = LocalModel("local", n_batch=n_batch)
+    m._llm = llm = _FakeLlama(n_batch, resident)
+    return m, llm
+
+
+def test_the_prompt_is_read_after_its_resident_prefix_in_batches_with_progress() -> None:
+    prompt = list(range(1, 1001))
+    m, llm = _reading_model(256, [*prompt[:300], 7, 7])  # 300 tokens shared, then an older reply
+    done: list[int] = []
+    m._read(prompt, done.append, threading.Event())
+    assert done == [300, 556, 812, 1000] and llm.batches == [256, 256, 188]
+    assert llm.n_tokens == 1000 and not llm._requires_eval  # generate() samples at once, reads nothing
+    assert m._reused_prefix(prompt) == 1000
+
+
+def test_a_stopped_read_keeps_what_it_read_and_the_next_goes_on_from_there() -> None:
+    prompt = list(range(1, 1001))
+    m, llm = _reading_model(256, [])
+    stop = threading.Event()
+
+    def report(n: int) -> None:
+        if n >= 256:
+            stop.set()  # the consumer went away after the first batch
+
+    with pytest.raises(_Stopped):
+        m._read(prompt, report, stop)
+    assert llm.n_tokens == 256
+    done: list[int] = []
+    m._read([*prompt, 5, 6], done.append, threading.Event())  # the same prompt and a line typed meanwhile
+    assert done[0] == 256 and done[-1] == 1002 and sum(llm.batches) == 1002
+
+
+def test_a_fully_resident_prompt_without_live_logits_replays_its_last_token() -> None:
+    prompt = list(range(1, 101))
+    m, llm = _reading_model(64, prompt)  # loaded from disk: the logits are not this prompt's
+    done: list[int] = []
+    m._read(prompt, done.append, threading.Event())
+    assert done == [99, 100] and llm.batches == [1]
 
 
 # ---- incremental scanner, no model ---------------------------------------------------------
@@ -283,16 +351,55 @@ async def test_follow_up_reuses_kv_cache(model: LocalModel, capsys: pytest.Captu
         *first.messages, reply, Message.tool(call.id, '{"temp_c": 21, "sky": "sunny"}'), Message.user("Thanks!")
     )
     capsys.readouterr()
-    model._llm.verbose = True  # llama-cpp-python then prints how many prefix tokens it kept
+    model._llm.verbose = True  # llama-cpp-python then says whether it had anything left to read
     try:
-        response = await complete(model, follow)
+        events = await _stream(model, follow)
     finally:
         model._llm.verbose = False
-    usage = response.usage
+    done = events[-1]
+    assert isinstance(done, ResponseDone)
+    usage = done.response.usage
     assert usage.cached_prompt_tokens >= 0.9 * usage.prompt_tokens, usage
-    assert f"{usage.cached_prompt_tokens} prefix-match hit" in capsys.readouterr().err
+    # the new suffix was read (with progress) before generate(), which found the whole prompt resident
+    reading = [e.done for e in events if isinstance(e, ModelProgress) and e.stage == "reading"]
+    assert reading[0] == usage.cached_prompt_tokens and reading[-1] == usage.prompt_tokens
+    assert "full prompt already cached" in capsys.readouterr().err
     assert usage.prompt_tokens == model.count_tokens(follow)
-    assert "21" in response.message.content and not response.message.tool_calls
+    assert "21" in done.response.message.content and not done.response.message.tool_calls
+
+
+@pytest.mark.model
+async def test_the_prompt_is_read_batch_by_batch_with_progress_and_a_stopped_read_is_kept(model: LocalModel) -> None:
+    """Issue 24 §2: a long prompt read was minutes of silence, and Ctrl-C could not stop it."""
+    lines = "\n".join(f"{i:04d} INFO service ok, latency {i % 97} ms, queue {i % 13}" for i in range(120))
+    request = req(Message.user(f"Is anything wrong in this log?\n{lines}"))
+    total = model.count_tokens(request)
+    step = int(model._llm.n_batch)
+    assert total > 3 * step
+    model.reset_cache()
+    read: list[int] = []
+    async with contextlib.aclosing(model.stream(request)) as events:
+        async for event in events:
+            if isinstance(event, ModelProgress) and event.stage == "reading":
+                read.append(event.done)
+                if read[-1] >= step:  # a batch is read: stop (Ctrl-C, or the user typed a line)
+                    break
+    assert read[0] == 0 and read[-1] < total
+    assert await asyncio.to_thread(model._lock.acquire, timeout=120)  # stopped at the next batch boundary
+    model._lock.release()
+    kept = int(model._llm.n_tokens)
+    assert step <= kept < total
+    events = await _stream(model, request)
+    done = events[-1]
+    assert isinstance(done, ResponseDone)
+    progress = [e for e in events if isinstance(e, ModelProgress)]
+    reading = [p.done for p in progress if p.stage == "reading"]
+    # what the stopped read left is reused (and counted as cached), the rest is read in batches
+    assert done.response.usage.cached_prompt_tokens == reading[0] >= kept - 1
+    assert reading == sorted(reading) and reading[-1] == total
+    assert all(0 < b - a <= step for a, b in zip(reading, reading[1:], strict=False))
+    assert progress[-1] == ModelProgress("generating", total, total)
+    assert all(isinstance(e, ModelProgress) for e in events[: len(progress)])  # progress comes before the reply
 
 
 @pytest.mark.model

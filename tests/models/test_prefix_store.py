@@ -69,20 +69,32 @@ def prefix(seed: int, n: int = 100) -> list[int]:
 def test_a_state_is_computed_once_then_loaded_by_a_new_process(tmp_path: Path) -> None:
     store = PrefixStateStore(tmp_path, "model.gguf:1", 4096)
     first = FakeLlm()
-    assert store.warm(first, prefix(1), 0, batch=32) is False  # computed, in batches of 32
-    assert first.eval_calls == 4 and store.saves == 1
+    assert store.warm(first, prefix(1), 0) is False  # computed
+    assert first.eval_calls == 1 and store.saves == 1
     again = FakeLlm()  # another process: nothing resident
     assert PrefixStateStore(tmp_path, "model.gguf:1", 4096).warm(again, prefix(1), 0) is True
     assert again.evaluated == prefix(1) and again.eval_calls == 0 and again.n_tokens == 100
     assert PrefixStateStore(tmp_path, "model.gguf:1", 8192).warm(FakeLlm(), prefix(1), 0) is False  # another n_ctx
 
 
-def test_progress_reports_every_batch_of_a_computed_prefix(tmp_path: Path) -> None:
-    seen: list[tuple[int, int]] = []
-    PrefixStateStore(tmp_path, "m", 4096).warm(
-        FakeLlm(), prefix(1), 0, batch=40, progress=lambda d, t: seen.append((d, t))
-    )
-    assert seen == [(40, 100), (80, 100), (100, 100)]
+def test_the_callers_reader_computes_a_missing_prefix_and_nothing_is_saved_when_it_stops(tmp_path: Path) -> None:
+    store = PrefixStateStore(tmp_path, "m", 4096)
+    llm = FakeLlm()
+    read: list[list[int]] = []
+
+    def reader(p: list[int]) -> None:
+        read.append(p)
+        llm.eval(p)
+
+    assert store.warm(llm, prefix(1), 0, reader) is False
+    assert read == [prefix(1)] and store.saves == 1
+
+    def stopped(p: list[int]) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.warm(FakeLlm(), prefix(2), 0, stopped)
+    assert not store.path_for(prefix(2)).exists()
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "flipped byte"])

@@ -287,3 +287,35 @@ async def _take(rt: Runtime, sid: str, after: int, until: str, skip: int = 0):  
             if skip == 0:
                 return
             skip -= 1
+
+
+async def test_a_stale_interrupt_does_not_wake_a_session_after_a_restart(tmp_path: Path) -> None:
+    """Issue 24 §2: interrupts a killed process left are not replayed ("Interrupted before the turn started")."""
+    store = SessionStore(tmp_path)
+    sid = store.trajectories.create_session("t")
+    store.trajectories.post_event(sid, "interrupt", {"mode": "after_turn", "reason": "the runtime is stopping"})
+    store.trajectories.post_event(sid, "interrupt", {"mode": "immediate", "reason": "the runtime is stopping"})
+    model = ScriptedModel([reply("hello again")])
+    async with Runtime(Agent(model), store) as rt:
+        assert rt.recover() == []  # nothing to resume: the interrupts belonged to the dead process's run
+        await rt.submit(user("hi", sid))
+        await rt.wait_idle(sid)
+        finals = [ev.data async for ev in _take(rt, sid, 0, "run.ended") if ev.type == "agent.final"]
+    assert finals == [{"text": "hello again", "stop_reason": "answer"}]
+    assert store.trajectories.pending_events(sid) == []
+
+
+async def test_an_interrupt_that_comes_too_late_for_its_run_does_not_end_the_next_one(tmp_path: Path) -> None:
+    """Ctrl-C just as the answer ended: the interrupt is dropped with the run, not replayed as a new run."""
+    model = ScriptedModel([reply("done"), reply("the timer's run")])
+    async with Runtime(Agent(model), SessionStore(tmp_path)) as rt:
+        sid = rt.create_session()
+        rt.answer_listeners.append(lambda session, answer: rt.interrupt(session, "Ctrl-C"))  # still running
+        await rt.submit(user("go", sid))
+        await rt.wait_idle(sid)
+        rt.answer_listeners.clear()
+        await rt.submit(Event("timer.trigger", "tea", {"type": "timer", "name": "tea"}, session=sid))
+        await rt.wait_idle(sid)
+        finals = [ev.data async for ev in _take(rt, sid, 0, "run.ended", skip=1) if ev.type == "agent.final"]
+    assert [f["text"] for f in finals] == ["done", "the timer's run"]
+    assert len(model.requests) == 2

@@ -17,6 +17,7 @@ from kairos.server import create_app
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.function import tool
 from tests.server.conftest import TOKEN, live
+from tests.support.models import Gated
 
 
 @tool
@@ -123,3 +124,45 @@ async def test_bearer_token_guards_the_openai_endpoint(tmp_path: Path) -> None:
                 await client.chat.completions.create(model="kairos", messages=[{"role": "user", "content": "x"}])
             await client.close()
         assert rt.store.list() == []
+
+
+async def test_a_slow_model_gets_the_role_chunk_at_once_then_comments_until_its_text(tmp_path: Path) -> None:
+    """Issue 24 §2: a streamed completion sent no byte for 140 s while the model read its prompt."""
+    model = Gated([reply("finally, the answer")])
+    async with (
+        Runtime(Agent(model), SessionStore(tmp_path)) as rt,
+        live(create_app(rt, heartbeat_s=0.2)) as (_, url),
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        body = {"model": "kairos", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        seen: list[str] = []
+        async with http.stream("POST", "/v1/chat/completions", json=body) as resp:
+            assert resp.status_code == 200
+            async for line in resp.aiter_lines():
+                seen.append(line)
+                if line == ": keep-alive" and not model.gate.is_set():
+                    assert model.started.is_set()  # the model is still silent: only now may it answer
+                    model.gate.set()
+        role = json.loads(seen[0].removeprefix("data: "))
+        assert role["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+        waiting = seen.index(": waiting for the first token")
+        assert waiting < seen.index(": keep-alive") < next(i for i, s in enumerate(seen) if "finally" in s)
+        assert seen[-2] == "data: [DONE]" or seen[-1] == "data: [DONE]"
+        # an OpenAI client reads such a stream as usual (comments are not chunks)
+        model.gate.clear()
+        model.extend([reply("again")])
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        stream = await client.chat.completions.create(
+            model="kairos", messages=[{"role": "user", "content": "once more"}], stream=True
+        )
+        model.gate.set()
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        await client.close()
+    assert text == "again"
+
+
+async def test_activity_comments_cannot_forge_sse_fields(tmp_path: Path) -> None:
+    """A tool name is the model's text: a newline in it must not start an SSE ``data:`` field."""
+    from kairos.server.openai_compat import _comment
+
+    assert _comment("generating a call to x\ndata: [DONE]\r\n") == ": generating a call to x data: [DONE]\n\n"

@@ -19,6 +19,7 @@ from kairos.runtime import Runtime
 from kairos.server import create_app
 from kairos.testing import ScriptedModel, reply
 from tests.server.conftest import TOKEN, live, until
+from tests.support.models import Gated
 
 WAIT = 30
 
@@ -188,3 +189,37 @@ async def test_a_client_that_falls_behind_is_cut_off_and_resumes_without_loss(
         )
     burst = [json.loads(f["data"])["data"]["i"] for f in got[1:]] + [r["data"]["i"] for r in rest]
     assert burst == list(range(100))
+
+
+async def test_while_a_slow_model_is_silent_the_session_stream_says_what_it_does_and_keeps_alive(
+    tmp_path: Path,
+) -> None:
+    """Issue 24 §2: what a chat's status line shows reaches every front end, and the stream stays alive."""
+    model = Gated([reply("at last")])
+    async with (
+        Runtime(Agent(model), SessionStore(tmp_path)) as rt,
+        live(create_app(rt, heartbeat_s=0.2)) as (_, url),
+        httpx.AsyncClient(base_url=url) as client,
+    ):
+        sid = (await client.post("/v1/sessions", json={})).json()["id"]
+        await client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"})
+        frames: list[dict[str, Any]] = []
+        async with asyncio.timeout(WAIT), client.stream("GET", f"/v1/sessions/{sid}/events") as resp:
+            async for frame in _sse(resp):
+                frames.append(frame)
+                if frame.get("comment") == "keep-alive" and not model.gate.is_set():
+                    model.gate.set()  # silent long enough for a keep-alive: now the model answers
+                if "data" in frame and json.loads(frame["data"])["type"] == "agent.final":
+                    break
+    records = [json.loads(f["data"]) for f in frames if "data" in f]
+    activity = next(r for r in records if r["type"] == "agent.activity")
+    assert activity["data"] == {
+        "kind": "waiting",
+        "done": 0,
+        "total": 0,
+        "detail": "",
+        "text": "waiting for the first token",
+    }
+    keep_alive = next(i for i, f in enumerate(frames) if f.get("comment") == "keep-alive")
+    text_at = next(i for i, f in enumerate(frames) if "data" in f and json.loads(f["data"])["type"] == "agent.text")
+    assert keep_alive < text_at

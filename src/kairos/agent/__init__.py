@@ -2,6 +2,7 @@
 
 from kairos.agent.agent import Agent
 from kairos.agent.events import (
+    Activity,
     AgentEvent,
     FinalAnswer,
     HookFailed,
@@ -16,6 +17,7 @@ from kairos.agent.plugin import Plugin, ReplyGuard, RunContext, SafePoint, Stage
 from kairos.agent.runner import Runner
 
 __all__ = [
+    "Activity",
     "Agent",
     "AgentEvent",
     "FinalAnswer",

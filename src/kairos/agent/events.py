@@ -103,6 +103,48 @@ class HookFailed:
     type: Literal["hook_failed"] = "hook_failed"
 
 
+ActivityKind: TypeAlias = Literal["waiting", "reading", "generating", "tool", "memory"]
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """What the agent is doing now, so a front end can show it instead of silence (a live status line).
+
+    The newest one holds until the next, until reply text streams (the text replaces it), or until
+    the run ends. ``waiting``: a model call started, no token yet; ``reading``: the model reads its
+    prompt, ``done`` of ``total`` tokens; ``generating``: the reply (``detail``: the tool it calls);
+    ``tool``: tools run (``detail``: their names); ``memory``: the user's memory is recalled.
+    """
+
+    kind: ActivityKind
+    done: int = 0
+    total: int = 0
+    detail: str = ""
+    type: Literal["activity"] = "activity"
+
+    def describe(self) -> str:
+        """One line for a status bar, e.g. ``reading the prompt — 512 of 2,653 tokens``."""
+        if self.kind == "reading":
+            return (
+                f"reading the prompt — {self.done:,} of {self.total:,} tokens" if self.total else "reading the prompt"
+            )
+        if self.kind == "generating":
+            return f"generating a call to {self.detail}" if self.detail else "generating"
+        if self.kind == "tool":
+            return f"running {self.detail}" if self.detail else "running tools"
+        if self.kind == "memory":
+            return "waiting for memory"
+        return "waiting for the first token"
+
+
 AgentEvent: TypeAlias = (
-    ModelDeltaEvent | RequestStats | ToolCallStarted | ToolCallFinished | Notice | HookFailed | FinalAnswer | RunError
+    ModelDeltaEvent
+    | RequestStats
+    | ToolCallStarted
+    | ToolCallFinished
+    | Notice
+    | HookFailed
+    | FinalAnswer
+    | RunError
+    | Activity
 )

@@ -7,7 +7,8 @@ no tool calls and the inbox is empty.
 
 Safe points and preemption: the inbox is drained before every request and before a final
 answer is returned (a message that arrived meanwhile is taken up instead of ending the run).
-While the model streams or tools run, the loop races them against a preempting event.
+While the model streams or tools run, the loop races them against a preempting event; until the
+reply's first token, the user's input preempts too (a long prompt read is no reason to wait).
 Unfinished tools get the placeholder result (rule 3 of ch6 §3.3). Then either the run ends (an
 immediate interrupt; the partial text the user saw is kept) or the loop goes on with the new event
 (the cut reply is dropped, rule 4). Several events taken up at one safe point are numbered
@@ -31,7 +32,10 @@ from typing import TYPE_CHECKING
 from kairos.agent._overflow import overflow_error
 from kairos.agent._reply import fed, guarded_reply, unique_ids
 from kairos.agent._state import TOOLS_KEY, RunState, event_message, mark_batch, restore_order
+from kairos.agent._stream import Preempted as _Preempted
+from kairos.agent._stream import stream_model
 from kairos.agent.events import (
+    Activity,
     AgentEvent,
     FinalAnswer,
     ModelDeltaEvent,
@@ -53,12 +57,13 @@ from kairos.models.types import (
     AllBut,
     Message,
     ModelNotice,
+    ModelProgress,
     ModelRequest,
     ModelResponse,
     ResponseDone,
-    StreamEvent,
     TextDelta,
     ToolCall,
+    ToolCallDelta,
 )
 from kairos.tools.audit import NOT_RUN_KEY
 from kairos.tools.base import FOCUS_RESOURCE, Tool, ToolResult, ToolSource
@@ -69,14 +74,8 @@ if TYPE_CHECKING:
 
 _STATE_KEY = "kairos.run"
 _RUNNER_IDS = itertools.count(1)
-_END = object()
-"""The model's stream ended."""
-_PREEMPT = object()
-"""A preempting event arrived while the model streamed."""
-
-
-class _Preempted(Exception):
-    """Internal: a preempting event arrived while the model streamed or tools ran."""
+_SHOW_WAIT_S = 0.25
+"""A wait shorter than this is not worth an ``Activity`` (it would only flicker)."""
 
 
 class _OpenFailed(Exception):
@@ -220,10 +219,12 @@ class Runner:
         held = rest if (hold or out.after_turn) else []
         messages: list[Message] = []
         consumed: list[int] = []
+        created: list[float] = []  # each message is stamped with the time its event was posted (typed)
         if direct is not None:
             message = event_message(direct.event)
             assert message is not None
             messages.append(self.agent.pipeline.on_input(st, message, st.report))
+            created.append(direct.posted_at)
         batch: list[Message] = []
         kinds: list[str] = []
         for p in rest if not held else ():
@@ -234,9 +235,10 @@ class Runner:
             batch.append(self.agent.pipeline.on_input(st, message, st.report))
             kinds.append(p.event.kind)
             consumed.append(p.seq)
+            created.append(p.posted_at)
         messages.extend(mark_batch(batch, kinds))
         try:
-            session.append(*messages, consume=consumed)
+            session.append(*messages, consume=consumed, created=created)
         except BaseException:
             _put_back(session, posted)  # nothing of it was stored: it all waits for the next try
             raise
@@ -279,7 +281,8 @@ class Runner:
             return
         session.tool_context.resources[FOCUS_RESOURCE] = _newest_request(session.messages)
         after_turn = drained.after_turn
-        await self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
+        async for event in self._turn_start(st):
+            yield event
         guard = st.guard = LoopGuard()
         first = True
         for _ in range(self.agent.max_iterations):
@@ -316,13 +319,19 @@ class Runner:
             guards = self.agent.pipeline.reply_guards(st, st.report)
             response: ModelResponse | None = None
             partial: list[str] = []  # text shown so far (past the reply guards): kept when cut short
+            yield Activity("waiting")  # until the backend says more (a local model: how far it has read)
+            thinking = False
             try:
-                async with aclosing(self._stream(st, request)) as model_events:
+                async with aclosing(
+                    stream_model(self.agent.model, st.live.inbox, request, join_input=not after_turn)
+                ) as model_events:
                     async for item in model_events:
                         if isinstance(item, ResponseDone):
                             response = item.response
                         elif isinstance(item, ModelNotice):
                             yield Notice(item.text, "model")
+                        elif isinstance(item, ModelProgress):
+                            yield Activity(item.stage, item.done, item.total)
                         else:
                             delta = item
                             if isinstance(delta, TextDelta):
@@ -331,6 +340,11 @@ class Runner:
                                     continue
                                 delta = TextDelta(text)
                                 partial.append(text)
+                            elif isinstance(delta, ToolCallDelta) and delta.name:
+                                yield Activity("generating", detail=delta.name)
+                            elif not thinking:  # reasoning: not shown, but the model is at work
+                                thinking = True
+                                yield Activity("generating")
                             yield ModelDeltaEvent(delta)
             except _Preempted:
                 if self._ends_run(session):  # the turn ends here: keep the text the user saw
@@ -366,6 +380,7 @@ class Runner:
                 yield FinalAnswer(reply.content)
                 return
             stop: str | None = None
+            yield Activity("tool", detail=", ".join(dict.fromkeys(c.name for c in reply.tool_calls)))
             try:
                 async with aclosing(self._run_tools(st, reply.tool_calls, guard)) as tool_events:
                     async for ev in tool_events:
@@ -390,6 +405,27 @@ class Runner:
             stop_reason="max_iterations",
         )
 
+    async def _turn_start(self, st: RunState) -> AsyncGenerator[AgentEvent, None]:
+        """The ``turn_start`` safe point; ``Activity("memory")`` when a memory plugin makes it wait.
+
+        Recalling memories can take seconds (an embedding model, a search); a quick recall shows nothing.
+        """
+        session = st.live
+        hook = self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
+        if not any(p.stage == "memory" for p in self.agent.pipeline.hooked["at_safe_point"]):
+            await hook
+            return
+        task = asyncio.ensure_future(hook)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=_SHOW_WAIT_S)
+            if not done:
+                yield Activity("memory")
+            await task
+        finally:
+            if not task.done():  # the run was cancelled or closed meanwhile
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
     def _ends_run(self, session: Session) -> bool:
         """After a preemption: whether an immediate interrupt ends the run (it is consumed then)."""
         pending = session.inbox.pending()
@@ -401,12 +437,7 @@ class Runner:
     @staticmethod
     def _drain_control(session: Session) -> None:
         """Consume pending interrupts (they were honoured); other events stay queued."""
-        kept: list[Posted] = []
-        done: list[Posted] = []
-        for p in session.inbox.take():
-            (done if isinstance(p.event, Interrupt) else kept).append(p)
-        _put_back(session, kept)
-        session.consume([p.seq for p in done])
+        session.consume_interrupts()
 
     async def _build_within_budget(self, st: RunState) -> tuple[ModelRequest, int]:
         request = st.build()
@@ -423,47 +454,6 @@ class Runner:
             compressed = bool(self.agent.pipeline.hooked["on_overflow"])
             raise overflow_error(model, request, tokens, limit, compressed=compressed)
         return request, tokens
-
-    async def _stream(self, st: RunState, request: ModelRequest) -> AsyncGenerator[StreamEvent, None]:
-        """The model's events, raced against a preempting event so even a stalled prefill can be stopped.
-
-        One task reads the model's stream into a queue, and a preempting event puts a marker into the
-        same queue; the loop reads the queue. That is one task per model call, not a task and a wait
-        per delta.
-        """
-        queue: asyncio.Queue[StreamEvent | BaseException | object] = asyncio.Queue()
-        model, inbox = self.agent.model, st.live.inbox
-
-        async def pump() -> None:
-            events = model.stream(request)
-            try:
-                async for event in events:
-                    queue.put_nowait(event)
-                queue.put_nowait(_END)
-            except Exception as e:  # the consumer raises it where the old loop did
-                queue.put_nowait(e)
-            finally:  # also on cancel: closing the stream frees the connection or the llama.cpp slot
-                close = getattr(events, "aclose", None)
-                if close is not None:
-                    await close()
-
-        reader = asyncio.create_task(pump(), name="model-stream")
-        unwatch = inbox.watch_preempt(lambda: queue.put_nowait(_PREEMPT))
-        try:
-            while True:
-                item = await queue.get()
-                if item is _END:
-                    return
-                if item is _PREEMPT:
-                    raise _Preempted
-                if isinstance(item, BaseException):
-                    raise item
-                yield item  # type: ignore[misc]  # the queue holds stream events besides the markers
-        finally:
-            unwatch()
-            if not reader.done():  # normally it is: it ended with the stream (skipping saves a loop step)
-                reader.cancel()
-                await asyncio.gather(reader, return_exceptions=True)
 
     async def _execute(self, st: RunState, call: ToolCall) -> Executed:
         pipeline = self.agent.pipeline

@@ -211,6 +211,7 @@ def run(
         try:
             return await _drive(agent, sess, task, show)
         finally:
+            printer.status.clear()
             await sess.aclose()
             await finish_memory_with_status(agent)  # the extractor started by closing the session ([memory] enabled)
 

@@ -7,8 +7,10 @@ terminal and is answered by typing.
 
 stdin is read in a daemon thread, so typing while the agent works is possible and quitting never
 waits for a blocked read. On a terminal a line typed during a run is submitted at once (the
-router decides queue or interrupt); from a pipe the chat waits until the session is idle (or
-asks something) before it reads the next line, so piped chats are deterministic.
+router decides queue or interrupt) and acknowledged ("queued: joins at the next safe point");
+from a pipe the chat waits until the session is idle (or asks something) before it reads the
+next line, so piped chats are deterministic. While the agent works, a status line on stderr
+(a terminal only) says what it is doing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
@@ -35,7 +38,8 @@ GRACE_S = 2.0
 SETTLE_S = 1e9
 """Piped input waits this long at most for the session to become idle (i.e. as long as it takes)."""
 HELP = """\
-Type a message and press Enter; you can type while the agent works.
+Type a message and press Enter; you can type while the agent works: the line joins the running turn
+at its next safe point (at once while the model is still reading its prompt).
 Timers, finished tasks, file watches and mail wake the agent here too, and their runs are shown.
 When the agent asks something (a question or an approval), the next line you type answers it
 (an option's first letters are enough; y or n for approve or deny), or by id: /answer ID TEXT
@@ -143,6 +147,13 @@ class Chat:
             console.print()
             self._prompt_shown = False
 
+    @contextlib.contextmanager
+    def _printing(self) -> Iterator[None]:
+        """Print a line of the chat's own: after the prompt or a streamed line, above the status line."""
+        self._clear_prompt()
+        with self.printer.above():
+            yield
+
     def _show_prompt(self) -> None:
         if not self._prompt_shown:
             console.print("[bold blue]you>[/] ", end="")
@@ -171,38 +182,42 @@ class Chat:
             self._say_question(data)
         elif ev.type == "outbox.message":
             if data.get("kind") == "notify":
-                self._clear_prompt()
                 priority = str(data.get("priority", "normal"))
-                console.print(f"[bold yellow]notification ({_text(priority)}):[/] {_text(str(data.get('text', '')))}")
+                with self._printing():
+                    console.print(
+                        f"[bold yellow]notification ({_text(priority)}):[/] {_text(str(data.get('text', '')))}"
+                    )
             if self.outbox is not None:  # shown here (an answer was streamed already): read
                 self.outbox.mark_read([str(data["id"])])
         elif ev.type == "outbox.closed" and self.questions.pop(str(data.get("id")), None) is not None:
             if data.get("answered_by") != "user":
-                self._clear_prompt()
                 said = f"; the agent uses the default: {data['answer']}" if data.get("answer") else ""
-                console.print(f"[yellow]question {_text(str(data['id']))} is {_text(str(data['status']))}{said}[/]")
+                with self._printing():
+                    console.print(f"[yellow]question {_text(str(data['id']))} is {_text(str(data['status']))}{said}[/]")
         elif ev.type == "event.accepted" and data.get("channel") != "cli":  # what wakes the agent besides you
-            self._clear_prompt()
             first = (str(data.get("content", "")).strip().splitlines() or [""])[0]
             kind, how = _text(str(data.get("type", "event"))), _text(str(data.get("strategy", "")))
-            console.print(f"[dim]» {kind}: {_text(first[:160])} ({how})[/]")
+            with self._printing():
+                console.print(f"[dim]» {kind}: {_text(first[:160])} ({how})[/]")
         elif ev.type == "parallel.answer":
-            self._clear_prompt()
             question, answer = _text(str(data.get("question", ""))), _text(str(data.get("answer", "")))
-            console.print(f"[dim](answered beside the running task)[/] {question}\n[bold]{answer}[/]")
+            with self._printing():
+                console.print(f"[dim](answered beside the running task)[/] {question}\n[bold]{answer}[/]")
         elif ev.type == "session.error":
-            self._clear_prompt()
-            err_console.print(f"[bold red]error:[/] {_text(str(data.get('message', '')))}")
-        elif ev.type == "run.ended" and self.interactive and not self.runtime.busy(self.session):
-            self._show_prompt()
+            with self._printing():
+                err_console.print(f"[bold red]error:[/] {_text(str(data.get('message', '')))}")
+        elif ev.type == "run.ended" and not self.runtime.busy(self.session):
+            self.printer.status.clear()  # also after a run that failed before its final answer
+            if self.interactive:
+                self._show_prompt()
         self._update_prompt_open()
 
     def _say_question(self, q: dict[str, Any]) -> None:
-        self._clear_prompt()
         options = " " + _text(f"[{' / '.join(q['options'])}]") if q.get("options") else ""
         default = f"; default {_text(q['default'])} after {q['timeout_s']:g} s" if q.get("timeout_s") else ""
-        console.print(f"[bold magenta]? {_text(str(q['text']))}[/]{options} [dim](question {q['id']}{default})[/]")
-        console.print("[dim]type your answer (or /answer ID TEXT)[/]")
+        with self._printing():
+            console.print(f"[bold magenta]? {_text(str(q['text']))}[/]{options} [dim](question {q['id']}{default})[/]")
+            console.print("[dim]type your answer (or /answer ID TEXT)[/]")
 
     def _update_prompt_open(self) -> None:
         if self.questions:
@@ -259,6 +274,7 @@ class Chat:
                 line = await self._until_quit(reader.next())
                 if self.interactive:  # the terminal echoed the line and its newline
                     self._prompt_shown = False
+                    self.printer.line_typed()
                 if line is None or line.strip() in ("/exit", "/quit"):
                     break
                 submitted = await self.handle(line)
@@ -285,13 +301,19 @@ class Chat:
         elif self.questions and text:
             self._answer(next(iter(self.questions)), text)
         elif text:
+            typed, busy = time.time(), self.runtime.busy(self.session)
             event = Event("user.input", line, source={"type": "user"}, channel="cli", session=self.session)
             try:
-                await self.runtime.submit(event)
+                receipt = await self.runtime.submit(event)
             except KairosError as e:
-                err_console.print(f"[bold red]error:[/] {_text(str(e))}")
+                with self._printing():
+                    err_console.print(f"[bold red]error:[/] {_text(str(e))}")
                 return False
-            return True
+            if busy or receipt.strategy == "drop":  # it joins a run going on: say so at once, and when it was typed
+                said = _ACK.get(receipt.strategy) or f"dropped: {receipt.reason}"
+                with self._printing():
+                    console.print(f"[dim]» {_text(said)} (typed {time.strftime('%H:%M:%S', time.localtime(typed))})[/]")
+            return receipt.strategy != "drop"
         return False
 
     def _answer(self, qid: str, text: str) -> None:
@@ -330,6 +352,12 @@ class Chat:
         self._update_prompt_open()
 
 
+_ACK = {
+    "queue": "queued: joins at the next safe point",
+    "interrupt": "interrupting: the running step stops and the agent takes this up",
+    "parallel": "answering it beside the running task",
+}
+"""What the chat says at once about a line typed while the agent works, by the router's strategy."""
 _YES_NO = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny"}
 
 

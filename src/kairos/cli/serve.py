@@ -34,6 +34,9 @@ def serve(
         str, typer.Option("--webhook-secret-env", help="env var holding the webhook HMAC secret")
     ] = WEBHOOK_SECRET_ENV,
     grace: Annotated[float, typer.Option("--grace", min=0, help="seconds running turns get to finish on stop")] = 10.0,
+    keepalive: Annotated[
+        float, typer.Option("--keepalive", min=1, help="seconds of silence before a stream sends a keep-alive comment")
+    ] = 15.0,
 ) -> None:
     """Serve the agent over HTTP: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
 
@@ -74,6 +77,7 @@ def serve(
         outbox=RuntimeOutbox(outbox) if outbox else None,
         model_name="kairos",
         grace_s=grace,
+        heartbeat_s=keepalive,
     )
     if not secret:
         err_console.print(

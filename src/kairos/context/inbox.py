@@ -163,6 +163,10 @@ class Posted:
     posted_at: float
 
 
+def _preempts(event: InboxEvent) -> bool:
+    return event.preempts
+
+
 class InboxStore(Protocol):
     """Persistence of inbox events (the session database; a broker later)."""
 
@@ -188,7 +192,7 @@ class Inbox:
         self._changed: asyncio.Event | None = None
         self.listeners: list[Callable[[Posted], None]] = []
         """Called (in the posting thread) after each post, e.g. to wake a runtime worker."""
-        self._preempt_watchers: list[Callable[[], None]] = []
+        self._watchers: list[tuple[Callable[[InboxEvent], bool], Callable[[], None]]] = []
 
     def post(self, event: InboxEvent) -> int:
         """Persist ``event``, queue it and wake the loop; returns its sequence number."""
@@ -201,7 +205,7 @@ class Inbox:
         event = posted.event
         with self._lock:
             self._pending.append(posted)
-            watchers = list(self._preempt_watchers) if event.preempts else []
+            watchers = [callback for wanted, callback in self._watchers if wanted(event)] if self._watchers else []
         self._wake()
         for watcher in watchers:
             self._call_in_loop(watcher)
@@ -239,16 +243,24 @@ class Inbox:
         Cheaper than a task waiting on :meth:`wait_preempt` for code that races every model call.
         Returns the function that stops watching.
         """
+        return self.watch(_preempts, callback)
+
+    def watch(self, wanted: Callable[[InboxEvent], bool], callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` in the loop as soon as an event ``wanted`` accepts is pending (at once if one is).
+
+        Returns the function that stops watching.
+        """
+        entry = (wanted, callback)
         with self._lock:
-            self._preempt_watchers.append(callback)
-            already = any(p.event.preempts for p in self._pending)
+            self._watchers.append(entry)
+            already = any(wanted(p.event) for p in self._pending)
         if already:
             self._call_in_loop(callback)
 
         def stop() -> None:
             with self._lock:
-                if callback in self._preempt_watchers:
-                    self._preempt_watchers.remove(callback)
+                if entry in self._watchers:
+                    self._watchers.remove(entry)
 
         return stop
 

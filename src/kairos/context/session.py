@@ -153,16 +153,25 @@ class Session:
         """The workspace root."""
         return self.tool_context.workspace
 
-    def append(self, *messages: Message, consume: Sequence[int] = (), request: dict[str, Any] | None = None) -> None:
+    def append(
+        self,
+        *messages: Message,
+        consume: Sequence[int] = (),
+        request: dict[str, Any] | None = None,
+        created: Sequence[float] = (),
+    ) -> None:
         """Persist then append: a crash never leaves memory ahead of disk.
 
         ``consume`` marks the inbox events these messages were made from, and ``request`` records the
         model request that produced them (its index is :attr:`request_count`), in the same transaction.
+        ``created``: the stored times of the first messages (a typed line's is when it was typed).
         """
         if not messages and not consume and request is None:
             return
         req = (self.request_count, request) if request is not None else None
-        self.store.append_messages(self.id, len(self._messages), messages, consume=consume, request=req)
+        self.store.append_messages(
+            self.id, len(self._messages), messages, consume=consume, request=req, created=created
+        )
         self._messages.extend(messages)
         if request is not None:
             self.request_count += 1
@@ -242,6 +251,24 @@ class Session:
         """Ask the running turn to stop (``immediate``: at once, the trajectory stays valid)."""
         self.post(Interrupt(mode, reason))
 
+    def consume_interrupts(self) -> int:
+        """Consume every pending interrupt (honoured, or aimed at a run that is over); returns how many.
+
+        Other events stay queued, in order. An interrupt belongs to the run it was aimed at: one
+        left when that run ended must not stop the next run (a timer's, or the next process's).
+        """
+        kept: list[Posted] = []
+        done: list[int] = []
+        for p in self.inbox.take():
+            if isinstance(p.event, Interrupt):
+                done.append(p.seq)
+            else:
+                kept.append(p)
+        if kept:
+            self.inbox.put_back(kept)
+        self.consume(done)
+        return len(done)
+
     # -- lifecycle --------------------------------------------------------------------------
 
     def on_close(self, closer: Closer) -> None:
@@ -292,12 +319,23 @@ class SessionStore:
         return lease
 
     def _session(self, sid: str, messages: list[Message], lease: SessionLease) -> Session:
+        """The session with its pending events; interrupts stored before this opening are dropped.
+
+        Whoever opens a session holds its lease, so no run of it is going on: a stored interrupt was
+        aimed at a run of an earlier opening (a process that was killed, a worker that closed) and
+        must not stop the next one ("Interrupted before the turn started" on a fresh chat).
+        """
         pending = []
+        dropped = []
         for e in self.trajectories.pending_events(sid):
+            if e.kind == Interrupt.kind:
+                dropped.append(e.seq)
+                continue
             try:
                 pending.append(Posted(e.seq, event_from_record(e.kind, e.record), e.posted_at))
             except ValueError:  # a record this version cannot read: consumed, not fatal
-                self.trajectories.consume(sid, [e.seq])
+                dropped.append(e.seq)
+        self.trajectories.consume(sid, dropped)
         return Session(
             sid,
             self.trajectories,

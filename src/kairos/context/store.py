@@ -248,15 +248,19 @@ class TrajectoryStore:
         *,
         consume: Sequence[int] = (),
         request: tuple[int, dict[str, Any]] | None = None,
+        created: Sequence[float] = (),
     ) -> None:
         """Insert messages at ``first_seq``, ``first_seq + 1``… and mark inbox events consumed.
 
-        One transaction for both; an existing seq is an error (append-only).
+        One transaction for both; an existing seq is an error (append-only). ``created`` gives the
+        first messages their own times (when an event was posted, not when it was taken up); the
+        rest are stamped now.
         """
         now = time.time()
         trace = json.dumps(request[1]) if request is not None else None
         rows: list[tuple[str, int, float, str, str | None]] = [
-            (session_id, first_seq + i, now, m.serialized(), None) for i, m in enumerate(messages)
+            (session_id, first_seq + i, created[i] if i < len(created) else now, m.serialized(), None)
+            for i, m in enumerate(messages)
         ]
         if rows and trace is not None:  # the request's trace rides on the reply it produced: one row
             rows[-1] = (*rows[-1][:4], trace)
@@ -402,8 +406,9 @@ class TrajectoryStore:
         return out
 
     def sessions_with_pending(self) -> list[str]:
-        """Ids of sessions that have inbox events not consumed yet."""
-        return [str(r[0]) for r in self._read("SELECT DISTINCT session_id FROM inbox WHERE consumed_at IS NULL", ())]
+        """Ids of sessions with inbox events not consumed yet (interrupts do not count: opening drops them)."""
+        sql = "SELECT DISTINCT session_id FROM inbox WHERE consumed_at IS NULL AND kind != 'interrupt'"
+        return [str(r[0]) for r in self._read(sql, ())]
 
     def consume(self, session_id: str, seqs: Sequence[int]) -> None:
         """Mark inbox events consumed without appending anything (interrupts, bad records)."""

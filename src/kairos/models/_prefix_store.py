@@ -34,23 +34,11 @@ _MAGIC = b"KAIROS-KV1\n"
 _HEADER = struct.Struct("<QI")  # payload length, CRC-32 of the payload
 _STALE_TMP_S = 3600
 
-ProgressFn = Callable[[int, int], None]
-"""``(tokens done, tokens in all)`` while a prefix is evaluated."""
-
 
 def state_dir(default: Path) -> Path:
     """``$KAIROS_PREFIX_CACHE_DIR`` (tests and benches keep their own), else ``default``."""
     env = os.environ.get("KAIROS_PREFIX_CACHE_DIR")
     return Path(env).expanduser() if env else default
-
-
-def evaluate(llm: Any, tokens: list[int], start: int, batch: int, progress: ProgressFn | None) -> None:
-    """Evaluate ``tokens[start:]`` after the resident ``tokens[:start]``, ``batch`` at a time, reporting each step."""
-    total = len(tokens)
-    for i in range(start, total, batch):
-        llm.eval(tokens[i : i + batch])
-        if progress is not None:
-            progress(min(i + batch, total), total)
 
 
 class PrefixStateStore:
@@ -80,20 +68,26 @@ class PrefixStateStore:
         return self.directory / f"{h.hexdigest()[:32]}.kvstate"
 
     def warm(
-        self, llm: Any, prefix: list[int], common: int, *, batch: int = 512, progress: ProgressFn | None = None
+        self, llm: Any, prefix: list[int], common: int, evaluate: Callable[[list[int]], None] | None = None
     ) -> bool:
         """Make ``prefix`` resident in ``llm``'s KV cache: load it from disk, or evaluate and save it.
 
         ``common`` is how much of ``prefix`` is already resident; nothing happens if all of it is.
-        Returns True when the state came from disk (those tokens count as cached).
+        ``evaluate`` makes the prefix resident, reading only what of it is not (the local model's
+        reports its progress, and a read stopped half-way goes on from there); without it the
+        model is reset and reads all of it. Nothing is saved when it raises. Returns True when the
+        state came from disk (those tokens count as cached).
         """
         if len(prefix) < MIN_PREFIX_TOKENS or common >= len(prefix):
             return False
         path = self.path_for(prefix)
         if self._load(llm, path, prefix):
             return True
-        llm.reset()
-        evaluate(llm, prefix, 0, batch, progress)
+        if evaluate is None:
+            llm.reset()
+            llm.eval(prefix)
+        else:
+            evaluate(prefix)
         self._save(llm, path)
         return False
 

@@ -44,13 +44,13 @@ from kairos.models._choices import choice_logprobs_from_logits, first_token_ids,
 from kairos.models._cpu_backend import ensure_cpu_backend
 from kairos.models._grammar import args_schema, grammar_schema, reply_schema
 from kairos.models._prefix_store import DEFAULT_MAX_BYTES, PrefixStateStore, state_dir
-from kairos.models._prefix_store import ProgressFn as PrefixProgress
 from kairos.models._reply import FINAL_ANSWER, ReplyScanner, parse_reply
 from kairos.models.base import ChoiceLogprobs
 from kairos.models.bundled import ProgressFn, default_cache_dir, resolve_model_path
 from kairos.models.types import (
     AllBut,
     Message,
+    ModelProgress,
     ModelRequest,
     ModelResponse,
     ReasoningPolicy,
@@ -71,6 +71,10 @@ class PrefixWarmth:
     path: Path | None
     computed: bool
     seconds: float = 0.0
+
+
+class _Stopped(Exception):
+    """Internal: the consumer stopped the stream while the prompt was being read."""
 
 
 # ---- the backend ---------------------------------------------------------------------------
@@ -246,22 +250,24 @@ class LocalModel:
         end = self._specials[IM_END]
         return tokens[: tokens.index(end) + 1] if end in tokens else []
 
-    def _warm(self, tokens: list[int], progress: PrefixProgress | None = None) -> int:
-        """Load the system prefix's KV state from disk when that helps; the prompt tokens reused."""
+    def _warm(self, tokens: list[int], evaluate: Callable[[list[int]], None] | None = None) -> int:
+        """Load the system prefix's KV state from disk when that helps; the prompt tokens reused.
+
+        ``evaluate`` reads the prefix when it is not on disk (default ``Llama.eval``).
+        """
         cached = self._reused_prefix(tokens)
         if self.prefix_store is not None:
             head = self._system_turn(tokens)
-            if self.prefix_store.warm(
-                self._llm, head, self._common_prefix(head), batch=self.n_batch, progress=progress
-            ):
+            if self.prefix_store.warm(self._llm, head, self._common_prefix(head), evaluate):
                 cached = self._reused_prefix(tokens)  # loaded from disk: reused, not recomputed
         return cached
 
-    def prewarm(self, request: ModelRequest, progress: PrefixProgress | None = None) -> PrefixWarmth:
+    def prewarm(self, request: ModelRequest, progress: Callable[[int, int], None] | None = None) -> PrefixWarmth:
         """Put the KV state of ``request``'s system turn in the disk cache (``kairos models assemble`` does).
 
         A new process whose first request starts with the same system turn then reads only its new
-        tokens. Nothing is computed when the state is already on disk.
+        tokens. Nothing is computed when the state is already on disk; ``progress(done, total)`` while
+        it is read.
         """
         tokens = self._tokens(request)
         with self._lock:
@@ -271,8 +277,38 @@ class LocalModel:
                 return PrefixWarmth(len(head), None, computed=False)
             path = store.path_for(head)
             t0 = time.perf_counter()
-            computed = not store.warm(self._llm, head, 0, batch=self.n_batch, progress=progress)
-            return PrefixWarmth(len(head), path, computed=computed, seconds=time.perf_counter() - t0)
+
+            def report(done: int) -> None:
+                if progress is not None:
+                    progress(done, len(head))
+
+            self._llm.reset()
+            loaded = store.warm(self._llm, head, 0, lambda prefix: self._read(prefix, report, threading.Event()))
+            return PrefixWarmth(len(head), path, computed=not loaded, seconds=time.perf_counter() - t0)
+
+    def _read(self, tokens: list[int], report: Callable[[int], None], stop: threading.Event) -> None:
+        """Evaluate what of ``tokens`` is not resident, ``n_batch`` at a time, reporting after each batch.
+
+        Afterwards the state is exactly ``tokens`` with live logits, so ``Llama.generate`` samples at
+        once (it evaluates nothing itself). Between batches a set ``stop`` raises :class:`_Stopped`;
+        what was read stays resident, so the next request (the same prompt and a line the user typed
+        meanwhile) goes on from there.
+        """
+        llm = self._llm
+        start = self._reused_prefix(tokens)
+        if start == len(tokens):
+            return
+        if not llm._ctx.kv_cache_seq_rm(-1, start, -1):  # a model without partial KV removal
+            llm.reset()
+            start = 0
+        llm.n_tokens = start
+        report(start)
+        step = max(1, int(llm.n_batch))
+        for i in range(start, len(tokens), step):
+            if stop.is_set():
+                raise _Stopped
+            llm.eval(tokens[i : i + step])
+            report(min(i + step, len(tokens)))
 
     def reset_cache(self) -> None:
         """Forget the KV state (benchmarks start each variant cold); the next call re-reads all."""
@@ -333,7 +369,21 @@ class LocalModel:
             grammar = self._grammar(
                 allowed or (), final=request.tool_choice == "auto" or isinstance(request.tool_choice, AllBut)
             )
-            cached = self._warm(tokens)
+
+            reported = [-1]
+
+            def report(done: int) -> None:
+                if done != reported[0]:
+                    reported[0] = done
+                    sink(ModelProgress("reading", done, len(tokens)))
+
+            report(self._reused_prefix(tokens))
+            try:  # the prompt is read here, batch by batch, so the user sees how far (and can stop it)
+                cached = self._warm(tokens, lambda prefix: self._read(prefix, report, stop))
+                self._read(tokens, report, stop)
+            except _Stopped:
+                return
+            sink(ModelProgress("generating", len(tokens), len(tokens)))
             from llama_cpp import llama_model_get_vocab, llama_vocab_is_eog
 
             vocab = llama_model_get_vocab(llm.model)

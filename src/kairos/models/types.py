@@ -411,8 +411,23 @@ class ModelNotice:
     type: Literal["notice"] = "notice"
 
 
+@dataclass(frozen=True, slots=True)
+class ModelProgress:
+    """How far the model is before its reply, for a backend that knows (the local model reads in batches).
+
+    Not part of the reply. ``reading``: ``done`` of the prompt's ``total`` tokens are in the model's
+    cache so far (the part it reused counts as done). ``generating``: the prompt is read, the reply
+    is being generated (a tool call's JSON streams no text, so this is all a front end would see).
+    """
+
+    stage: Literal["reading", "generating"]
+    done: int = 0
+    total: int = 0
+    type: Literal["progress"] = "progress"
+
+
 ModelDelta: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta
-StreamEvent: TypeAlias = ModelDelta | ModelNotice | ResponseDone
+StreamEvent: TypeAlias = ModelDelta | ModelNotice | ModelProgress | ResponseDone
 
 
 def estimate_tokens(text: str) -> int:

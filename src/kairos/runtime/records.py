@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kairos.agent.events import (
+    Activity,
     AgentEvent,
     FinalAnswer,
     HookFailed,
@@ -50,4 +51,12 @@ def agent_record(event: AgentEvent) -> tuple[str, dict[str, Any]] | None:
         return "agent.hook_failed", {"plugin": event.plugin, "hook": event.hook, "message": event.message}
     if isinstance(event, RequestStats):
         return "agent.request", event.to_record()
+    if isinstance(event, Activity):
+        return "agent.activity", {
+            "kind": event.kind,
+            "done": event.done,
+            "total": event.total,
+            "detail": event.detail,
+            "text": event.describe(),
+        }
     return None  # type: ignore[unreachable]  # a future event type: not streamed until it has a record

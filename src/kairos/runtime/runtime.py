@@ -140,6 +140,12 @@ class _Worker:
             failed = True
         finally:
             self.running = False
+            # an interrupt belongs to the run it was aimed at: one posted too late for it (Ctrl-C as
+            # the answer ended, the runtime stopping) must not end the next run before it starts
+            try:
+                session.consume_interrupts()
+            except Exception:  # the database failed: the next opening of the session drops them
+                log.exception("dropping the interrupts left by a run of session %s failed", self.session_id)
             rt._publish(self.session_id, "run.ended", {"pending": len(session.inbox)})
         return failed
 

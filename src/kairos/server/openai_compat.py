@@ -3,7 +3,10 @@
 Any OpenAI client can talk to the agent: the request's last user message becomes a ``user.input``
 event in a session, and the agent's answer comes back as a ``chat.completion`` (or streamed as
 ``chat.completion.chunk`` events ending with ``data: [DONE]``) built from the bus records
-``agent.text`` and ``agent.final``. The agent uses its own system prompt and tools; the request's
+``agent.text`` and ``agent.final``. A stream sends its role chunk at once and, while no text
+comes, SSE comments: what the agent is doing (``: reading the prompt — 512 of 2,653 tokens``)
+and ``: keep-alive`` after ``heartbeat_s`` of silence, so no client or proxy gives up on a
+silent connection while a slow model reads its prompt. The agent uses its own system prompt and tools; the request's
 system messages, tools and sampling settings are ignored.
 
 Which session a request goes to:
@@ -24,7 +27,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -146,26 +149,51 @@ def _apply(answer: _Answer, ev: BusEvent, question: str) -> str | None:
     return None
 
 
-async def _answers(state: ServerState, sid: str, text: str, key: str | None) -> AsyncIterator[tuple[_Answer, str]]:
-    """Submit the message and yield ``(answer so far, delta)`` until the final answer."""
+async def _submit(state: ServerState, sid: str, text: str, key: str | None) -> AsyncGenerator[BusEvent | None, None]:
+    """Submit the message; the session's records from just before it (None: a heartbeat of silence).
+
+    Raises:
+        ApiError: the message was dropped (422).
+        KairosError: the session is unknown or the runtime is stopping.
+    """
     rt = state.runtime
-    start = rt.bus.last_cursor()
-    records = follow(rt, sid, start, [state.stopping], state.heartbeat_s)
+    records = follow(rt, sid, rt.bus.last_cursor(), [state.stopping], state.heartbeat_s)
     receipt = await submit_user(state, sid, text, None, key, channel="openai")
     if receipt.strategy == "drop":
+        await records.aclose()
         raise ApiError(422, f"the message was dropped: {receipt.reason}")
+    return records
+
+
+async def _answers(
+    state: ServerState, sid: str, records: AsyncIterator[BusEvent | None], text: str
+) -> AsyncIterator[tuple[_Answer, str, str]]:
+    """``(answer so far, text delta, note)`` until the final answer.
+
+    A note says what the agent is doing while no text comes (``reading the prompt — 512 of 2,653
+    tokens``), or ``keep-alive`` after ``heartbeat_s`` of silence; a stream sends it as an SSE comment.
+    """
     answer = _Answer()
     async with asyncio.timeout(state.completion_timeout_s):
         async for ev in records:
             if ev is None:
+                yield answer, "", "keep-alive"
+                continue
+            if ev.type == "agent.activity":
+                yield answer, "", str(ev.data.get("text", ""))
                 continue
             delta = _apply(answer, ev, text)
             if delta:
-                yield answer, delta
+                yield answer, delta, ""
             if answer.done:
-                yield answer, ""
+                yield answer, "", ""
                 return
     raise ApiError(503, "the server is stopping; the message is queued in session " + sid)
+
+
+def _comment(note: str) -> str:
+    """An SSE comment line (clients ignore it; proxies see bytes): one line, whatever the note holds."""
+    return f": {' '.join(note.split())}\n\n"
 
 
 def _chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None = None) -> str:
@@ -189,11 +217,12 @@ async def chat_completions(
     sid = _session_for(state, body, x_kairos_session)
     cid, created, model = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), body.model
     headers = {SESSION_HEADER: sid}
-    answers = _answers(state, sid, last.text(), idempotency_key)
+    records = await _submit(state, sid, last.text(), idempotency_key)  # a refusal is still an HTTP error
+    answers = _answers(state, sid, records, last.text())
     if not body.stream:
         answer = _Answer()
         try:
-            async for got, _ in answers:
+            async for got, _, _ in answers:
                 answer = got
         except TimeoutError:
             raise ApiError(
@@ -203,25 +232,19 @@ async def chat_completions(
         choice = {"index": 0, "message": message, "finish_reason": answer.finish}
         reply = {"id": cid, "object": "chat.completion", "created": created, "model": model, "choices": [choice]}
         return JSONResponse({**reply, "usage": answer.usage()}, headers=headers)
-    # submit before the response starts, so a refusal is still an HTTP error
-    try:
-        first = await anext(answers)
-    except TimeoutError:
-        raise ApiError(
-            504, f"no answer within {state.completion_timeout_s:g} s; it will land in session {sid}"
-        ) from None
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     async def frames() -> AsyncIterator[str]:
+        # the role chunk at once: a client (or a proxy) waiting minutes for the first token sees a live stream
         yield _chunk(cid, model, created, {"role": "assistant", "content": ""})
-        answer, delta = first
+        answer = _Answer()
         try:
-            if delta:
-                yield _chunk(cid, model, created, {"content": delta})
-            async for got, delta in answers:
+            async for got, delta, note in answers:
                 answer = got
                 if delta:
                     yield _chunk(cid, model, created, {"content": delta})
+                elif note:
+                    yield _comment(note)
             yield _chunk(cid, model, created, {}, answer.finish)
             if include_usage:
                 usage = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}

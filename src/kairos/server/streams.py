@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
@@ -38,7 +38,7 @@ async def _next(it: AsyncIterator[BusEvent]) -> object:
 
 async def follow(
     runtime: Runtime, session: str, after: int | None, stops: list[asyncio.Event], heartbeat_s: float
-) -> AsyncIterator[BusEvent | None]:
+) -> AsyncGenerator[BusEvent | None, None]:
     """The session's records after ``after``; None every ``heartbeat_s`` of silence; ends when a stop is set.
 
     Raises:
