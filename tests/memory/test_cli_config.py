@@ -183,8 +183,9 @@ async def test_compression_merges_similar_memories_and_keeps_them_in_history(wor
         summary = reply("", call("summarize_memories", {"content": "Often asks whether it will rain",
                                                         "kind": "semantic", "importance": 0.5}))  # fmt: skip
         model.extend([ops(*weather, *other), summary])
-        report = await mem.ingest_session([Message.user("Will it rain? Fact alpha beta gamma delta")],
-                                          session_id="s", at=AT)  # fmt: skip
+        said = "I asked about rain in the weather forecast for days 0, 1, 2, 3, 4, 5, 6 and 7."
+        said += " Facts: alpha, beta, gamma, delta."
+        report = await mem.ingest_session([Message.user(said)], session_id="s", at=AT)
         assert report.compressed >= 2
         current = [c.content for c in mem.current()]
         assert "Often asks whether it will rain" in current and len(current) <= 10

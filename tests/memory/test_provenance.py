@@ -37,18 +37,24 @@ async def test_an_injected_tool_result_never_becomes_a_preference(memory: UserMe
     assert "x@evil" not in rendered and "forward" not in rendered.lower()
 
 
-async def test_a_fact_from_external_content_is_kept_as_external_data(memory: UserMemory, model: ScriptedModel) -> None:
+async def test_a_tool_result_is_stored_only_once_the_user_confirmed_it(
+    memory: UserMemory, model: ScriptedModel
+) -> None:
     messages = [
         Message.user("Check my booking."),
         Message.tool("c1", "Booking ABC123: Hotel Sakura, check-in 2026-05-02.", name="bookings"),
-        Message.assistant("You are booked at Hotel Sakura from May 2."),
+        Message.assistant("You are booked at Hotel Sakura from May 2, booking ABC123. Keep it?"),
     ]
-    model.extend([ops(op("Booked Hotel Sakura, check-in 2026-05-02, booking ABC123", [1], kind="episodic",
-                         category="plan"))])  # fmt: skip
-    await memory.ingest_session(messages, session_id="s1", at=AT)
+    claim = op("Booked Hotel Sakura, check-in 2026-05-02, booking ABC123", [1], kind="episodic", category="plan")
+    model.extend([ops(claim)])
+    report = await memory.ingest_session(messages, session_id="s1", at=AT)
+    assert memory.current() == [] and "nothing the user said or confirmed" in report.refused[0][1]
+    model.extend([ops(claim)])
+    await memory.ingest_session([*messages, Message.user("Yes, that's right.")], session_id="s2", at=AT)
     (card,) = memory.current()
-    assert card.external and card.provenance.source == "external" and card.provenance.messages == (1,)
-    assert "(from external content)" in memory.render_cards([card])
+    assert card.provenance.source == "confirmed" and card.provenance.messages == (1, 2, 3)
+    assert card.provenance.note == "assistant, bookings" and not card.external
+    assert "(stated by the assistant, bookings, confirmed by the user)" in memory.render_cards([card])
 
 
 async def test_external_mail_posted_into_the_session_counts_as_external(

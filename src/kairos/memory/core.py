@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -52,6 +53,8 @@ from kairos.memory.records import (
     session_digest,
 )
 from kairos.memory.store import SQLiteMemoryStore
+from kairos.memory.support import Source as SupportSource
+from kairos.memory.support import Support, is_memory_output, support
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.retrieval.embeddings import Embedder
@@ -73,6 +76,7 @@ class Scrubber(Protocol):
 
 
 CARDS_TAG = "user_memory"
+_FIRST_PERSON = re.compile(r"(?:I|I'm|I've|I'd|I'll|My|Me|We|We're|Our)\b")
 CONVERSATION_KIND = "conversation"
 
 
@@ -222,6 +226,8 @@ class UserMemory:
             report.seconds[name] = round(report.seconds.get(name, 0.0) + now - clock, 3)
             clock = now
 
+        # the memory's own output (the cards, memory_search and kb results) is never a source of new memories
+        messages = [replace(m, content="") if is_memory_output(m) else m for m in messages]
         messages = await self._scrubbed(messages)  # before anything is stored, logged or shown to the extractor
         lap("scrub")
         report.rounds_indexed = await self._index_rounds(messages, session_id, at)
@@ -251,8 +257,9 @@ class UserMemory:
         if self.session_notes:
             for group in groups:
                 note = await ask_session_note(self.model, group, at, timeout_s=self.timeout_s)
-                if note is not None:
-                    await self.apply([note], messages, session_id=session_id, at=at, report=report)
+                kept = self._supported_lines(note, messages, at, report) if note is not None else None
+                if kept is not None:
+                    await self._apply_one(kept[0], messages, session_id, at, None, report, kept[1])
             lap("notes")
         self.store.end_ingest(self.user, session_id, digest)  # compression is not part of it: each merge is atomic
         report.compressed = await self.compress()
@@ -282,11 +289,17 @@ class UserMemory:
 
     async def _apply_one(
         self, op: ExtractedOp, messages: Sequence[Message], session_id: str, at: datetime, shown: set[int] | None,
-        report: IngestReport,
+        report: IngestReport, found: Support | None = None,
     ) -> None:  # fmt: skip
         if op.target is not None and shown is not None and op.target not in shown:
             raise MemoryStoreError(f"memory {op.target} was not among the memories shown to the extractor")
-        provenance = judge_provenance(op, messages, self.guard, session_id)
+        if op.op == "delete":  # the user said it no longer holds: no content to check, only who asked
+            said = tuple(i for i, m in enumerate(messages) if m.from_user and m.content.strip())
+            found = Support("user", said[-1:]) if said else None
+        elif found is None:  # judged on the scrubbed text, as the session it is compared with was scrubbed
+            claim = " ".join([op.content, *(op.data.get(k, "") for k in ("value", "person"))])
+            found = support(self.scrub(claim), messages, date_numbers=_date_numbers(at))
+        provenance = judge_provenance(op, messages, self.guard, session_id, found)
         if isinstance(provenance, str):
             content = self.scrub(op.content)
             report.refused.append((content, provenance))
@@ -321,6 +334,27 @@ class UserMemory:
             report.applied.append(("add", self.store.add(self.user, memory, vector)))
         else:
             report.applied.append((kind, self.store.revise(self.user, target, memory, vector, op=kind)))  # type: ignore[arg-type]
+
+    def _supported_lines(
+        self, note: ExtractedOp, messages: Sequence[Message], at: datetime, report: IngestReport
+    ) -> tuple[ExtractedOp, Support] | None:
+        """The note with only its lines the user said or confirmed (the others go to ``report.refused``)."""
+        kept: list[str] = []
+        found: list[Support] = []
+        for line in note.content.split("; "):
+            backed = support(self.scrub(line), messages, date_numbers=_date_numbers(at))
+            if backed is None:
+                report.refused.append((self.scrub(line), "not said or confirmed by the user in this session"))
+                log.info("memory note line dropped (not said or confirmed by the user): %s", self.scrub(line)[:200])
+            else:
+                kept.append(line)
+                found.append(backed)
+        if not kept:
+            return None
+        source: SupportSource = "user" if all(f.source == "user" for f in found) else "confirmed"
+        cited = tuple(sorted({i for f in found for i in f.messages}))
+        who = ", ".join(sorted({f.note for f in found if f.note}))
+        return replace(note, content="; ".join(kept)), Support(source, cited, who)
 
     def _same_slot(self, memory: MemoryIn) -> MemoryCard | None:
         """A live memory holding the same slot: a JSON card of the same path (and person), or the same text."""
@@ -486,8 +520,19 @@ def render_card(card: MemoryCard) -> str:
         body = f"{who}: {card.content}" + (f" — backstory: {d['backstory']}" if d.get("backstory") else "")
     else:
         body = card.content
-    mark = " (from external content)" if card.external else ""
+    mark = ""
+    if card.external:
+        mark = " (from external content)"
+    elif card.provenance.source == "confirmed":
+        mark = f" (stated by the {card.provenance.note or 'assistant'}, confirmed by the user)"
+    elif _FIRST_PERSON.match(body):  # the user's own words: "I" is the user, not the assistant reading it
+        body = f'the user said: "{body}"'
     return f"- [{card.id}] {card.category}, {_date(card.valid_from or card.created_at)}: {body}{mark}"
+
+
+def _date_numbers(at: datetime) -> frozenset[str]:
+    """The session date's numbers, which a note may carry though nobody said them."""
+    return frozenset(str(n) for n in (at.year, at.month, at.day))
 
 
 def _datetime(ts: float) -> datetime:

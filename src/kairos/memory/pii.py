@@ -468,7 +468,9 @@ class PiiScrubber:
         assert self.model is not None
         if budget_s <= 0:
             return None, f"no answer within {self.timeout_s:g} s"
-        request = ModelRequest(PII_SYSTEM, "", (PII_TOOL,), (Message.user(f"<text>\n{masked}\n</text>"),), 400)
+        request = ModelRequest(
+            PII_SYSTEM, "", (PII_TOOL,), (Message.user(f"<text>\n{masked}\n</text>"),), 400, tool_choice="required"
+        )
         try:
             async with asyncio.timeout(budget_s):
                 response = await complete(self.model, request)

@@ -40,7 +40,9 @@ PREFERENCE_LIKE: frozenset[str] = frozenset({"preference", "constraint"})
 """Categories that tell the agent what to do: they must come from the user, never from external content."""
 Status: TypeAlias = Literal["current", "superseded", "deleted", "archived"]
 Op: TypeAlias = Literal["add", "update", "supersede", "delete", "compress"]
-Source: TypeAlias = Literal["user", "external", "harness"]
+Source: TypeAlias = Literal["user", "confirmed", "external", "harness"]
+"""Whose words a memory rests on: the user's; the assistant's or a tool's that the user confirmed; external
+content (memories of earlier versions); the harness's own (a compressed summary)."""
 
 
 USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
@@ -76,7 +78,7 @@ class MemoryProvenance:
             return cls(
                 str(data.get("session_id", "")),
                 tuple(int(i) for i in data.get("messages", ())),
-                src if src in ("user", "external", "harness") else "harness",
+                src if src in ("user", "confirmed", "external", "harness") else "harness",
                 str(data.get("note", "")),
             )
         except (ValueError, TypeError, AttributeError):
