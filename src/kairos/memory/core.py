@@ -15,27 +15,17 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from kairos.knowledge.base import KnowledgeBase, rrf
-from kairos.knowledge.chunking import Turn
 from kairos.knowledge.store import ChunkHit, Filters
 from kairos.memory import compress as _compress
-from kairos.memory.excerpts import ROUND_SPEAKER, pick, render_rounds
-from kairos.memory.extract import (
-    ExtractedOp,
-    ask_facts,
-    ask_operations,
-    ask_session_note,
-    extraction_prompt,
-    judge_provenance,
-    plain_adds,
-    render_transcript,
-)
-from kairos.memory.extract import windows as _windows
+from kairos.memory.excerpts import pick, render_rounds
+from kairos.memory.extract import ExtractedOp, judge_provenance, note_op
+from kairos.memory.ingest import ingest_session as _ingest
 from kairos.memory.records import (
     FORMATS,
     PREFERENCE_LIKE,
@@ -54,7 +44,7 @@ from kairos.memory.records import (
 )
 from kairos.memory.store import SQLiteMemoryStore
 from kairos.memory.support import Source as SupportSource
-from kairos.memory.support import Support, is_memory_output, support
+from kairos.memory.support import Support, support
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.retrieval.embeddings import Embedder
@@ -172,14 +162,6 @@ class UserMemory:
         """The scrubber's fast layer: for memories written from the already scrubbed session."""
         return self.scrubber.mask(text, external=external) if self.scrubber is not None and text else text
 
-    async def _scrubbed(self, messages: Sequence[Message]) -> list[Message]:
-        """The session with personal data removed, every message in one scrubber pass."""
-        if self.scrubber is None:
-            return list(messages)
-        external = [m.role == "tool" or (not m.from_user and self.guard.provenance(m).external) for m in messages]
-        texts = await self.scrubber.scrub_many([m.content for m in messages], external=external)
-        return [m if t == m.content else replace(m, content=t) for m, t in zip(messages, texts, strict=True)]
-
     # ---- ingest -----------------------------------------------------------------------------
 
     def expect_ingest(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> bool:
@@ -203,70 +185,16 @@ class UserMemory:
         self.store.end_ingest(self.user, pending.session_id, pending.digest)
 
     async def ingest_session(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> IngestReport:
-        """Extract memories from a finished session, index its rounds for ``search``, compress if needed.
+        """Extract memories from a session, index its rounds for ``search``, compress if needed.
 
         Idempotent: the same messages of the same session are ingested once (the ledger says so); an
-        attempt that was interrupted is rolled back before the next one.
+        attempt that was interrupted is rolled back and resumed after its last answered model call; of
+        a session ingested before with fewer messages, only the new ones are read
+        (:mod:`kairos.memory.ingest`).
         """
-        report = IngestReport(session_id)
-        if not any(m.from_user and m.content.strip() for m in messages):
-            return report  # nothing the user said: nothing to remember
-        digest = session_digest(messages)
-        if not self.store.expect_ingest(self.user, session_id, digest, len(messages), at.timestamp()):
-            report.note = "already ingested"
-            return report
-        if undone := self.store.begin_ingest(self.user, session_id, digest):
-            report.note = f"an interrupted ingest of this session was undone first (rows removed: {undone})"
-            log.info("session %s: %s", session_id, report.note)
-        clock = time.perf_counter()
+        return await _ingest(self, messages, session_id=session_id, at=at)
 
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            report.seconds[name] = round(report.seconds.get(name, 0.0) + now - clock, 3)
-            clock = now
-
-        # the memory's own output (the cards, memory_search and kb results) is never a source of new memories
-        messages = [replace(m, content="") if is_memory_output(m) else m for m in messages]
-        messages = await self._scrubbed(messages)  # before anything is stored, logged or shown to the extractor
-        lap("scrub")
-        report.rounds_indexed = await self._index_rounds(messages, session_id, at)
-        lap("index")
-        if self.model is None:
-            self.store.end_ingest(self.user, session_id, digest)
-            return report
-        lines = render_transcript(messages, self.guard)
-        groups = _windows(lines, self.window_chars)
-        if len(groups) > self.max_windows:
-            log.warning("memory extraction: a long session; reading its last %d of %d parts", self.max_windows,
-                        len(groups))  # fmt: skip
-            groups = groups[-self.max_windows :]
-        for group in groups:
-            related = await self._related("\n".join(group))
-            prompt = extraction_prompt(group, related, at)
-            if self.extractor == "facts":
-                ops = await ask_facts(self.model, prompt, timeout_s=self.timeout_s)
-                ops = plain_adds(ops, {c.id for c in related}) if ops is not None else None
-            else:
-                ops = await ask_operations(self.model, prompt, timeout_s=self.timeout_s)
-            if ops is None:
-                continue
-            report.extracted = True
-            await self.apply(ops, messages, session_id=session_id, at=at, shown={c.id for c in related}, report=report)
-        lap("extract")
-        if self.session_notes:
-            for group in groups:
-                note = await ask_session_note(self.model, group, at, timeout_s=self.timeout_s)
-                kept = self._supported_lines(note, messages, at, report) if note is not None else None
-                if kept is not None:
-                    await self._apply_one(kept[0], messages, session_id, at, None, report, kept[1])
-            lap("notes")
-        self.store.end_ingest(self.user, session_id, digest)  # compression is not part of it: each merge is atomic
-        report.compressed = await self.compress()
-        lap("compress")
-        return report
-
-    async def _related(self, text: str, limit: int = 30) -> list[MemoryCard]:
+    async def related(self, text: str, limit: int = 30) -> list[MemoryCard]:
         """The memories the extractor sees: those most related to the transcript, then the most important."""
         found = await self.search_memories(text[-4000:], limit)
         seen = {c.id for c, _ in found}
@@ -335,13 +263,13 @@ class UserMemory:
         else:
             report.applied.append((kind, self.store.revise(self.user, target, memory, vector, op=kind)))  # type: ignore[arg-type]
 
-    def _supported_lines(
-        self, note: ExtractedOp, messages: Sequence[Message], at: datetime, report: IngestReport
-    ) -> tuple[ExtractedOp, Support] | None:
-        """The note with only its lines the user said or confirmed (the others go to ``report.refused``)."""
+    async def apply_note(
+        self, note: str, messages: Sequence[Message], *, session_id: str, at: datetime, report: IngestReport
+    ) -> None:
+        """Store a session note with only its lines the user said or confirmed (the others go to ``report.refused``)."""
         kept: list[str] = []
         found: list[Support] = []
-        for line in note.content.split("; "):
+        for line in note.split("; "):
             backed = support(self.scrub(line), messages, date_numbers=_date_numbers(at))
             if backed is None:
                 report.refused.append((self.scrub(line), "not said or confirmed by the user in this session"))
@@ -350,11 +278,15 @@ class UserMemory:
                 kept.append(line)
                 found.append(backed)
         if not kept:
-            return None
+            return
         source: SupportSource = "user" if all(f.source == "user" for f in found) else "confirmed"
         cited = tuple(sorted({i for f in found for i in f.messages}))
         who = ", ".join(sorted({f.note for f in found if f.note}))
-        return replace(note, content="; ".join(kept)), Support(source, cited, who)
+        try:
+            await self._apply_one(note_op("; ".join(kept)), messages, session_id, at, None, report,
+                                  Support(source, cited, who))  # fmt: skip
+        except MemoryStoreError as e:
+            report.refused.append((self.scrub(note), str(e)))
 
     def _same_slot(self, memory: MemoryIn) -> MemoryCard | None:
         """A live memory holding the same slot: a JSON card of the same path (and person), or the same text."""
@@ -365,31 +297,6 @@ class UserMemory:
             if path and card.data.get("path") == path and card.data.get("person") == memory.data.get("person"):
                 return card
         return None
-
-    async def _index_rounds(self, messages: Sequence[Message], session_id: str, at: datetime) -> int:
-        """The session's rounds (a user message and the replies up to the next one) into the knowledge base."""
-        rounds: list[list[str]] = []
-        for m in messages:
-            if m.from_user and m.content.strip():
-                rounds.append([f"user: {m.content.strip()}"])
-            elif rounds and m.role == "assistant" and m.content.strip():
-                rounds[-1].append(f"assistant: {m.content.strip()}")
-        date = at.date().isoformat()
-        turns = [
-            Turn(ROUND_SPEAKER.format(session_id=session_id), "\n".join(r), f"{session_id}#{i}", at.timestamp(), date,
-                 {"session_id": session_id, "date": date})
-            for i, r in enumerate(rounds)
-        ]  # fmt: skip
-        if not turns:
-            return 0
-        result = self.kb.add_conversation(
-            f"conversation/{self.user}/{session_id}", turns, title=f"session {session_id} ({date})", owner=self.user
-        )
-        self.kb.store.flush()
-        if result.status == "error":
-            log.warning("indexing session %s failed: %s", session_id, result.message)
-            return 0
-        return len(turns)
 
     async def compress(self) -> int:
         """Merge clusters of similar, less important memories into summaries while there are too many.

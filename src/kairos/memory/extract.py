@@ -158,10 +158,11 @@ class ExtractedOp:
 
 
 def render_transcript(
-    messages: Sequence[Message], guard: ProvenanceGuard, *, max_message_chars: int = 1500
+    messages: Sequence[Message], guard: ProvenanceGuard, *, max_message_chars: int = 1500, first: int = 0
 ) -> list[str]:
     """One numbered line per message that matters, labelled with where it came from.
 
+    ``first``: the messages before it were read by an earlier ingest (numbers stay the session's).
     Harness-made messages (status, catalogs, the memory cards themselves) and the results of the
     memory's own tools are left out: they are not what the user said, and feeding recalled memories
     back made the extractor store them again as new ones.
@@ -169,7 +170,7 @@ def render_transcript(
     lines: list[str] = []
     for i, m in enumerate(messages):
         text = m.content.strip()
-        if m.role == "system" or is_memory_output(m):
+        if i < first or m.role == "system" or is_memory_output(m):
             continue
         if m.role == "assistant":
             calls = ", ".join(c.name for c in m.tool_calls)
@@ -259,8 +260,10 @@ async def ask_facts(model: Model, prompt: str, *, timeout_s: float, max_tokens: 
 
 async def ask_session_note(
     model: Model, lines: Sequence[str], at: datetime, *, timeout_s: float, max_tokens: int = 300
-) -> ExtractedOp | None:
+) -> str | None:
     """A dated note of what one session established, in plain lines (no JSON: what a small model does best).
+
+    Returns the lines joined by "; " (None: the call failed or wrote nothing).
 
     With the bundled model on the first 8 memory-eval cases of layers 1 and 2 (README, memory-eval),
     notes beside the retrieved rounds brought 15 of 36 layer-2 facts into the answers against 13 of
@@ -276,9 +279,11 @@ async def ask_session_note(
         line = re.sub(r"^\s*(?:[-*•]+|\d+[.)])\s*", "", line).strip()
         if line and not line.endswith("?"):
             kept.append(line)
-    content = "; ".join(kept[:MAX_NOTE_LINES])[:MAX_NOTE_CHARS]
-    if not content:
-        return None
+    return "; ".join(kept[:MAX_NOTE_LINES])[:MAX_NOTE_CHARS] or None
+
+
+def note_op(content: str) -> ExtractedOp:
+    """A session note as the operation that stores it: an episodic ``enhanced_note`` of the session."""
     return ExtractedOp("add", content, kind="episodic", category="event", format="enhanced_note", importance=0.5)
 
 
@@ -419,6 +424,7 @@ __all__ = [
     "ask_session_note",
     "extraction_prompt",
     "judge_provenance",
+    "note_op",
     "parse_operations",
     "plain_adds",
     "render_related",

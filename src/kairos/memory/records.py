@@ -248,7 +248,19 @@ class MemoryStore(Protocol):
         ...
 
     def end_ingest(self, owner: str, session_id: str, digest: str) -> None:
-        """The attempt finished."""
+        """The attempt finished (its kept steps go)."""
+        ...
+
+    def ingested(self, owner: str, session_id: str) -> list[tuple[str, int]]:
+        """(digest, messages) of the finished ingests of a session, the longest first."""
+        ...
+
+    def step(self, owner: str, session_id: str, digest: str, step: str) -> str | None:
+        """A step's kept result (a model's answer) for an unfinished ingest, or None."""
+        ...
+
+    def keep_step(self, owner: str, session_id: str, digest: str, step: str, value: str) -> None:
+        """Keep a step's result until the ingest ends (an interrupted attempt resumes after it)."""
         ...
 
     def unfinished_ingests(self, owner: str) -> list[tuple[str, str, int, float]]:
