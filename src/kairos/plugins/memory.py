@@ -4,6 +4,9 @@ Layer 1: at the first ``turn_start`` of a session the user's key cards (most imp
 related to the user's first message) are appended as one harness-made user message. Never in the
 system prompt: the request prefix stays byte-identical with or without memories, and a resumed
 session finds its cards in the trajectory instead of getting them twice.
+Safety: at every turn start, the memories of allergies, health, money or access rules that the
+request touches (:mod:`kairos.memory.safety`) go in the status message, where a small model reads
+them last, until the turn ends.
 Layer 2: ``memory_search`` returns matching memories and past-conversation snippets with their
 dates and sessions, as external content (quoted data, never instructions).
 Saving: what a session said goes in the memory's ingest ledger after each answer (a chat) and when
@@ -29,7 +32,8 @@ from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.tools import knowledge_tools
 from kairos.memory import CARDS_TAG, UserMemory
 from kairos.memory.excerpts import PER_SESSION, RECALL
-from kairos.memory.records import PendingIngest
+from kairos.memory.records import MemoryCard, PendingIngest
+from kairos.memory.safety import alerts
 from kairos.models.types import Message, Origin
 from kairos.tools.base import Tool, ToolResult, ToolSource
 from kairos.tools.function import make_tool
@@ -41,6 +45,7 @@ log = logging.getLogger("kairos.memory")
 MEMORY_ORIGIN = Origin("harness", "memory")
 _INGESTED = "kairos.memory.ingested."
 _STATE = "kairos.memory.cards_checked"
+_ALERTS = "kairos.memory.alerts"
 
 
 SETTLE_S = 2.0
@@ -99,9 +104,14 @@ class MemoryPlugin(Plugin):
             self._worker = asyncio.create_task(self._work(ctx.agent), name="memory:save")
 
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
-        """At the first turn start of a session: the key cards, once (a resumed session already has them)."""
+        """At a turn start: the safety memories the request touches (status), and once per session the key cards."""
         session = ctx.session
-        if at != "turn_start" or session.state.get(_STATE):
+        if at != "turn_start":
+            return ()
+        request = next((m.content for m in reversed(session.message_list()) if m.from_user), "")
+        live = await asyncio.to_thread(self.memory.current)
+        session.state[_ALERTS] = [_alert_line(c) for c in alerts(request, live)]
+        if session.state.get(_STATE):
             return ()
         session.state[_STATE] = True
         messages = session.message_list()
@@ -113,6 +123,13 @@ class MemoryPlugin(Plugin):
         if not cards and not excerpts:
             return ()
         return (Message.user(self.memory.render_cards(cards, excerpts), MEMORY_ORIGIN),)
+
+    def status_lines(self, ctx: RunContext) -> Sequence[str]:
+        """The safety-relevant memories this turn's request touches: the last thing the model reads."""
+        lines = ctx.session.state.get(_ALERTS) or []
+        if not lines:
+            return ()
+        return ["Safety, from what the user told you before (check your answer against it):", *lines]
 
     async def close(self, ctx: RunContext) -> None:
         """Put what the session said in the ingest ledger; the worker saves it while the agent is idle.
@@ -261,6 +278,13 @@ class MemoryPlugin(Plugin):
             return ToolResult(json.dumps(out, ensure_ascii=False))
 
         return memory_search
+
+
+def _alert_line(card: MemoryCard) -> str:
+    """One safety memory as a status line: what, since when, whose words."""
+    said = datetime.fromtimestamp(card.valid_from or card.created_at, UTC).date().isoformat()
+    who = "the user said" if card.provenance.source == "user" else "the user confirmed"
+    return f"- {card.content} ({who}, {said})"
 
 
 async def _happens(aw: Awaitable[object], within_s: float) -> bool:
