@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
-import re
 import sys
 import time
 from collections import Counter
@@ -28,16 +26,13 @@ from typing import Any
 
 import yaml
 
-from kairos.memory.support import clauses, plain, statements, support
-from kairos.models.types import Message, ModelRequest
+from kairos.memory.support import support
+from kairos.models.types import Message
+from kairos_bench._memory_eval_truth import said_by_user, said_exactly
 
 ROOT = Path(__file__).resolve().parents[1]
 LABELLED = ROOT / "benchmarks" / "kairos_bench" / "data" / "memory_support_labelled.jsonl"
 DATA = ROOT / ".." / "shared" / "datasets" / "memory-eval"
-JUDGE_SYSTEM = (
-    "You check a memory about a user against the conversation it was taken from. Answer yes only if the USER "
-    "said it, or the assistant said it and the user's next message explicitly confirmed it. Answer yes or no."
-)
 
 
 def conversations() -> dict[str, list[list[dict[str, str]]]]:
@@ -55,34 +50,9 @@ def session(item: dict[str, Any], convs: dict[str, list[list[dict[str, str]]]]) 
     return [Message.assistant(t) if r == "assistant" else Message.user(t) for r, t in pairs]
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
-
-
-def exact_span(candidate: str, messages: list[Message]) -> bool:
-    """Every clause of the candidate, word for word, inside what the user stated."""
-    said = _norm(" ".join(statements(plain(m)) for m in messages if m.from_user))
-    parts = [_norm(c) for c in clauses(candidate)]
-    return all(p and p in said for p in parts if p)
-
-
 def overlap(candidate: str, messages: list[Message]) -> bool:
     """The product's check (:func:`kairos.memory.support.support`)."""
     return support(candidate, messages) is not None
-
-
-def transcript(messages: list[Message]) -> str:
-    """The conversation as the model judge reads it."""
-    return "\n".join(f"{'User' if m.from_user else 'Assistant'}: {plain(m)}" for m in messages)
-
-
-async def model_judge(model: Any, candidate: str, messages: list[Message]) -> bool:
-    """The model's verdict: "yes" scored above "no" as its first token."""
-    prompt = f"Conversation:\n{transcript(messages)}\n\nMemory: {candidate}\nDid the user say or confirm it?"
-    request = ModelRequest(JUDGE_SYSTEM, "", (), (Message.user(prompt),), max_tokens=1)
-    scored = await model.choice_logprobs(request, ["yes", "no"])
-    yes, no = scored.logprobs["yes"], scored.logprobs["no"]
-    return yes > no if math.isfinite(yes) else False
 
 
 def score(name: str, verdicts: list[bool], labels: list[str]) -> dict[str, Any]:
@@ -111,7 +81,7 @@ async def main() -> int:
     sessions = [session(i, convs) for i in items]
     labels = [i["label"] for i in items]
     results = [
-        score("exact span", [exact_span(i["candidate"], s) for i, s in zip(items, sessions, strict=True)], labels),
+        score("exact span", [said_exactly(i["candidate"], s) for i, s in zip(items, sessions, strict=True)], labels),
         score(
             "token overlap (product)",
             [overlap(i["candidate"], s) for i, s in zip(items, sessions, strict=True)],
@@ -124,7 +94,7 @@ async def main() -> int:
 
         model = load_model(args.model)
         t0 = time.perf_counter()
-        verdicts = [await model_judge(model, i["candidate"], s) for i, s in zip(items, sessions, strict=True)]
+        verdicts = [await said_by_user(model, i["candidate"], s) is True for i, s in zip(items, sessions, strict=True)]
         seconds = round(time.perf_counter() - t0, 1)
         results.append(score(f"model entailment ({args.model})", verdicts, labels))
     for r in results:

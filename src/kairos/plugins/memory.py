@@ -65,13 +65,14 @@ class MemoryPlugin(Plugin):
         extract_after_session: save what each session said (after each answer while the session is open,
             and when it closes).
         settle_s: how long the agent must have been idle before memory work uses the model.
+        safety_alerts: put the safety memories a request touches in the status message.
     """
 
     stage = "memory"
 
     def __init__(
         self, memory: UserMemory, *, max_cards: int = 12, recall: int = RECALL, recall_per_session: int = PER_SESSION,
-        extract_after_session: bool = True, settle_s: float = SETTLE_S,
+        extract_after_session: bool = True, settle_s: float = SETTLE_S, safety_alerts: bool = True,
     ) -> None:  # fmt: skip
         self.memory = memory
         self.max_cards = max_cards
@@ -79,6 +80,7 @@ class MemoryPlugin(Plugin):
         self.recall_per_session = recall_per_session
         self.extract_after_session = extract_after_session
         self.settle_s = settle_s
+        self.safety_alerts = safety_alerts
         self.saving: str | None = None
         """The session whose memory is being saved now (None: the worker waits)."""
         self._open: dict[str, SessionView] = {}  # sessions open in this process: saved after each answer
@@ -108,9 +110,10 @@ class MemoryPlugin(Plugin):
         session = ctx.session
         if at != "turn_start":
             return ()
-        request = next((m.content for m in reversed(session.message_list()) if m.from_user), "")
-        live = await asyncio.to_thread(self.memory.current)
-        session.state[_ALERTS] = [_alert_line(c) for c in alerts(request, live)]
+        if self.safety_alerts:
+            request = next((m.content for m in reversed(session.message_list()) if m.from_user), "")
+            live = await asyncio.to_thread(self.memory.current)
+            session.state[_ALERTS] = [_alert_line(c) for c in alerts(request, live)]
         if session.state.get(_STATE):
             return ()
         session.state[_STATE] = True
