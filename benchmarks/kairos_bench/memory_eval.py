@@ -17,6 +17,12 @@ in the answer, deterministic. Summary ``layerN`` (memory) and ``layerN_full_cont
 facts recalled / required, pooled over the layer's cases; ``lift_layerN`` = memory minus
 full_context. An optional LLM judge (an OpenAI-compatible endpoint) grades each answer against
 the case's evaluation criteria; its key is read from the environment and never written out.
+
+What memory stored is checked too (:mod:`kairos_bench._memory_eval_truth`): ``false_memories`` (the
+stored memories the model judges the user did not say or confirm in the conversation they came
+from, target 0) and ``false_memories_exact`` (no sentence word for word in the user's messages, an
+upper bound) beside recall, and the cases with a safety fact get a probe touching it, asked with and
+without the safety alerts (``safety_warned``, ``safety_warned_without_alert``, ``safety_surfaced``).
 """
 
 from __future__ import annotations

@@ -76,7 +76,8 @@ async def test_the_peanut_conversation(model: LocalModel, workspace: Path) -> No
     assert not any("(from external content)" in line for *_, line in after_first)
 
     answer, second = await session_of(model, workspace, ASK)
-    assert "peanut" in answer.lower() or "allerg" in answer.lower(), answer  # the answer warns about the allergy
+    said = answer.lower()  # the answer warns: it names the allergy or says the bar is not OK for the user
+    assert any(w in said for w in ("peanut", "allerg", "not ok", "not safe", "avoid", "no,")), answer
     after_second = stored()
     new = [m for m in after_second if m not in after_first]
     # the user only asked in the second session: nothing of it is a fact about them, least of all the answer

@@ -60,7 +60,7 @@ async def test_the_allergy_is_the_last_thing_the_model_reads_when_the_request_to
         status = model.requests[-1].messages[-1]
         assert status.origin is not None and status.origin.kind == "status"
         assert "Safety, from what the user told you before" in status.content
-        assert "- The user is allergic to peanuts (the user said, 2026-03-01)" in status.content
+        assert "\n  The user is allergic to peanuts (the user said, 2026-03-01)" in status.content
         async for _ in agent.run(session, "What is the name of my project?"):
             pass
         assert "allergic" not in model.requests[-1].messages[-1].content  # this request does not touch it

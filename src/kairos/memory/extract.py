@@ -140,6 +140,8 @@ MAX_NOTE_LINES = 8
 MAX_NOTE_CHARS = 1200
 
 
+MAX_MESSAGE_CHARS = 1500
+"""What the extractor reads of one message (a long tool output is cut: it is data, not the user)."""
 _IDENTIFIER = re.compile(r"[\w.+-]*[@/][\w.@/-]+|[\w.-]*\d[\w.-]*")
 
 
@@ -158,7 +160,7 @@ class ExtractedOp:
 
 
 def render_transcript(
-    messages: Sequence[Message], guard: ProvenanceGuard, *, max_message_chars: int = 1500, first: int = 0
+    messages: Sequence[Message], guard: ProvenanceGuard, *, max_message_chars: int = MAX_MESSAGE_CHARS, first: int = 0
 ) -> list[str]:
     """One numbered line per message that matters, labelled with where it came from.
 
@@ -416,6 +418,7 @@ __all__ = [
     "EXTRACTOR_SYSTEM",
     "FACTS_SYSTEM",
     "FACTS_TOOL",
+    "MAX_MESSAGE_CHARS",
     "NOTES_SYSTEM",
     "OPERATIONS_TOOL",
     "ExtractedOp",

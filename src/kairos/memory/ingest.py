@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from kairos.knowledge.chunking import Turn
 from kairos.memory.excerpts import ROUND_SPEAKER
 from kairos.memory.extract import (
+    MAX_MESSAGE_CHARS,
     ExtractedOp,
     ask_facts,
     ask_operations,
@@ -95,6 +96,8 @@ async def ingest_session(memory: UserMemory, messages: Sequence[Message], *, ses
     lap = _stopwatch(report)
     # the memory's own output (the cards, memory_search and kb results) is never a source of new memories
     messages = [replace(m, content="") if is_memory_output(m) else m for m in messages]
+    # of a tool's output only what the extractor reads is scrubbed and kept (it is never stored itself)
+    messages = [replace(m, content=m.content[:MAX_MESSAGE_CHARS]) if m.role == "tool" else m for m in messages]
     messages = [*(replace(m, content=memory.scrub(m.content)) for m in messages[:start]),  # backing only
                 *await _scrubbed(memory, messages[start:], steps)]  # fmt: skip
     lap("scrub")

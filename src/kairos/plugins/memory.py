@@ -85,7 +85,6 @@ class MemoryPlugin(Plugin):
         """The session whose memory is being saved now (None: the worker waits)."""
         self._open: dict[str, SessionView] = {}  # sessions open in this process: saved after each answer
         self._reader: SessionView | None = None  # reads earlier sessions' stored messages
-        self._agent: Agent | None = None
         self._expected: dict[str, int] = {}  # session -> messages put in the ledger by this process
         self._skipped: set[tuple[str, str]] = set()  # ingests that failed in this process: retried on the next start
         self._worker: asyncio.Task[None] | None = None
@@ -100,7 +99,7 @@ class MemoryPlugin(Plugin):
     async def open(self, ctx: RunContext) -> None:
         """Track the session (saved after each answer) and start the worker that saves memory while idle."""
         self._open[ctx.session.id] = ctx.session
-        self._reader, self._agent = ctx.session, ctx.agent
+        self._reader = ctx.session
         if self.extract_after_session and (self._worker is None or self._worker.done()):
             self._poked, self._caught_up = asyncio.Event(), asyncio.Event()
             self._worker = asyncio.create_task(self._work(ctx.agent), name="memory:save")
@@ -287,7 +286,7 @@ def _alert_line(card: MemoryCard) -> str:
     """One safety memory as a status line: what, since when, whose words."""
     said = datetime.fromtimestamp(card.valid_from or card.created_at, UTC).date().isoformat()
     who = "the user said" if card.provenance.source == "user" else "the user confirmed"
-    return f"- {card.content} ({who}, {said})"
+    return f"  {card.content} ({who}, {said})"  # indented: items under the status's "Safety" line
 
 
 async def _happens(aw: Awaitable[object], within_s: float) -> bool:
