@@ -116,3 +116,34 @@ async def test_the_default_scrubber_masks_secrets_and_keeps_the_users_own_refere
     assert "sk-proj-abcdefghijklmnopqrstuvwx12" not in out[0] and "SF-789234501" in out[0]
     assert "alice@example.com" in out[1] and "alice@example.com" not in out[2]
     assert "alice@example.com" not in scrubber.mask(mail, external=True)
+
+
+async def test_a_tools_output_gets_the_regex_layer_not_the_model_pass(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from kairos.knowledge import HashEmbedder
+
+    modelled: list[str] = []
+
+    class Scrub:
+        async def scrub_many(self, texts: Sequence[str], *, external: Sequence[bool]) -> list[str]:
+            modelled.extend(texts)
+            return list(texts)
+
+        def mask(self, text: str, *, external: bool = False) -> str:
+            return text.replace("ann@corp.example", "[EMAIL]") if external else text
+
+    model = ScriptedModel([ops()])
+    mem = UserMemory.open(Path(str(tmp_path)) / ".kairos", HashEmbedder(), model, user="u", scrubber=Scrub())
+    try:
+        session = [
+            Message.user("Read the contacts file."),
+            Message.tool("c1", "Ann, ann@corp.example, 12 Elm Street", name="read_file"),
+            Message.assistant("It lists Ann."),
+        ]
+        await mem.ingest_session(session, session_id="s", at=AT)
+        assert modelled == ["Read the contacts file.", "It lists Ann."]  # what may be stored: the rounds
+        prompt = model.requests[0].messages[0].content
+        assert "[EMAIL]" in prompt and "ann@corp.example" not in prompt
+    finally:
+        mem.close()

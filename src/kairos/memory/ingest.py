@@ -143,8 +143,15 @@ async def _scrubbed(memory: UserMemory, messages: Sequence[Message], steps: Step
     elif memory.scrubber is None:
         return list(messages)
     else:
-        external = [m.role == "tool" or (not m.from_user and memory.guard.provenance(m).external) for m in messages]
-        texts = await memory.scrubber.scrub_many([m.content for m in messages], external=external)
+        # a tool's output is never stored (rounds are what the user and the assistant said; a fact from a tool
+        # only once the user confirmed it, masked again then): the regex layer suffices, the model pass is kept
+        # for what is stored, and a coding session's file contents no longer eat its budget
+        said = [i for i, m in enumerate(messages) if m.role != "tool"]
+        external = [not messages[i].from_user and memory.guard.provenance(messages[i]).external for i in said]
+        scrubbed = await memory.scrubber.scrub_many([messages[i].content for i in said], external=external)
+        texts = [memory.scrub(m.content, external=True) for m in messages]
+        for i, text in zip(said, scrubbed, strict=True):
+            texts[i] = text
         steps.keep("scrub", json.dumps(texts, ensure_ascii=False))
     return [m if t == m.content else replace(m, content=t) for m, t in zip(messages, texts, strict=True)]
 

@@ -213,7 +213,7 @@ class SQLiteMemoryStore:
         def go() -> int:
             if memory_id is None:
                 ids = [r[0] for r in self._db.execute("SELECT id FROM memories WHERE owner = ?", (owner,))]
-                # an unfinished ingest would bring an old session's memories back when the next session closes
+                # an unfinished ingest would bring an old session's memories back when it is saved later
                 self._db.execute("DELETE FROM session_ingests WHERE owner = ? AND done IS NULL", (owner,))
                 self._db.execute("DELETE FROM ingest_steps WHERE owner = ?", (owner,))
             else:
