@@ -170,3 +170,13 @@ def test_mail_comes_from_the_user_config_not_an_untrusted_workspace(workspace: P
     assert config.runtime.mail is not None and config.runtime.mail.imap_host == "imap.mine"
     assert config.runtime.mail.password_env == "KAIROS_MAIL_PASSWORD"
     assert {"mail", "calendar"} <= set(config.runtime.toolsets)
+
+
+def test_a_kairos_toml_in_the_user_config_dir_is_named_as_not_read(workspace: Path, user_config_dir: Path) -> None:
+    write(user_config_dir / "kairos.toml", "[memory]\nenabled = true\n")  # the name a workspace's file has
+    config = load_config(workspace)
+    assert not config.memory.enabled
+    assert config.notices == (
+        f"{user_config_dir / 'kairos.toml'} is not read: your own settings go in {user_config_dir / 'config.toml'} "
+        "(rename the file)",
+    )

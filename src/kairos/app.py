@@ -27,8 +27,10 @@ from kairos.tools.base import Tool
 from kairos.tools.toolsets import toolset_tools
 
 if TYPE_CHECKING:
+    from kairos.memory import UserMemory
     from kairos.models.local import PrefixWarmth
     from kairos.plugins.memory import MemoryPlugin
+    from kairos.retrieval.embeddings import Embedder
 
 
 def default_system_prompt(workspace: Path, config: KairosConfig) -> SystemPrompt:
@@ -113,18 +115,12 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
     from kairos.knowledge.embeddings import make_embedder
     from kairos.knowledge.store import Filters
     from kairos.knowledge.tools import PRIVATE_KINDS
-    from kairos.memory import UserMemory, pii_scrubber
     from kairos.plugins.memory import KnowledgeTools, MemoryPlugin
 
     embedder = make_embedder(config.knowledge.embedder)
     out: list[Plugin] = []
     if config.memory.enabled:
-        memory = UserMemory.open(
-            state, embedder, model, user=config.memory.user,
-            scrubber=pii_scrubber(model, config.memory.scrub_timeout_s), max_memories=config.memory.max_memories,
-            formats=config.memory.formats,
-            extractor=config.memory.extractor, session_notes=config.memory.session_notes,
-        )  # fmt: skip
+        memory = open_user_memory(workspace, config, model, embedder)
         out.append(MemoryPlugin(memory, max_cards=config.memory.max_cards, recall=config.memory.recall,
                                 recall_per_session=config.memory.recall_per_session,
                                 extract_after_session=config.memory.extract_after_session))  # fmt: skip
@@ -139,6 +135,35 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
     return out
 
 
+def open_user_memory(workspace: Path, config: KairosConfig, model: Model | None, embedder: Embedder) -> UserMemory:
+    """The user's memory with the ``[memory]`` settings; its model calls go to a copy of a local model.
+
+    A local model has one KV cache: memory's calls between a chat's turns would evict the chat's
+    state, and the next turn would read the whole conversation again. A second instance of the same
+    GGUF (the weights are memory-mapped, so shared) keeps them apart; its prefix state stays off disk.
+
+    Raises:
+        StoreError: the memory database is damaged or was built with another embedder.
+    """
+    from kairos.memory import UserMemory, pii_scrubber
+
+    worker = _memory_model(model)
+    return UserMemory.open(
+        default_state_dir(workspace), embedder, worker, user=config.memory.user,
+        scrubber=pii_scrubber(worker, config.memory.scrub_timeout_s), max_memories=config.memory.max_memories,
+        formats=config.memory.formats, extractor=config.memory.extractor, session_notes=config.memory.session_notes,
+    )  # fmt: skip
+
+
+def _memory_model(model: Model | None) -> Model | None:
+    module = sys.modules.get("kairos.models.local")  # loaded when the model is local; not imported just to look
+    if module is None or not isinstance(model, module.LocalModel):
+        return model
+    copy: Model = module.LocalModel(model.name, n_ctx=model.context_window, n_threads=model.n_threads,
+                                    n_batch=model.n_batch, prefix_cache=False)  # fmt: skip
+    return copy
+
+
 def _memory_plugins(agent: Agent) -> list[MemoryPlugin]:
     """The agent's memory plugins (none when the module was never imported: no import just to look)."""
     module = sys.modules.get("kairos.plugins.memory")
@@ -146,20 +171,24 @@ def _memory_plugins(agent: Agent) -> list[MemoryPlugin]:
 
 
 def memory_pending(agent: Agent) -> int:
-    """Background memory extractions the agent's closed sessions started and that still run."""
+    """Sessions whose memory is not saved yet (in the ingest ledger: saved later, while kairos is idle)."""
     return sum(p.pending for p in _memory_plugins(agent))
 
 
-async def finish_memory(agent: Agent) -> None:
-    """Wait for the memory extraction that closing the agent's sessions started (call before the process exits).
+async def finish_memory(agent: Agent) -> int:
+    """Stop saving memory and close the store (before the process exits); returns the sessions left to save.
 
-    Cancelled (Ctrl-C), the extractions stop and the memory store still closes cleanly.
+    Nothing waits for the model here: an ingest in progress stops with its answered steps kept, and
+    the next process saves what is left while it is idle (or ``kairos memory save`` does, at once).
     """
+    left = 0
     for plugin in _memory_plugins(agent):
         try:
-            await plugin.wait()
+            await plugin.stop()
+            left += await asyncio.to_thread(getattr, plugin, "pending")
         finally:
             plugin.shutdown()
+    return left
 
 
 def _load(spec: str, config: KairosConfig) -> Model:

@@ -358,6 +358,11 @@ def load_config(
     baseline = _validate(user_data, user_path)
     if user_path.is_file():
         sources.append(f"user config {user_path}")
+    misnamed = user_path.with_name(CONFIG_FILE)  # the workspace file's name, where the user's file is config.toml
+    if user_file is None and misnamed != ws_path and misnamed.is_file():
+        warnings = [f"{misnamed} is not read: your own settings go in {user_path} (rename the file)"]
+    else:
+        warnings = []
 
     ws_data = read_toml(ws_path)
     if ws_data is not None:
@@ -383,7 +388,7 @@ def load_config(
     config = _validate(merged, " < ".join(sources[1:]) or "defaults")
     # private attributes take part in ==: leaving them empty when only the defaults were used keeps
     # load_config(empty workspace) == KairosConfig()
-    config._notices = tuple(notices)
+    config._notices = (*warnings, *notices)
     config._sources = tuple(sources[1:])
     return config
 

@@ -48,8 +48,19 @@ async def _seed(ws: Path) -> None:
     mem.close()
 
 
-def test_show_search_forget_export(workspace: Path) -> None:
+def test_show_says_when_memory_is_off_and_how_to_turn_it_on(workspace: Path, user_config_dir: Path) -> None:
+    code, out = _mem(workspace, "show")
+    assert code == 0 and out.startswith("memory is off") and str(user_config_dir / "config.toml") in out
+    assert "enabled = true" in out
+    (user_config_dir / "config.toml").write_text("[memory]\nenabled = true\n")
     assert _mem(workspace, "show") == (0, "no memories yet\n")
+    asyncio.run(_seed(workspace))
+    (user_config_dir / "config.toml").write_text("")
+    code, out = _mem(workspace, "show")
+    assert out.startswith("memory is off") and "what was remembered while it was on:" in out and "Munich" in out
+
+
+def test_show_search_forget_export(workspace: Path) -> None:
     asyncio.run(_seed(workspace))
     code, out = _mem(workspace, "show")
     assert code == 0 and "home.address.city = Munich" in out and "Berlin" not in out and "Likes chess" in out
@@ -71,10 +82,10 @@ def test_show_search_forget_export(workspace: Path) -> None:
     mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")
     assert mem.expect_ingest([Message.user("I play the cello.")], session_id="s9", at=LATER)  # then Ctrl-C
     mem.close()
-    assert "not ingested yet: s9 (the extraction was stopped" in _mem(workspace, "show")[1]
+    assert "not saved yet: session s9 (saved while `kairos chat`" in _mem(workspace, "show")[1]
     code, out = _mem(workspace, "forget", "--all")
     assert code == 0 and "erased" in out
-    assert "not ingested yet" not in _mem(workspace, "show")[1]  # forgetting all does not bring s9 back later
+    assert "not saved yet" not in _mem(workspace, "show")[1]  # forgetting all does not bring s9 back later
     assert json.loads(_mem(workspace, "export")[1])["memories"] == []
     assert _mem(workspace, "search", "Munich", "--json")[1].strip() == "[]"
 
@@ -183,8 +194,9 @@ async def test_compression_merges_similar_memories_and_keeps_them_in_history(wor
         summary = reply("", call("summarize_memories", {"content": "Often asks whether it will rain",
                                                         "kind": "semantic", "importance": 0.5}))  # fmt: skip
         model.extend([ops(*weather, *other), summary])
-        report = await mem.ingest_session([Message.user("Will it rain? Fact alpha beta gamma delta")],
-                                          session_id="s", at=AT)  # fmt: skip
+        said = "I asked about rain in the weather forecast for days 0, 1, 2, 3, 4, 5, 6 and 7."
+        said += " Facts: alpha, beta, gamma, delta."
+        report = await mem.ingest_session([Message.user(said)], session_id="s", at=AT)
         assert report.compressed >= 2
         current = [c.content for c in mem.current()]
         assert "Often asks whether it will rain" in current and len(current) <= 10

@@ -1,4 +1,4 @@
-"""The ingest ledger: a session's extraction cut short (Ctrl-C, SIGTERM, kill -9) is undone and done again, once."""
+"""The ingest ledger: an ingest cut short (Ctrl-C, SIGTERM, kill -9) is undone and resumed after its last answer."""
 
 from __future__ import annotations
 
@@ -59,11 +59,12 @@ async def test_an_ingest_cut_short_is_undone_and_done_again_without_duplicates(t
     assert [(p.session_id, p.messages, p.at) for p in mem.unfinished_ingests()] == [("s1", 1, LATER)]
     mem.close()
 
-    retry = ScriptedModel([ops(supersede, rex), reply("Moved to Munich; has a dog called Rex")])
+    retry = ScriptedModel([reply("Moved to Munich; has a dog called Rex")])
     mem = open_memory(state, retry)
     try:
         report = await mem.ingest_session(MOVED, session_id="s1", at=LATER)
-        assert "undone first (rows removed: 2)" in report.note  # Munich's version and Rex, before the model ran again
+        assert "undone first (rows removed: 2)" in report.note  # Munich's version and Rex, then replayed
+        assert len(retry.requests) == 1 and retry.requests[0].tools == ()  # the kept extraction is not asked again
         assert sorted(c.content for c in mem.current()) == [
             "Has a dog called Rex", "Lives in Munich", "Moved to Munich; has a dog called Rex",
         ]  # fmt: skip
@@ -118,7 +119,7 @@ CHILD = textwrap.dedent(
 async def test_kill_9_mid_ingest_leaves_a_ledger_entry_that_the_next_ingest_undoes_and_redoes(tmp_path: Path) -> None:
     state = tmp_path / ".kairos"
     kill_9_at(CHILD, "noting", str(state))  # after the extraction wrote, while the note is asked for
-    retry = ScriptedModel([ops(op("Has a dog called Rex", [0], category="relationship")), reply("Dog: Rex")])
+    retry = ScriptedModel([reply("Dog: Rex")])  # the extraction's kept answer is replayed, not asked again
     mem = open_memory(state, retry)
     try:
         assert [c.content for c in mem.current()] == ["Has a dog called Rex"]  # what the killed attempt wrote
@@ -127,6 +128,27 @@ async def test_kill_9_mid_ingest_leaves_a_ledger_entry_that_the_next_ingest_undo
         report = await mem.ingest_session([Message.user("My dog is called Rex.")], session_id="s1", at=LATER)
         assert "undone first (rows removed: 1)" in report.note
         assert sorted(c.content for c in mem.current()) == ["Dog: Rex", "Has a dog called Rex"]
-        assert mem.unfinished_ingests() == []
+        assert mem.unfinished_ingests() == [] and len(retry.requests) == 1
+    finally:
+        mem.close()
+
+
+async def test_a_session_that_grew_is_read_from_where_the_last_ingest_stopped(tmp_path: Path) -> None:
+    first = [Message.user("I live in Berlin."), Message.assistant("Noted.")]
+    grown = [*first, Message.user("I play the cello, and I still live there."), Message.assistant("Nice.")]
+    model = ScriptedModel([ops(op("Lives in Berlin", [0])), reply(""), ops(op("Plays the cello", [2])), reply("")])
+    mem = open_memory(tmp_path / ".kairos", model)
+    try:
+        await mem.ingest_session(first, session_id="chat", at=AT)
+        report = await mem.ingest_session(grown, session_id="chat", at=LATER)
+        prompt = model.requests[2].messages[0].content
+        assert "[2] user: I play the cello" in prompt and "I live in Berlin" not in prompt.split("Conversation:")[1]
+        assert report.rounds_indexed == 1 and sorted(c.content for c in mem.current()) == [
+            "Lives in Berlin", "Plays the cello",
+        ]  # fmt: skip
+        hits = await mem.past_conversations("Berlin cello", 4)
+        assert sorted(h.position for h in hits) == [0, 1]  # the second part's round follows the first's
+        again = await mem.ingest_session(grown, session_id="chat", at=LATER)
+        assert again.note == "already ingested" and len(model.requests) == 4
     finally:
         mem.close()

@@ -110,90 +110,127 @@ async def test_memory_search_through_the_agent_loop(workspace: Path) -> None:
         mem.close()
 
 
-async def test_closing_a_session_extracts_in_the_background(workspace: Path) -> None:
+async def test_closing_a_session_saves_its_memory_in_the_background(workspace: Path) -> None:
     model = ScriptedModel([reply("Sure, noted."), ops(op("Has a dog called Rex", [0], category="relationship"))])
     mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
-    plugin = MemoryPlugin(mem)
+    plugin = MemoryPlugin(mem, settle_s=0)
     store = SessionStore(workspace)
     session = store.new()
     try:
         await run(Agent(model, system=SYSTEM, plugins=[plugin]), session, "My dog is called Rex.")
         await session.aclose()  # returns without waiting for the extractor
-        await plugin.wait()
+        await asyncio.wait_for(plugin.until_saved(), 30)
         assert [c.content for c in mem.current()] == ["Has a dog called Rex"]
         assert mem.current()[0].provenance.session_id == session.id
         assert [t.name for t in model.requests[-1].tools] == ["save_memories"]
     finally:
+        await plugin.stop()
         store.close()
         mem.close()
 
 
-async def test_finish_memory_waits_for_extraction_and_closes(workspace: Path) -> None:
+async def test_finish_memory_does_not_wait_and_the_next_process_saves_while_idle(workspace: Path) -> None:
     from kairos.app import finish_memory
 
-    model = ScriptedModel([reply("ok"), ops(op("Plays the cello", [0]))])
+    model = ScriptedModel([reply("ok")])
     mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
     agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
     store = SessionStore(workspace)
-    session = store.new()
-    await run(agent, session, "I play the cello.")
-    await session.aclose()
-    await finish_memory(agent)
+    first = store.new()
+    await run(agent, first, "I play the cello.")
+    await first.aclose()
+    assert await finish_memory(agent) == 1  # at once: one session left in the ledger, no extraction started
+    assert len(model.requests) == 1
     store.close()
-    again = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")
+
+    model2 = ScriptedModel([reply("Hi!"), ops(op("Plays the cello", [0]))])
+    mem2 = UserMemory.open(workspace / ".kairos", HashEmbedder(), model2, user="alice")
+    plugin2 = MemoryPlugin(mem2, settle_s=0)
+    store2 = SessionStore(workspace)
+    second = store2.new()
     try:
-        assert [c.content for c in again.current()] == ["Plays the cello"]
+        await run(Agent(model2, system=SYSTEM, plugins=[plugin2]), second, "Hello")  # nothing to remember here
+        await asyncio.wait_for(plugin2.until_saved(), 30)  # the first process's session, while this one is idle
+        assert [(c.content, c.provenance.session_id) for c in mem2.current()] == [("Plays the cello", first.id)]
+        assert "I play the cello." in model2.requests[1].messages[-1].content
+        await second.aclose()
     finally:
-        again.close()
+        await plugin2.stop()
+        store2.close()
+        mem2.close()
 
 
 class HangingExtractor(ScriptedModel):
-    """Answers the chat from its script; the extraction request hangs until cancelled."""
+    """Answers the chat from its script; the first ``hang`` extraction requests hang until cancelled."""
 
-    def __init__(self, *steps: object) -> None:
+    def __init__(self, *steps: object, hang: int = 1_000) -> None:
         super().__init__(list(steps))  # type: ignore[arg-type]
+        self.hang = hang
         self.extracting = asyncio.Event()
-        self.cancelled = False
+        self.cancelled = 0
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        if request.tools and request.tools[0].name == "save_memories":
+        if request.tools and request.tools[0].name == "save_memories" and self.hang > 0:
+            self.hang -= 1
             self.extracting.set()
             try:
                 await asyncio.Event().wait()
             except asyncio.CancelledError:
-                self.cancelled = True
+                self.cancelled += 1
                 raise
         async for event in super().stream(request):
             yield event
 
 
-async def test_ctrl_c_while_waiting_for_extraction_stops_it_and_closes_the_store(workspace: Path) -> None:
+async def test_stopping_while_memory_is_saved_cancels_it_and_keeps_it_for_later(workspace: Path) -> None:
     from kairos.app import finish_memory, memory_pending
 
     model = HangingExtractor(reply("ok"))
     mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
-    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
+    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem, settle_s=0)])
     store = SessionStore(workspace)
     session = store.new()
     await run(agent, session, "I play the cello.")
     await session.aclose()
     await asyncio.wait_for(model.extracting.wait(), 30)
     assert memory_pending(agent) == 1
-    waiting = asyncio.create_task(finish_memory(agent))
-    await asyncio.sleep(0.05)
-    waiting.cancel()  # what asyncio.run does on Ctrl-C
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    assert model.cancelled and memory_pending(agent) == 0
+    assert await asyncio.wait_for(finish_memory(agent), 30) == 1
+    assert model.cancelled == 1
     again = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")  # closed cleanly: reopens
     try:
-        assert again.current() == []
+        assert again.current() == [] and [p.session_id for p in again.unfinished_ingests()] == [session.id]
         resumed = store.resume(session.id)  # the session itself is complete
         assert [m.role for m in resumed.messages] == ["user", "assistant"]
         await resumed.aclose()
     finally:
         again.close()
         store.close()
+
+
+async def test_a_chat_is_saved_after_each_answer_and_a_new_message_comes_first(workspace: Path) -> None:
+    model = HangingExtractor(
+        reply("Nice!"), reply("Got it."), ops(op("Plays the cello", [0])), ops(op("Has a dog called Rex", [2])),
+        hang=1,
+    )  # fmt: skip
+    mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
+    plugin = MemoryPlugin(mem, settle_s=0)
+    agent = Agent(model, system=SYSTEM, plugins=[plugin])
+    store = SessionStore(workspace)
+    chat = store.new()
+    try:
+        await run(agent, chat, "I play the cello.")
+        await asyncio.wait_for(model.extracting.wait(), 30)  # saving the open session after the answer
+        await run(agent, chat, "My dog is called Rex.")  # the user typed again: the answer is not held back
+        assert [m.content for m in chat.messages if m.role == "assistant"] == ["Nice!", "Got it."]
+        await asyncio.wait_for(plugin.until_saved(), 30)  # both parts, while idle again; the chat is still open
+        assert model.cancelled == 1  # the save that was running when the user spoke stepped aside, then resumed
+        assert sorted(c.content for c in mem.current()) == ["Has a dog called Rex", "Plays the cello"]
+        assert "I play the cello" not in model.requests[-1].messages[-1].content.split("Conversation:")[1]
+    finally:
+        await plugin.stop()
+        await chat.aclose()
+        store.close()
+        mem.close()
 
 
 async def test_past_conversation_rounds_relevant_to_the_request_come_with_the_cards(workspace: Path) -> None:
@@ -216,47 +253,6 @@ async def test_past_conversation_rounds_relevant_to_the_request_come_with_the_ca
         mem.close()
 
 
-async def test_an_extraction_skipped_with_ctrl_c_is_caught_up_when_the_next_session_closes(workspace: Path) -> None:
-    from kairos.app import finish_memory
-
-    state = workspace / ".kairos"
-    model = HangingExtractor(reply("ok"))
-    mem = UserMemory.open(state, HashEmbedder(), model, user="alice")
-    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
-    store = SessionStore(workspace)
-    first = store.new()
-    await run(agent, first, "I play the cello.")
-    await first.aclose()
-    await asyncio.wait_for(model.extracting.wait(), 30)
-    waiting = asyncio.create_task(finish_memory(agent))
-    await asyncio.sleep(0.05)
-    waiting.cancel()  # Ctrl-C at the exit spinner
-    with pytest.raises(asyncio.CancelledError):
-        await waiting
-    store.close()
-
-    # the next run: a new process, a new session; closing it catches the first one up, oldest first
-    model2 = ScriptedModel([reply("Noted."), ops(op("Plays the cello", [0])), ops(op("Has a dog called Rex", [0]))])
-    mem2 = UserMemory.open(state, HashEmbedder(), model2, user="alice")
-    agent2 = Agent(model2, system=SYSTEM, plugins=[MemoryPlugin(mem2)])
-    store2 = SessionStore(workspace)
-    second = store2.new()
-    try:
-        await run(agent2, second, "My dog is called Rex.")
-        await second.aclose()
-        await finish_memory(agent2)
-        again = UserMemory.open(state, HashEmbedder(), None, user="alice")
-        try:
-            by_session = {c.provenance.session_id: c.content for c in again.current()}
-            assert by_session == {first.id: "Plays the cello", second.id: "Has a dog called Rex"}
-            assert again.unfinished_ingests() == []
-        finally:
-            again.close()
-        assert "I play the cello." in model2.requests[1].messages[-1].content  # the first session's transcript
-    finally:
-        store2.close()
-
-
 async def test_an_unfinished_ingest_whose_session_is_gone_is_dropped_with_a_warning(
     workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -265,13 +261,15 @@ async def test_an_unfinished_ingest_whose_session_is_gone_is_dropped_with_a_warn
     model = ScriptedModel([reply("ok"), ops(op("Plays the cello", [0]))])
     mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), model, user="alice")
     mem.store.expect_ingest("alice", "ghost", "0" * 32, 4, AT.timestamp())  # its session was deleted since
-    agent = Agent(model, system=SYSTEM, plugins=[MemoryPlugin(mem)])
+    plugin = MemoryPlugin(mem, settle_s=0)
+    agent = Agent(model, system=SYSTEM, plugins=[plugin])
     store = SessionStore(workspace)
     session = store.new()
     try:
         with caplog.at_level("WARNING", logger="kairos.memory"):
             await run(agent, session, "I play the cello.")
             await session.aclose()
+            await asyncio.wait_for(plugin.until_saved(), 30)
             await finish_memory(agent)
         assert "session ghost is not ingested (its session cannot be read" in caplog.text
         again = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")

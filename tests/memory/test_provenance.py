@@ -37,18 +37,24 @@ async def test_an_injected_tool_result_never_becomes_a_preference(memory: UserMe
     assert "x@evil" not in rendered and "forward" not in rendered.lower()
 
 
-async def test_a_fact_from_external_content_is_kept_as_external_data(memory: UserMemory, model: ScriptedModel) -> None:
+async def test_a_tool_result_is_stored_only_once_the_user_confirmed_it(
+    memory: UserMemory, model: ScriptedModel
+) -> None:
     messages = [
         Message.user("Check my booking."),
         Message.tool("c1", "Booking ABC123: Hotel Sakura, check-in 2026-05-02.", name="bookings"),
-        Message.assistant("You are booked at Hotel Sakura from May 2."),
+        Message.assistant("You are booked at Hotel Sakura from May 2, booking ABC123. Keep it?"),
     ]
-    model.extend([ops(op("Booked Hotel Sakura, check-in 2026-05-02, booking ABC123", [1], kind="episodic",
-                         category="plan"))])  # fmt: skip
-    await memory.ingest_session(messages, session_id="s1", at=AT)
+    claim = op("Booked Hotel Sakura, check-in 2026-05-02, booking ABC123", [1], kind="episodic", category="plan")
+    model.extend([ops(claim)])
+    report = await memory.ingest_session(messages, session_id="s1", at=AT)
+    assert memory.current() == [] and "nothing the user said or confirmed" in report.refused[0][1]
+    model.extend([ops(claim)])
+    await memory.ingest_session([*messages, Message.user("Yes, that's right.")], session_id="s2", at=AT)
     (card,) = memory.current()
-    assert card.external and card.provenance.source == "external" and card.provenance.messages == (1,)
-    assert "(from external content)" in memory.render_cards([card])
+    assert card.provenance.source == "confirmed" and card.provenance.messages == (1, 2, 3)
+    assert card.provenance.note == "assistant, bookings" and not card.external
+    assert "(stated by the assistant, bookings, confirmed by the user)" in memory.render_cards([card])
 
 
 async def test_external_mail_posted_into_the_session_counts_as_external(
@@ -110,3 +116,34 @@ async def test_the_default_scrubber_masks_secrets_and_keeps_the_users_own_refere
     assert "sk-proj-abcdefghijklmnopqrstuvwx12" not in out[0] and "SF-789234501" in out[0]
     assert "alice@example.com" in out[1] and "alice@example.com" not in out[2]
     assert "alice@example.com" not in scrubber.mask(mail, external=True)
+
+
+async def test_a_tools_output_gets_the_regex_layer_not_the_model_pass(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from kairos.knowledge import HashEmbedder
+
+    modelled: list[str] = []
+
+    class Scrub:
+        async def scrub_many(self, texts: Sequence[str], *, external: Sequence[bool]) -> list[str]:
+            modelled.extend(texts)
+            return list(texts)
+
+        def mask(self, text: str, *, external: bool = False) -> str:
+            return text.replace("ann@corp.example", "[EMAIL]") if external else text
+
+    model = ScriptedModel([ops()])
+    mem = UserMemory.open(Path(str(tmp_path)) / ".kairos", HashEmbedder(), model, user="u", scrubber=Scrub())
+    try:
+        session = [
+            Message.user("Read the contacts file."),
+            Message.tool("c1", "Ann, ann@corp.example, 12 Elm Street", name="read_file"),
+            Message.assistant("It lists Ann."),
+        ]
+        await mem.ingest_session(session, session_id="s", at=AT)
+        assert modelled == ["Read the contacts file.", "It lists Ann."]  # what may be stored: the rounds
+        prompt = model.requests[0].messages[0].content
+        assert "[EMAIL]" in prompt and "ann@corp.example" not in prompt
+    finally:
+        mem.close()

@@ -6,8 +6,9 @@ to it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import TYPE_CHECKING
+import asyncio
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, cast
 
 from kairos.agent._pipeline import Pipeline
 from kairos.agent.events import AgentEvent
@@ -21,6 +22,49 @@ from kairos.tools.base import Tool, ToolSource
 if TYPE_CHECKING:
     from kairos.agent.runner import Runner
     from kairos.context.session import Session
+
+
+class Activity:
+    """How many runs of an agent are in progress, and waiting for none or some.
+
+    Background work that shares the agent's model (user memory's extraction) runs while the
+    agent is idle and steps aside when a run starts, so it never holds a user's answer back.
+    """
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self._waiters: list[tuple[bool, asyncio.Future[None]]] = []
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run is in progress."""
+        return self.runs > 0
+
+    def started(self) -> None:
+        """A run started."""
+        self.runs += 1
+        self._notify()
+
+    def ended(self) -> None:
+        """A run ended."""
+        self.runs -= 1
+        self._notify()
+
+    async def wait(self, *, busy: bool) -> None:
+        """Until the agent is busy (``busy=True``) or idle (``busy=False``); at once when it already is."""
+        if self.busy == busy:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append((busy, waiter))
+        try:
+            await waiter
+        finally:
+            self._waiters = [w for w in self._waiters if w[1] is not waiter]
+
+    def _notify(self) -> None:
+        for want, waiter in self._waiters:
+            if want == self.busy and not waiter.done():
+                waiter.set_result(None)
 
 
 class Agent:
@@ -82,6 +126,8 @@ class Agent:
             self.system, views=tuple(self.pipeline.views), max_tokens=max_tokens, temperature=temperature
         )
         self._runner: Runner | None = None
+        self.activity = Activity()
+        """Runs in progress (background work waits for none, see :class:`Activity`)."""
 
     def all_tools(self) -> tuple[Tool | ToolSource, ...]:
         """The agent's tools and every plugin's, as declared (sources not yet listed)."""
@@ -96,12 +142,21 @@ class Agent:
             self._runner = Runner(self)
         return self._runner
 
-    def run(self, session: Session, input: str | None = None) -> AsyncIterator[AgentEvent]:
+    async def run(self, session: Session, input: str | None = None) -> AsyncIterator[AgentEvent]:
         """Post ``input`` (if any) to the session's inbox and run until the model answers.
 
         Yields events as they happen; see :class:`~kairos.agent.runner.Runner`.
         """
-        return self.runner.run(session, input)
+        events = cast("AsyncGenerator[AgentEvent, None]", self.runner.run(session, input))
+        self.activity.started()
+        try:
+            async for event in events:
+                yield event
+        finally:
+            try:
+                await events.aclose()  # left early: the run's own cleanup happens now, not at garbage collection
+            finally:
+                self.activity.ended()
 
     async def context(self, session: Session) -> RunContext:
         """This agent's run context on ``session``, its plugins opened on first use.

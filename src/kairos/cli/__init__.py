@@ -213,12 +213,12 @@ def run(
         finally:
             printer.status.clear()
             await sess.aclose()
-            await finish_memory_with_status(agent)  # the extractor started by closing the session ([memory] enabled)
+            await finish_memory_with_status(agent)  # stops saving memory at once ([memory] enabled); the rest is later
 
     try:
         stopped_by = asyncio.run(main())
-    except KeyboardInterrupt:  # Ctrl-C while user memory was being saved: the session itself is complete
-        console.print(f"[yellow]memory extraction skipped[/]; session {sess.id} is saved")
+    except KeyboardInterrupt:  # Ctrl-C while closing: the session itself is complete
+        console.print(f"[yellow]stopped[/]; session {sess.id} is saved")
         store.close()
         raise typer.Exit(130) from None
     # a session over the window fails the same way when continued (the error says what helps instead)

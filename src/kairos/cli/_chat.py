@@ -394,8 +394,7 @@ async def run_chat(runtime: Runtime, session: str, *, trace: bool, interactive: 
                 loop.remove_signal_handler(sig)
             chat.quit.set()
             await runtime.aclose(GRACE_S)
-            # the extraction closing the sessions started ([memory] enabled)
-            await finish_memory_with_status(runtime.agent)
+            await finish_memory_with_status(runtime.agent)  # stops saving memory at once; the rest is saved later
             follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await follower

@@ -220,16 +220,15 @@ def trace_line(s: RequestStats) -> str:
 
 
 async def finish_memory_with_status(agent: Agent) -> None:
-    """``finish_memory`` with a spinner while it has something to wait for (Ctrl-C defers it to the next session)."""
-    from kairos.app import finish_memory, memory_pending
+    """Stop saving user memory (nothing waits for the model) and say what is left for later."""
+    from kairos.app import finish_memory
 
-    n = memory_pending(agent)
-    note = (
-        f"saving user memory from this session ({n} extraction{'s' if n > 1 else ''}; "
-        "Ctrl-C: finish it when the next session closes)"
-    )
-    with console.status(note) if n else contextlib.nullcontext():
-        await finish_memory(agent)
+    left = await finish_memory(agent)
+    if left:
+        console.print(
+            f"[dim]memory: {left} session{'s' if left > 1 else ''} not saved yet; saved while `kairos chat` or "
+            "`kairos serve` is idle, or now with `kairos memory save`[/]"
+        )
 
 
 __all__ = ["EventPrinter", "StatusLine", "console", "err_console", "finish_memory_with_status", "trace_line"]

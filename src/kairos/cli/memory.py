@@ -1,4 +1,4 @@
-"""``kairos memory``: what kairos remembers about you — show, search, forget, export.
+"""``kairos memory``: what kairos remembers about you — show, search, save, forget, export.
 
 Memories live in the workspace's state dir (``knowledge.db``, beside the knowledge base), per user
 (``[memory] user`` in your config, or ``--user``). ``forget`` erases for real: the memory's every
@@ -18,14 +18,16 @@ import typer
 
 from kairos.cli._console import console, err_console, existing_workspace
 from kairos.errors import KairosError
-from kairos.paths import default_state_dir
+from kairos.paths import default_state_dir, user_config_file
 from kairos.security.terminal import safe_for_terminal
 
 if TYPE_CHECKING:
     from kairos.memory import MemoryCard, UserMemory
 
 memory_app = typer.Typer(
-    help="What kairos remembers about you: show, search, forget, export.", no_args_is_help=True, rich_markup_mode=None
+    help="What kairos remembers about you: show, search, save, forget, export.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 WorkspaceOpt = Annotated[
     Path,
@@ -67,6 +69,19 @@ def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory
         raise _fail(str(e)) from e
 
 
+def _off_note(workspace: Path) -> str | None:
+    """How to turn memory on, when it is off for this workspace (None: it is on)."""
+    from kairos.config import load_config
+
+    try:
+        if load_config(workspace.resolve()).memory.enabled:
+            return None
+    except KairosError:
+        return None  # a broken config is reported by the commands that use it
+    return (f"memory is off: nothing is remembered from your sessions. Turn it on with\n  [memory]\n  enabled = true\n"
+            f"in {user_config_file()} (your settings for every workspace)")  # fmt: skip
+
+
 def _card_json(card: MemoryCard) -> dict[str, Any]:
     return asdict(card)
 
@@ -82,9 +97,10 @@ def show(
     """List your memories (most important first), or their whole history with --history."""
     from kairos.memory import render_card
 
+    off = None if as_json else _off_note(workspace)
     memory = _open(workspace, user, embedder)
     if memory is None:
-        _out("[]" if as_json else "no memories yet")
+        _out("[]" if as_json else off or "no memories yet")
         return
     try:
         cards = memory.history() if history else memory.current()
@@ -94,15 +110,17 @@ def show(
     if as_json:
         print(json.dumps([_card_json(c) for c in cards], ensure_ascii=False, indent=2))
         return
-    if not cards:
+    if off:
+        _out(off + ("\nwhat was remembered while it was on:" if cards else ""))
+    elif not cards:
         _out("no memories yet")
     for c in cards:
         status = f" [{c.status}, v{c.version}]" if history else ""
         _out(f"{render_card(c)}{status}  ({c.kind}, {c.format}, importance {c.importance:.2f})")
     if waiting:
         names = ", ".join(p.session_id for p in waiting)
-        _out(f"not ingested yet: {names} (the extraction was stopped before the end; it is caught up when the "
-             "next session closes)")  # fmt: skip
+        _out(f"not saved yet: session{'s' if len(waiting) > 1 else ''} {names} (saved while `kairos chat` or "
+             "`kairos serve` is idle, or now with `kairos memory save`)")  # fmt: skip
 
 
 @memory_app.command("search")
@@ -134,6 +152,64 @@ def search(
         where = f"session {h.session_id}, " if h.session_id else ""
         _out(f"{i}. {h.source} ({where}{h.date or 'undated'}, score {h.score:.4f})")
         _out("   " + h.text[:300].replace("\n", " ") + ("…" if len(h.text) > 300 else ""))
+
+
+@memory_app.command("save")
+def save(
+    model: Annotated[
+        str | None, typer.Option("--model", help="the model that reads the sessions (default: yours)")
+    ] = None,
+    workspace: WorkspaceOpt = Path("."),
+) -> None:
+    """Save now the sessions whose memory is not saved yet (kairos otherwise does it while idle)."""
+    from kairos.app import open_user_memory
+    from kairos.config import load_config
+    from kairos.context.session import SessionStore
+    from kairos.knowledge.embeddings import make_embedder
+    from kairos.models import load_model
+
+    root = workspace.resolve()
+    try:
+        config = load_config(root, {"model": model})
+        if not config.memory.enabled:
+            raise _fail(_off_note(root) or "memory is off")
+        if not (default_state_dir(root) / DB_FILE).exists():
+            _out("nothing to save")
+            return
+        with console.status(f"loading model {config.model} ..."):
+            llm = load_model(config.model, config.model_settings())
+        memory = open_user_memory(root, config, llm, make_embedder(config.knowledge.embedder))
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    store = SessionStore(root)
+    try:
+        saved = asyncio.run(_save_all(memory, store))
+    except KeyboardInterrupt:
+        _out("stopped: what was answered so far is kept; the rest is saved later", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        store.close()
+        memory.close()
+    _out(f"saved {saved} session{'s' if saved != 1 else ''}" if saved else "nothing to save")
+
+
+async def _save_all(memory: UserMemory, store: Any) -> int:
+    """Every unfinished ingest, oldest first, with a line per session."""
+    pending = memory.unfinished_ingests()
+    for n, p in enumerate(pending, 1):
+        try:
+            messages = store.trajectories.load_messages(p.session_id)[: p.messages]
+        except KairosError as e:
+            memory.drop_ingest(p, f"its session cannot be read: {e}")
+            continue
+        if not p.matches(messages):
+            memory.drop_ingest(p, "its stored messages are not the ones it was closed with")
+            continue
+        with console.status(f"saving the memory of session {p.session_id} ({n} of {len(pending)}) ..."):
+            report = await memory.ingest_session(messages, session_id=p.session_id, at=p.at)
+        _out(f"session {p.session_id}: {len(report.applied)} memories stored, {len(report.refused)} refused, "
+             f"{round(sum(report.seconds.values()))} s")  # fmt: skip
+    return len(pending)
 
 
 @memory_app.command("forget")

@@ -221,15 +221,16 @@ class KnowledgeBase:
 
     def add_conversation(
         self, source: str, turns: Sequence[Turn], *, title: str = "", owner: str | None = None,
-        context_turns: int = CONTEXT_TURNS,
+        context_turns: int = CONTEXT_TURNS, first_position: int = 0,
     ) -> FileResult:  # fmt: skip
         """Store a conversation with one chunk per turn (its id, speaker and date kept).
 
         ``context_turns`` earlier turns of the same session go ahead of each turn's text (0: the turn alone).
+        ``first_position``: the first turn's place in its session (a later part of a session stored apart).
         """
         if not turns:
             return FileResult(source, "error", message="empty conversation: nothing to index")
-        chunks = conversation_chunks(turns, context_turns)
+        chunks = conversation_chunks(turns, context_turns, first_position)
         digest = text_digest("\n".join(c.text for c in chunks))
         return self._store(DocumentIn(source, "conversation", digest, title, owner), chunks)
 

@@ -153,7 +153,7 @@ class Turn:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def conversation_chunks(turns: Sequence[Turn], context_turns: int = 0) -> list[ChunkIn]:
+def conversation_chunks(turns: Sequence[Turn], context_turns: int = 0, first_position: int = 0) -> list[ChunkIn]:
     """One chunk per turn, keeping its id, speaker and date, with ``context_turns`` earlier turns of its session.
 
     A reply is found through what it answers ("Which breed?" / "A greyhound"), so the turns before
@@ -170,7 +170,7 @@ def conversation_chunks(turns: Sequence[Turn], context_turns: int = 0) -> list[C
         if before:
             meta["context_ids"] = [t.turn_id for t in before]
         lines = [f"{t.speaker}: {t.text}" for t in before] + [f"{when}{turn.speaker}: {turn.text}"]
-        out.append(ChunkIn("\n".join(lines), len(out), meta, valid_from=turn.timestamp))
+        out.append(ChunkIn("\n".join(lines), first_position + len(out), meta, valid_from=turn.timestamp))
     return out
 
 

@@ -12,29 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from kairos.knowledge.base import KnowledgeBase, rrf
-from kairos.knowledge.chunking import Turn
 from kairos.knowledge.store import ChunkHit, Filters
 from kairos.memory import compress as _compress
-from kairos.memory.excerpts import ROUND_SPEAKER, pick, render_rounds
-from kairos.memory.extract import (
-    ExtractedOp,
-    ask_facts,
-    ask_operations,
-    ask_session_note,
-    extraction_prompt,
-    judge_provenance,
-    plain_adds,
-    render_transcript,
-)
-from kairos.memory.extract import windows as _windows
+from kairos.memory.excerpts import pick, render_rounds
+from kairos.memory.extract import ExtractedOp, judge_provenance, note_op
+from kairos.memory.ingest import ingest_session as _ingest
 from kairos.memory.records import (
     FORMATS,
     PREFERENCE_LIKE,
@@ -52,6 +43,8 @@ from kairos.memory.records import (
     session_digest,
 )
 from kairos.memory.store import SQLiteMemoryStore
+from kairos.memory.support import Source as SupportSource
+from kairos.memory.support import Support, support
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.retrieval.embeddings import Embedder
@@ -73,6 +66,7 @@ class Scrubber(Protocol):
 
 
 CARDS_TAG = "user_memory"
+_FIRST_PERSON = re.compile(r"(?:I|I'm|I've|I'd|I'll|My|Me|We|We're|Our)\b")
 CONVERSATION_KIND = "conversation"
 
 
@@ -168,14 +162,6 @@ class UserMemory:
         """The scrubber's fast layer: for memories written from the already scrubbed session."""
         return self.scrubber.mask(text, external=external) if self.scrubber is not None and text else text
 
-    async def _scrubbed(self, messages: Sequence[Message]) -> list[Message]:
-        """The session with personal data removed, every message in one scrubber pass."""
-        if self.scrubber is None:
-            return list(messages)
-        external = [m.role == "tool" or (not m.from_user and self.guard.provenance(m).external) for m in messages]
-        texts = await self.scrubber.scrub_many([m.content for m in messages], external=external)
-        return [m if t == m.content else replace(m, content=t) for m, t in zip(messages, texts, strict=True)]
-
     # ---- ingest -----------------------------------------------------------------------------
 
     def expect_ingest(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> bool:
@@ -199,67 +185,16 @@ class UserMemory:
         self.store.end_ingest(self.user, pending.session_id, pending.digest)
 
     async def ingest_session(self, messages: Sequence[Message], *, session_id: str, at: datetime) -> IngestReport:
-        """Extract memories from a finished session, index its rounds for ``search``, compress if needed.
+        """Extract memories from a session, index its rounds for ``search``, compress if needed.
 
         Idempotent: the same messages of the same session are ingested once (the ledger says so); an
-        attempt that was interrupted is rolled back before the next one.
+        attempt that was interrupted is rolled back and resumed after its last answered model call; of
+        a session ingested before with fewer messages, only the new ones are read
+        (:mod:`kairos.memory.ingest`).
         """
-        report = IngestReport(session_id)
-        if not any(m.from_user and m.content.strip() for m in messages):
-            return report  # nothing the user said: nothing to remember
-        digest = session_digest(messages)
-        if not self.store.expect_ingest(self.user, session_id, digest, len(messages), at.timestamp()):
-            report.note = "already ingested"
-            return report
-        if undone := self.store.begin_ingest(self.user, session_id, digest):
-            report.note = f"an interrupted ingest of this session was undone first (rows removed: {undone})"
-            log.info("session %s: %s", session_id, report.note)
-        clock = time.perf_counter()
+        return await _ingest(self, messages, session_id=session_id, at=at)
 
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            report.seconds[name] = round(report.seconds.get(name, 0.0) + now - clock, 3)
-            clock = now
-
-        messages = await self._scrubbed(messages)  # before anything is stored, logged or shown to the extractor
-        lap("scrub")
-        report.rounds_indexed = await self._index_rounds(messages, session_id, at)
-        lap("index")
-        if self.model is None:
-            self.store.end_ingest(self.user, session_id, digest)
-            return report
-        lines = render_transcript(messages, self.guard)
-        groups = _windows(lines, self.window_chars)
-        if len(groups) > self.max_windows:
-            log.warning("memory extraction: a long session; reading its last %d of %d parts", self.max_windows,
-                        len(groups))  # fmt: skip
-            groups = groups[-self.max_windows :]
-        for group in groups:
-            related = await self._related("\n".join(group))
-            prompt = extraction_prompt(group, related, at)
-            if self.extractor == "facts":
-                ops = await ask_facts(self.model, prompt, timeout_s=self.timeout_s)
-                ops = plain_adds(ops, {c.id for c in related}) if ops is not None else None
-            else:
-                ops = await ask_operations(self.model, prompt, timeout_s=self.timeout_s)
-            if ops is None:
-                continue
-            report.extracted = True
-            await self.apply(ops, messages, session_id=session_id, at=at, shown={c.id for c in related}, report=report)
-        lap("extract")
-        if self.session_notes:
-            for group in groups:
-                note = await ask_session_note(self.model, group, at, timeout_s=self.timeout_s)
-                if note is not None:
-                    await self.apply([note], messages, session_id=session_id, at=at, report=report)
-            lap("notes")
-        self.store.end_ingest(self.user, session_id, digest)  # compression is not part of it: each merge is atomic
-        report.compressed = await self.compress()
-        lap("compress")
-        return report
-
-    async def _related(self, text: str, limit: int = 30) -> list[MemoryCard]:
+    async def related(self, text: str, limit: int = 30) -> list[MemoryCard]:
         """The memories the extractor sees: those most related to the transcript, then the most important."""
         found = await self.search_memories(text[-4000:], limit)
         seen = {c.id for c, _ in found}
@@ -282,11 +217,17 @@ class UserMemory:
 
     async def _apply_one(
         self, op: ExtractedOp, messages: Sequence[Message], session_id: str, at: datetime, shown: set[int] | None,
-        report: IngestReport,
+        report: IngestReport, found: Support | None = None,
     ) -> None:  # fmt: skip
         if op.target is not None and shown is not None and op.target not in shown:
             raise MemoryStoreError(f"memory {op.target} was not among the memories shown to the extractor")
-        provenance = judge_provenance(op, messages, self.guard, session_id)
+        if op.op == "delete":  # the user said it no longer holds: no content to check, only who asked
+            said = tuple(i for i, m in enumerate(messages) if m.from_user and m.content.strip())
+            found = Support("user", said[-1:]) if said else None
+        elif found is None:  # judged on the scrubbed text, as the session it is compared with was scrubbed
+            claim = " ".join([op.content, *(op.data.get(k, "") for k in ("value", "person"))])
+            found = support(self.scrub(claim), messages, date_numbers=_date_numbers(at))
+        provenance = judge_provenance(op, messages, self.guard, session_id, found)
         if isinstance(provenance, str):
             content = self.scrub(op.content)
             report.refused.append((content, provenance))
@@ -322,6 +263,31 @@ class UserMemory:
         else:
             report.applied.append((kind, self.store.revise(self.user, target, memory, vector, op=kind)))  # type: ignore[arg-type]
 
+    async def apply_note(
+        self, note: str, messages: Sequence[Message], *, session_id: str, at: datetime, report: IngestReport
+    ) -> None:
+        """Store a session note with only its lines the user said or confirmed (the others go to ``report.refused``)."""
+        kept: list[str] = []
+        found: list[Support] = []
+        for line in note.split("; "):
+            backed = support(self.scrub(line), messages, date_numbers=_date_numbers(at))
+            if backed is None:
+                report.refused.append((self.scrub(line), "not said or confirmed by the user in this session"))
+                log.info("memory note line dropped (not said or confirmed by the user): %s", self.scrub(line)[:200])
+            else:
+                kept.append(line)
+                found.append(backed)
+        if not kept:
+            return
+        source: SupportSource = "user" if all(f.source == "user" for f in found) else "confirmed"
+        cited = tuple(sorted({i for f in found for i in f.messages}))
+        who = ", ".join(sorted({f.note for f in found if f.note}))
+        try:
+            await self._apply_one(note_op("; ".join(kept)), messages, session_id, at, None, report,
+                                  Support(source, cited, who))  # fmt: skip
+        except MemoryStoreError as e:
+            report.refused.append((self.scrub(note), str(e)))
+
     def _same_slot(self, memory: MemoryIn) -> MemoryCard | None:
         """A live memory holding the same slot: a JSON card of the same path (and person), or the same text."""
         path = memory.data.get("path")
@@ -331,31 +297,6 @@ class UserMemory:
             if path and card.data.get("path") == path and card.data.get("person") == memory.data.get("person"):
                 return card
         return None
-
-    async def _index_rounds(self, messages: Sequence[Message], session_id: str, at: datetime) -> int:
-        """The session's rounds (a user message and the replies up to the next one) into the knowledge base."""
-        rounds: list[list[str]] = []
-        for m in messages:
-            if m.from_user and m.content.strip():
-                rounds.append([f"user: {m.content.strip()}"])
-            elif rounds and m.role == "assistant" and m.content.strip():
-                rounds[-1].append(f"assistant: {m.content.strip()}")
-        date = at.date().isoformat()
-        turns = [
-            Turn(ROUND_SPEAKER.format(session_id=session_id), "\n".join(r), f"{session_id}#{i}", at.timestamp(), date,
-                 {"session_id": session_id, "date": date})
-            for i, r in enumerate(rounds)
-        ]  # fmt: skip
-        if not turns:
-            return 0
-        result = self.kb.add_conversation(
-            f"conversation/{self.user}/{session_id}", turns, title=f"session {session_id} ({date})", owner=self.user
-        )
-        self.kb.store.flush()
-        if result.status == "error":
-            log.warning("indexing session %s failed: %s", session_id, result.message)
-            return 0
-        return len(turns)
 
     async def compress(self) -> int:
         """Merge clusters of similar, less important memories into summaries while there are too many.
@@ -486,8 +427,19 @@ def render_card(card: MemoryCard) -> str:
         body = f"{who}: {card.content}" + (f" — backstory: {d['backstory']}" if d.get("backstory") else "")
     else:
         body = card.content
-    mark = " (from external content)" if card.external else ""
+    mark = ""
+    if card.external:
+        mark = " (from external content)"
+    elif card.provenance.source == "confirmed":
+        mark = f" (stated by the {card.provenance.note or 'assistant'}, confirmed by the user)"
+    elif _FIRST_PERSON.match(body):  # the user's own words: "I" is the user, not the assistant reading it
+        body = f'the user said: "{body}"'
     return f"- [{card.id}] {card.category}, {_date(card.valid_from or card.created_at)}: {body}{mark}"
+
+
+def _date_numbers(at: datetime) -> frozenset[str]:
+    """The session date's numbers, which a note may carry though nobody said them."""
+    return frozenset(str(n) for n in (at.year, at.month, at.day))
 
 
 def _datetime(ts: float) -> datetime:

@@ -313,6 +313,17 @@ def apply_policy(text: str, detections: Iterable[Detection], policy: ScrubPolicy
 
 # ---- the model layer ------------------------------------------------------------------------
 
+_HINTS: dict[PiiType, re.Pattern[str]] = {
+    "SECRET": re.compile(r"pass(?:word|code|phrase)|\bpin\b|secret|token|api.?key|credential|log.?in", re.I),
+    "CARD": re.compile(r"\bcard\b|visa|master.?card|amex|cvv|cvc|expir", re.I),
+    "GOV_ID": re.compile(
+        r"\bssn\b|social security|passport|licen[cs]e|national (?:id|insurance)|tax (?:id|number)|"
+        r"\bid (?:number|no)|identity",
+        re.I,
+    ),  # fmt: skip
+}
+"""Words a text uses when it holds a secret, a card or a government id the regexes may have missed."""
+
 PII_TOOL = ToolSpec(
     "pii_spans",
     "List the personal data left in the text: each span copied exactly, with its type.",
@@ -436,18 +447,38 @@ class PiiScrubber:
         """The regex layer's result alone (for text made from already scrubbed text)."""
         return self.prefilter(text, external=external).text
 
+    def needs_model(self, text: str, *, external: bool = False) -> bool:
+        """Whether the model could change what is stored of ``text``: something the policy masks may hide in it.
+
+        Under :data:`MEMORY_POLICY` the user's own words keep names, addresses and their own ids, so
+        only a secret, a card or a government id spelled out in prose matters there, and only a text
+        that talks of one ("my password is …", "passport") goes to the model. External content and
+        a policy that masks names always go.
+        """
+        masked = {t for t in PII_TYPES if self.policy.action(t, external=external) != "keep"}
+        if not text.strip() or not masked:
+            return False
+        if external or not masked <= set(_HINTS):
+            return True
+        return any(_HINTS[t].search(text) for t in masked)
+
     async def scrub_many(self, texts: Sequence[str], *, external: Sequence[bool]) -> list[str]:
-        """Each text scrubbed, with ONE model pass over all of them (windows of the joined texts).
+        """Each text scrubbed, with ONE model pass over those that need it (:meth:`needs_model`).
 
         A session's messages go through here together: one call per ~``window_chars`` of text
-        rather than one per message. A span the model names is masked wherever it occurs.
+        rather than one per message. A span the model names is masked wherever it occurs. Parts the
+        model cannot check within ``timeout_s`` keep the regex layer's masking, with a warning.
         """
         regex = [find_regex(t) for t in texts]
         found = [list(r) for r in regex]
-        if self.model is not None and any(t.strip() for t in texts):
-            joined = "\n".join(apply_policy(t, r, MASK_ALL) for t, r in zip(texts, regex, strict=True))
+        asked = [
+            apply_policy(t, r, MASK_ALL)
+            for t, r, ext in zip(texts, regex, external, strict=True)
+            if self.needs_model(t, external=ext)
+        ]
+        if self.model is not None and asked:
             deadline = asyncio.get_running_loop().time() + self.timeout_s
-            parts = windows(joined, self.window_chars)
+            parts = windows("\n".join(asked), self.window_chars)
             failed: list[str] = []
             for window in parts:
                 spans, why = await self._ask(window, deadline - asyncio.get_running_loop().time())
@@ -455,9 +486,13 @@ class PiiScrubber:
                 for span, pii in spans or ():
                     for text, hits in zip(texts, found, strict=True):
                         hits.extend(Detection(pii, a, b, "model") for a, b in locate(text, span, hits))
-            if failed:  # not silent: those parts are stored with the regex layer's masking only
-                log.warning("PII scrub: the model pass failed on %d of %d parts (%s); they got the regex layer only",
-                            len(failed), len(parts), failed[0])  # fmt: skip
+            if failed:  # not silent: what those parts hold is stored with the regex layer's masking only
+                log.warning(
+                    "PII scrub: the model could not check %d of %d parts (%s); they keep the regex layer's masking "
+                    "(emails, phones, cards, bank and government ids, keys, IPs, dates of birth), so a name, an "
+                    "address or an id written out in words there is stored as written",
+                    len(failed), len(parts), failed[0],
+                )  # fmt: skip
         out = []
         for text, hits, ext in zip(texts, found, external, strict=True):
             hits.sort(key=lambda d: d.start)
@@ -468,7 +503,9 @@ class PiiScrubber:
         assert self.model is not None
         if budget_s <= 0:
             return None, f"no answer within {self.timeout_s:g} s"
-        request = ModelRequest(PII_SYSTEM, "", (PII_TOOL,), (Message.user(f"<text>\n{masked}\n</text>"),), 400)
+        request = ModelRequest(
+            PII_SYSTEM, "", (PII_TOOL,), (Message.user(f"<text>\n{masked}\n</text>"),), 400, tool_choice="required"
+        )
         try:
             async with asyncio.timeout(budget_s):
                 response = await complete(self.model, request)

@@ -40,7 +40,9 @@ PREFERENCE_LIKE: frozenset[str] = frozenset({"preference", "constraint"})
 """Categories that tell the agent what to do: they must come from the user, never from external content."""
 Status: TypeAlias = Literal["current", "superseded", "deleted", "archived"]
 Op: TypeAlias = Literal["add", "update", "supersede", "delete", "compress"]
-Source: TypeAlias = Literal["user", "external", "harness"]
+Source: TypeAlias = Literal["user", "confirmed", "external", "harness"]
+"""Whose words a memory rests on: the user's; the assistant's or a tool's that the user confirmed; external
+content (memories of earlier versions); the harness's own (a compressed summary)."""
 
 
 USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
@@ -76,7 +78,7 @@ class MemoryProvenance:
             return cls(
                 str(data.get("session_id", "")),
                 tuple(int(i) for i in data.get("messages", ())),
-                src if src in ("user", "external", "harness") else "harness",
+                src if src in ("user", "confirmed", "external", "harness") else "harness",
                 str(data.get("note", "")),
             )
         except (ValueError, TypeError, AttributeError):
@@ -246,7 +248,19 @@ class MemoryStore(Protocol):
         ...
 
     def end_ingest(self, owner: str, session_id: str, digest: str) -> None:
-        """The attempt finished."""
+        """The attempt finished (its kept steps go)."""
+        ...
+
+    def ingested(self, owner: str, session_id: str) -> list[tuple[str, int]]:
+        """(digest, messages) of the finished ingests of a session, the longest first."""
+        ...
+
+    def step(self, owner: str, session_id: str, digest: str, step: str) -> str | None:
+        """A step's kept result (a model's answer) for an unfinished ingest, or None."""
+        ...
+
+    def keep_step(self, owner: str, session_id: str, digest: str, step: str, value: str) -> None:
+        """Keep a step's result until the ingest ends (an interrupted attempt resumes after it)."""
         ...
 
     def unfinished_ingests(self, owner: str) -> list[tuple[str, str, int, float]]:

@@ -42,6 +42,10 @@ CREATE TABLE IF NOT EXISTS session_ingests (
     owner TEXT NOT NULL, session_id TEXT NOT NULL, digest TEXT NOT NULL, messages INTEGER NOT NULL,
     at REAL NOT NULL, attempt REAL, done REAL, PRIMARY KEY (owner, session_id, digest)
 );
+CREATE TABLE IF NOT EXISTS ingest_steps (
+    owner TEXT NOT NULL, session_id TEXT NOT NULL, digest TEXT NOT NULL, step TEXT NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (owner, session_id, digest, step)
+);
 """
 _COLS = (
     "id, key, owner, kind, format, category, content, data, importance, version, status, op, created_at, "
@@ -210,8 +214,9 @@ class SQLiteMemoryStore:
         def go() -> int:
             if memory_id is None:
                 ids = [r[0] for r in self._db.execute("SELECT id FROM memories WHERE owner = ?", (owner,))]
-                # an unfinished ingest would bring an old session's memories back when the next session closes
+                # an unfinished ingest would bring an old session's memories back when it is saved later
                 self._db.execute("DELETE FROM session_ingests WHERE owner = ? AND done IS NULL", (owner,))
+                self._db.execute("DELETE FROM ingest_steps WHERE owner = ?", (owner,))
             else:
                 card = self.get(owner, memory_id)
                 if card is None:
@@ -273,10 +278,40 @@ class SQLiteMemoryStore:
         return int(self._write(go))
 
     def end_ingest(self, owner: str, session_id: str, digest: str) -> None:
-        """The attempt finished: the session is not ingested again."""
+        """The attempt finished: the session is not ingested again, and its kept steps go."""
+        key = (owner, session_id, digest)
+
+        def go() -> None:
+            sql = "UPDATE session_ingests SET done = ? WHERE owner = ? AND session_id = ? AND digest = ?"
+            self._db.execute(sql, (time.time(), *key))
+            self._db.execute("DELETE FROM ingest_steps WHERE owner = ? AND session_id = ? AND digest = ?", key)
+
+        self._write(go)
+
+    def ingested(self, owner: str, session_id: str) -> list[tuple[str, int]]:
+        """(digest, messages) of the ingests of a session that finished, the longest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT digest, messages FROM session_ingests WHERE owner = ? AND session_id = ? AND done IS NOT NULL "
+                "ORDER BY messages DESC",
+                (owner, session_id),
+            ).fetchall()
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    def step(self, owner: str, session_id: str, digest: str, step: str) -> str | None:
+        """What an ingest kept of one of its steps (a model's answer), or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM ingest_steps WHERE owner = ? AND session_id = ? AND digest = ? AND step = ?",
+                (owner, session_id, digest, step),
+            ).fetchone()
+        return str(row[0]) if row else None
+
+    def keep_step(self, owner: str, session_id: str, digest: str, step: str, value: str) -> None:
+        """Keep a step's result until the ingest ends: an attempt cut short resumes after it."""
         self._write(lambda: self._db.execute(
-            "UPDATE session_ingests SET done = ? WHERE owner = ? AND session_id = ? AND digest = ?",
-            (time.time(), owner, session_id, digest),
+            "INSERT OR REPLACE INTO ingest_steps (owner, session_id, digest, step, value) VALUES (?, ?, ?, ?, ?)",
+            (owner, session_id, digest, step, value),
         ))  # fmt: skip
 
     def unfinished_ingests(self, owner: str) -> list[tuple[str, str, int, float]]:
