@@ -103,7 +103,10 @@ def run(
     modes: str | None = None,
     model: str | None = None,  # accepted from `kairos bench`; the bundled 1.5B is what is measured
 ) -> dict[str, Any]:
-    """The installed flavour and the one shipped before; ``modes``: flavours to run instead, comma-separated."""
+    """The installed flavour and the one shipped before; ``modes``: flavours to run instead, comma-separated.
+
+    The summary's plain keys are the first flavour's; the others' keys end in ``_<flavour>``.
+    """
     console = console or Console(stderr=True)
     others = OTHER_WORKSPACES
     if quick:
@@ -123,10 +126,11 @@ def run(
                 console.print(f"first-request: {f.name}, model speed, repeat {r + 1}/{repeats} ...")
                 speeds[f.name].append(run_child(f, ["speed"]))
                 rows.append({"flavour": f.name, "step": "speed", "repeat": r + 1, **speeds[f.name][-1]})
-    summary: dict[str, Any] = {"installed_flavour": shipped}
+    primary = names[0]  # the flavour the unsuffixed keys describe: the first asked for, else the installed one
+    summary: dict[str, Any] = {"installed_flavour": shipped, "flavour": primary}
     for f in flavours:
         mine = [r for r in rows if r["flavour"] == f.name]
-        suffix = "" if f.name == shipped else f"_{f.name}"
+        suffix = "" if f.name == primary else f"_{f.name}"
         summary[f"ttft_first_request_s{suffix}"] = _median(mine, "first_request", "ttft_s")
         summary[f"ttft_after_20_workspaces_s{suffix}"] = _median(mine, "after_20_workspaces", "ttft_s")
         summary[f"ttft_cold_s{suffix}"] = _median(mine, "cold", "ttft_s")
