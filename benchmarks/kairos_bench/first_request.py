@@ -1,7 +1,8 @@
 """``first-request``: how long a new user waits for the first token of the default agent's first answer.
 
 Per llama-cpp-python build flavour (the installed one and the one kairos shipped before, ``avx2``), each
-step a new process (:mod:`kairos_bench._llama_child`), one at a time, on a cache folder of its own:
+step a new process (:mod:`kairos_bench._llama_child`), one at a time, on a cache folder and an empty user
+config of its own (this machine's user settings do not count):
 
 1. ``first_request``: a fresh cache, the install step (``kairos models assemble``'s warm-up of the
    default agent's system turn), then ``kairos run``'s first request in a new workspace — repeated with
@@ -47,12 +48,23 @@ def _workspace(root: Path, name: str, builtins: tuple[str, ...] | None = None) -
     return ws
 
 
-def _first(flavour: Flavour, ws: Path, cache: Path) -> dict[str, Any]:
-    return run_child(flavour, ["first", str(ws), TASK], env={"KAIROS_PREFIX_CACHE_DIR": str(cache)})
+def _user_config(root: Path) -> Path:
+    """An empty user config folder: the defaults, nothing of this machine's user."""
+    folder = root / "user-config"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
-def _prewarm(flavour: Flavour, cache: Path) -> dict[str, Any]:
-    return run_child(flavour, ["prewarm"], env={"KAIROS_PREFIX_CACHE_DIR": str(cache)})
+def _env(cache: Path, config: Path) -> dict[str, str]:
+    return {"KAIROS_PREFIX_CACHE_DIR": str(cache), "KAIROS_CONFIG_DIR": str(config)}
+
+
+def _first(flavour: Flavour, ws: Path, cache: Path, config: Path) -> dict[str, Any]:
+    return run_child(flavour, ["first", str(ws), TASK], env=_env(cache, config))
+
+
+def _prewarm(flavour: Flavour, cache: Path, config: Path) -> dict[str, Any]:
+    return run_child(flavour, ["prewarm"], env=_env(cache, config))
 
 
 def measure(flavour: Flavour, repeats: int, others: int, root: Path, console: Console) -> list[dict[str, Any]]:
@@ -64,22 +76,23 @@ def measure(flavour: Flavour, repeats: int, others: int, root: Path, console: Co
         console.print(f"  {rows[-1]}")
 
     root = root / flavour.name
+    config = _user_config(root)
     for r in range(1, repeats + 1):
         console.print(f"first-request: {flavour.name}, install + first request, repeat {r}/{repeats} ...")
         cache = root / f"cache-{r}"
-        warm = _prewarm(flavour, cache)
-        row("first_request", r, _first(flavour, _workspace(root, f"new-{r}"), cache), **warm)
+        warm = _prewarm(flavour, cache, config)
+        row("first_request", r, _first(flavour, _workspace(root, f"new-{r}"), cache, config), **warm)
         console.print(f"first-request: {flavour.name}, cold (no install warm-up), repeat {r}/{repeats} ...")
-        row("cold", r, _first(flavour, _workspace(root, f"cold-{r}"), root / f"cold-cache-{r}"))
+        row("cold", r, _first(flavour, _workspace(root, f"cold-{r}"), root / f"cold-cache-{r}", config))
     cache = root / f"cache-{repeats}"
     subsets = itertools.islice(itertools.combinations(BUILTINS, 3), others)
     for i, subset in enumerate(subsets, 1):
         console.print(f"first-request: {flavour.name}, other workspace {i}/{others} ({', '.join(subset)}) ...")
-        row("other_workspace", i, _first(flavour, _workspace(root, f"other-{i}", subset), cache))
+        row("other_workspace", i, _first(flavour, _workspace(root, f"other-{i}", subset), cache, config))
     states = sorted(cache.glob("*.kvstate"))
     for r in range(1, repeats + 1):
         console.print(f"first-request: {flavour.name}, after {others} workspaces, repeat {r}/{repeats} ...")
-        result = _first(flavour, _workspace(root, f"after-{r}"), cache)
+        result = _first(flavour, _workspace(root, f"after-{r}"), cache, config)
         row(
             "after_20_workspaces",
             r,

@@ -160,7 +160,8 @@ def _memory_model(model: Model | None) -> Model | None:
     if module is None or not isinstance(model, module.LocalModel):
         return model
     copy: Model = module.LocalModel(model.name, n_ctx=model.context_window, n_threads=model.n_threads,
-                                    n_batch=model.n_batch, prefix_cache=False)  # fmt: skip
+                                    n_batch=model.n_batch, flash_attn=model.flash_attn,
+                                    prefix_cache=False)  # fmt: skip
     return copy
 
 

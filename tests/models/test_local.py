@@ -461,6 +461,11 @@ async def test_a_prewarmed_system_turn_serves_a_new_process_and_a_damaged_state_
     installer.close()
     assert warmth.computed and warmth.path is not None and warmth.path.exists()
     assert seen[-1] == (warmth.tokens, warmth.tokens)  # progress while it read the prompt
+    other_layout = LocalModel("local", n_ctx=4096, flash_attn=True)  # lays its V cache out differently
+    try:
+        assert other_layout.prewarm(request).computed  # so it never loads the flash-attention state
+    finally:
+        other_layout.close()
     fresh = LocalModel("local", n_ctx=4096)  # what a new `kairos run` process has: nothing resident
     try:
         first = await complete(fresh, request)

@@ -56,6 +56,7 @@ def load_model(spec: str, settings: ModelSettings | None = None, *, base_url: st
             spec,
             n_ctx=local.n_ctx,
             n_threads=local.threads,
+            flash_attn=local.flash_attn,
             max_tokens=settings.max_tokens,
             prefix_cache=False if local.prefix_cache_mb == 0 else None,
             prefix_cache_bytes=local.prefix_cache_mb * 1024 * 1024,

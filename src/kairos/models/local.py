@@ -90,6 +90,8 @@ class LocalModel:
         n_ctx: the context window in tokens.
         n_threads: CPU threads; default every core this process may use.
         n_batch: prompt tokens evaluated per batch.
+        flash_attn: llama.cpp's flash attention; off by default: no measurable gain here
+            (``kairos bench llama-build``, an alternating A/B: +3 % prompt tokens/s, within the noise).
         max_tokens: a cap on every reply, below the request's own ``max_tokens``; None: no cap.
         verbose: let llama.cpp log to stderr.
         prefix_cache: keep the system prefix's KV state on disk so new processes start warm;
@@ -106,6 +108,7 @@ class LocalModel:
         n_ctx: int = 8192,
         n_threads: int | None = None,
         n_batch: int = 512,
+        flash_attn: bool = False,
         max_tokens: int | None = None,
         verbose: bool = False,
         prefix_cache: bool | None = None,
@@ -122,6 +125,7 @@ class LocalModel:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         self.n_threads = n_threads or cores
         self.n_batch = n_batch
+        self.flash_attn = flash_attn
         self.max_tokens = max_tokens
         self.verbose = verbose
         self._llm: Any = None
@@ -158,6 +162,7 @@ class LocalModel:
                 n_threads=self.n_threads,
                 n_threads_batch=self.n_threads,
                 n_batch=self.n_batch,
+                flash_attn=self.flash_attn,
                 verbose=self.verbose,
             )
             for marker in (IM_START, IM_END):
@@ -168,7 +173,8 @@ class LocalModel:
             self._bos = llm.tokenize(b"", add_bos=True, special=True)  # [] for Qwen2.5: its GGUF adds no BOS
             self._llm = llm
             if self.prefix_cache:
-                model_id = f"{path.name}:{path.stat().st_size}"
+                # flash attention lays the V cache out differently: a state of the other layout never loads
+                model_id = f"{path.name}:{path.stat().st_size}:fa{int(self.flash_attn)}"
                 self.prefix_store = PrefixStateStore(
                     state_dir(default_cache_dir() / "prefix-states"),
                     model_id,
