@@ -76,7 +76,7 @@ MEMORY_EVAL = Bench(
     "3-layer user-memory suite: required facts recalled, memory pipeline vs the whole raw history in the prompt",
     takes_limit=True,
     takes_data=True,
-    options=("layers", "ways", "judge_url", "judge_model", "judge_key_env", "checkpoint", "embedder"),
+    options=("layers", "ways", "judge_url", "judge_model", "judge_key_env", "checkpoint", "embedder", "conversations"),
 )
 LOCOMO_QA = Bench(
     "locomo_qa",

@@ -453,8 +453,11 @@ def run(
     n_ctx: int = N_CTX,
     memory_api: MemoryApi | None = None,
     checkpoint: Path | None = None,
+    conversations: str | None = None,
 ) -> dict[str, Any]:
     """``limit`` cases per layer (``quick``: 2) of ``data``, each of ``ways``; see the module docstring.
+
+    ``conversations``: only the cases whose id starts with one of these, comma-separated (``layer1_03,layer3_13``).
 
     ``checkpoint``: a JSON-lines file each answered row is kept in at once; a rerun with the same data,
     model, embedder, prompts and kairos sources resumes from it (a killed multi-hour run loses one case).
@@ -468,6 +471,9 @@ def run(
     chosen_ways = parse_choice(ways, WAYS, "way")
     limit = limit or (QUICK_LIMIT if quick else None)
     loaded = load_cases(folder, chosen_layers, limit)
+    if conversations:
+        wanted = tuple(c.strip() for c in conversations.split(",") if c.strip())
+        loaded = dataclasses.replace(loaded, cases=[c for c in loaded.cases if c.test_id.startswith(wanted)])
     if not loaded.cases:
         raise ConfigError(
             f"no memory-eval cases (layerN/*.yaml) in {folder}"
@@ -497,6 +503,7 @@ def run(
         "ways": list(chosen_ways),
         "memory_way": "run" if "memory" in chosen_ways else "not asked",
         "limit_per_layer": limit,
+        "conversations": conversations,
         "cases": len(loaded.cases),
         "cases_per_layer": {str(n): sum(1 for c in loaded.cases if c.layer == n) for n in chosen_layers},
         "skipped_files": loaded.skipped,

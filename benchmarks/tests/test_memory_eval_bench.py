@@ -220,6 +220,14 @@ def test_layers_and_limit_choose_the_cases(folder: Path) -> None:
     assert "layer2" not in result["summary"]
 
 
+def test_conversations_choose_cases_by_id(folder: Path) -> None:
+    model = ScriptedModel([reply("no idea")] * 4)
+    result = run(QUIET, model=model, data=folder, ways="full_context", conversations="l1_bank, nothing")
+    assert [r["test_id"] for r in result["rows"]] == ["l1_bank"]
+    with pytest.raises(ConfigError, match="no memory-eval cases"):
+        run(QUIET, model=ScriptedModel(), data=folder, ways="full_context", conversations="nothing")
+
+
 def test_bad_choices_are_clear_errors(folder: Path) -> None:
     assert parse_choice("2, 1", (1, 2, 3), "layer") == (2, 1)
     with pytest.raises(ConfigError, match="unknown layer '4'"):
@@ -502,4 +510,5 @@ def test_registered_with_limit_data_and_its_options() -> None:
         "judge_key_env",
         "checkpoint",
         "embedder",
+        "conversations",
     }

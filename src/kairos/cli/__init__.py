@@ -503,7 +503,11 @@ def bench(
         str | None, typer.Option("--judge-key-env", help="environment variable holding the judge's API key")
     ] = None,
     conversations: Annotated[
-        str | None, typer.Option("--conversations", help="conversation names, comma-separated (locomo-qa)")
+        str | None,
+        typer.Option(
+            "--conversations",
+            help="conversation names, comma-separated (locomo-qa; memory-eval: case ids such as layer1_03)",
+        ),
     ] = None,
     k: Annotated[int | None, typer.Option("--k", min=1, help="passages retrieved per question (locomo-qa)")] = None,
     categories: Annotated[
