@@ -38,3 +38,13 @@ async def test_defaults(spec: str, window: int) -> None:
 def test_text_tool_calls_setting_is_checked() -> None:
     with pytest.raises(ValueError, match="text_tool_calls"):
         OpenAICompatModel("m", base_url="http://127.0.0.1:9/v1", text_tool_calls="always")  # type: ignore[arg-type]
+
+
+def test_local_settings_reach_the_local_model() -> None:
+    pytest.importorskip("llama_cpp")
+    from kairos.models import LocalConfig
+
+    local = LocalConfig(n_ctx=4096, threads=1, flash_attn=True, prefix_cache_mb=0)
+    model = load_model("local", ModelSettings(local=local))  # lazy: nothing is loaded
+    assert (model.context_window, model.n_threads, model.flash_attn, model.prefix_cache) == (4096, 1, True, False)  # type: ignore[attr-defined]
+    assert not load_model("local", ModelSettings()).flash_attn  # type: ignore[attr-defined]  # off unless asked
