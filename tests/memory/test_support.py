@@ -55,6 +55,15 @@ def test_a_changed_name_number_or_negation_is_not_supported() -> None:
     assert support("The user likes jazz", said) is not None
 
 
+def test_a_safety_claim_needs_a_source_on_that_topic() -> None:
+    # memory-eval (layer3_02) stored this: most of its words are the user's, the allergy is not
+    said = [Message.user("I take fish oil for cholesterol."), Message.assistant("Fish oil can thin your blood.")]
+    assert support("The user is allergic to fish oil", said) is None
+    assert support("The user takes fish oil for cholesterol", said) is not None
+    allergic = [Message.user("I'm allergic to penicillin, it gives me hives.")]
+    assert support("The user has a penicillin allergy", allergic) is not None
+
+
 def test_what_the_assistant_said_counts_only_when_the_user_confirms_it() -> None:
     said = [
         Message.user("Can you open the checking account?"),

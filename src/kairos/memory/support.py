@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from kairos.memory.safety import topics_of
 from kairos.models.types import Message
 from kairos.retrieval.lexical import tokens
 
@@ -105,6 +106,8 @@ class _Text:
     negated: bool
     names: frozenset[str] = frozenset()
     """Capitalised words inside a sentence (a project, a person, a city): like numbers, they must be backed."""
+    topics: frozenset[str] = frozenset()
+    """The safety topics it speaks of (an allergy, health, money, access): a claim of one needs a source that does."""
 
 
 def plain(message: Message) -> str:
@@ -139,7 +142,8 @@ def _numbers(text: str) -> set[str]:
 def _analyse(text: str) -> _Text:
     words = frozenset(w for w in tokens(text) if w not in _EXTRA_STOP and w not in _NEGATION and not w.isdigit())
     names = {w for m in _NAME.finditer(text) for w in tokens(m.group(1))} & words
-    return _Text(words, frozenset(_numbers(text)), bool(_NOT.search(text)), frozenset(names))
+    topics = frozenset(t.name for t in topics_of(text))
+    return _Text(words, frozenset(_numbers(text)), bool(_NOT.search(text)), frozenset(names), topics)
 
 
 def is_memory_output(message: Message) -> bool:
@@ -159,6 +163,8 @@ def _sentence_ok(sentence: _Text, source: _Text, known: _Text, other: frozenset[
 
     A long session's words taken together back almost anything, so the words must come from one
     place; a name or a number is specific enough to count wherever the user (or the source) said it.
+    A safety claim must come from a source on that topic: "I take fish oil" does not back "the user
+    is allergic to fish oil", though most of its words are there (measured: memory-eval stored it).
     """
     items = len(sentence.words) + len(sentence.numbers)
     specific = sentence.numbers <= known.numbers and sentence.names <= known.words
@@ -169,6 +175,7 @@ def _sentence_ok(sentence: _Text, source: _Text, known: _Text, other: frozenset[
         and anchored / items >= ANCHOR
         and borrowed / items <= BORROWED
         and (source.negated or not sentence.negated)
+        and sentence.topics <= source.topics
     )
 
 
@@ -241,6 +248,7 @@ def _merge(texts: Sequence[_Text], extra_numbers: frozenset[str] = frozenset()) 
         frozenset().union(*(t.words for t in texts)) if texts else frozenset(),
         frozenset().union(extra_numbers, *(t.numbers for t in texts)),
         any(t.negated for t in texts),
+        topics=frozenset().union(*(t.topics for t in texts)) if texts else frozenset(),
     )
 
 
