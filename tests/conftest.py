@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kairos.context.session import Session, SessionStore
+from kairos.models.local import LocalModel
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -69,6 +70,15 @@ def _refuse_real_models(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
         raise RuntimeError("this test loads a real model: mark it @pytest.mark.model")
 
     monkeypatch.setattr(llama_cpp.Llama, "__init__", refuse)
+
+
+@pytest.fixture(scope="module")
+def bundled_model() -> Iterator[LocalModel]:
+    """The bundled model, loaded once per module of ``model`` tests (loading it costs seconds)."""
+    model = LocalModel("local", n_ctx=8192)
+    model.load()
+    yield model
+    model.close()
 
 
 @pytest.fixture

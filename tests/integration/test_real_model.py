@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,22 +20,16 @@ FIXED = datetime(2026, 3, 14, 15, 9, tzinfo=UTC)
 CONFIG = KairosConfig.model_validate({"status_bar": {"clock_start": FIXED, "clock_step_s": 0}})
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[LocalModel]:
-    m = LocalModel("local", n_ctx=8192)
-    m.load()
-    yield m
-    m.close()
-
-
 async def run_turn(agent: object, session: Session, text: str) -> list[AgentEvent]:
     return [e async for e in agent.run(session, text)]  # type: ignore[attr-defined]
 
 
-async def test_question_needing_two_tools_is_answered(model: LocalModel, workspace: Path, store: SessionStore) -> None:
+async def test_question_needing_two_tools_is_answered(
+    bundled_model: LocalModel, workspace: Path, store: SessionStore
+) -> None:
     (workspace / "data").mkdir()
     (workspace / "data" / "code.txt").write_text("The secret code is KX-4471.\n")
-    agent = build_agent(model, workspace, CONFIG)
+    agent = build_agent(bundled_model, workspace, CONFIG)
     session = store.new()
     try:
         events = await run_turn(
@@ -55,8 +48,8 @@ async def test_question_needing_two_tools_is_answered(model: LocalModel, workspa
     assert "00:09" in final.text or "12:09" in final.text  # 15:09 UTC is 00:09 the next day in Tokyo
 
 
-async def test_second_turn_reuses_the_kv_cache(model: LocalModel, workspace: Path, store: SessionStore) -> None:
-    agent = build_agent(model, workspace, CONFIG)
+async def test_second_turn_reuses_the_kv_cache(bundled_model: LocalModel, workspace: Path, store: SessionStore) -> None:
+    agent = build_agent(bundled_model, workspace, CONFIG)
     session = store.new()
     try:
         await run_turn(agent, session, "What time is it in Tokyo?")
@@ -70,11 +63,11 @@ async def test_second_turn_reuses_the_kv_cache(model: LocalModel, workspace: Pat
     assert u.cached_prompt_tokens >= 0.9 * u.prompt_tokens, (u.cached_prompt_tokens, u.prompt_tokens)
 
 
-async def test_logit_reranker_scores_a_relevant_passage_above_an_irrelevant_one(model: LocalModel) -> None:
+async def test_logit_reranker_scores_a_relevant_passage_above_an_irrelevant_one(bundled_model: LocalModel) -> None:
     query = "How far does a greyhound run in a typical race?"
     relevant = "Most greyhound races in Britain are run over 480 metres, a little under a third of a mile."
     irrelevant = "Pottery classes start on Monday evenings; bring an apron, the kiln room gets hot."
-    reranker = LLMReranker(model)
+    reranker = LLMReranker(bundled_model)
     scores = await reranker.score(query, [relevant, irrelevant])
     stats = reranker.last_stats
     print(
@@ -85,6 +78,6 @@ async def test_logit_reranker_scores_a_relevant_passage_above_an_irrelevant_one(
     assert scores[0] > 0.5 > scores[1]
     # one more candidate for the same query pays only for its passage and the closing line
     other = "Comet the greyhound sleeps on the sofa all afternoon."
-    result = await model.choice_logprobs(reranker.choice_request(query, other), ("yes", "no"))
+    result = await bundled_model.choice_logprobs(reranker.choice_request(query, other), ("yes", "no"))
     print(f"one more candidate: {result.usage.total_s:.2f} s, {result.usage.new_prompt_tokens} new prompt tokens")
     assert result.usage.new_prompt_tokens < result.usage.prompt_tokens / 2

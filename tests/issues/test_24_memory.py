@@ -9,7 +9,6 @@ session's wrong answer ("The snack bar with nuts is available") was stored as a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -35,14 +34,6 @@ TELL = "Please remember: I'm allergic to peanuts, I always use tabs for indentat
 ASK = "Is a snack bar with nuts OK for me to eat? And what is the name of my project?"
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[LocalModel]:
-    m = LocalModel("local", n_ctx=8192)
-    m.load()
-    yield m
-    m.close()
-
-
 async def session_of(model: LocalModel, workspace: Path, text: str) -> tuple[str, str]:
     """One `kairos run`-like session, its memory saved the way kairos saves it (while idle); (answer, session id)."""
     agent = build_agent(model, workspace, CONFIG)
@@ -59,8 +50,8 @@ async def session_of(model: LocalModel, workspace: Path, text: str) -> tuple[str
     return answers[-1], session.id
 
 
-async def test_the_peanut_conversation(model: LocalModel, workspace: Path) -> None:
-    _, first = await session_of(model, workspace, TELL)
+async def test_the_peanut_conversation(bundled_model: LocalModel, workspace: Path) -> None:
+    _, first = await session_of(bundled_model, workspace, TELL)
 
     def stored() -> list[tuple[str, str, str]]:  # (content, whose words, the line the model reads)
         mem = UserMemory.open(workspace / ".kairos", HashEmbedder(), None, user="alice")
@@ -75,7 +66,7 @@ async def test_the_peanut_conversation(model: LocalModel, workspace: Path) -> No
     assert all(source == "user" for _, source, _ in allergy)  # ... as the user's words
     assert not any("(from external content)" in line for *_, line in after_first)
 
-    answer, second = await session_of(model, workspace, ASK)
+    answer, second = await session_of(bundled_model, workspace, ASK)
     said = answer.lower()  # the answer warns: it names the allergy or says the bar is not OK for the user
     assert any(w in said for w in ("peanut", "allerg", "not ok", "not safe", "avoid", "no,")), answer
     after_second = stored()

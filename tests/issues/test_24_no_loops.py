@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,14 +35,6 @@ CONFIG = KairosConfig.model_validate(
 )
 
 
-@pytest.fixture(scope="module")
-def model() -> Iterator[LocalModel]:
-    m = LocalModel("local", n_ctx=8192)
-    m.load()
-    yield m
-    m.close()
-
-
 def newcomer_repo(root: Path) -> Path:
     """A small Python repo with one failing test, committed, as a new user clones it: the folder is ``repo``."""
     repo = root / "repo"
@@ -58,10 +49,10 @@ def newcomer_repo(root: Path) -> Path:
 
 
 async def test_fix_the_failing_test_runs_no_identical_failing_call_three_times(
-    model: LocalModel, tmp_path: Path
+    bundled_model: LocalModel, tmp_path: Path
 ) -> None:
     repo = newcomer_repo(tmp_path)
-    agent = build_agent(model, repo, CONFIG)  # the working directory is the repo, as for the newcomer
+    agent = build_agent(bundled_model, repo, CONFIG)  # the working directory is the repo, as for the newcomer
     store = SessionStore(repo)
     session = store.new()
     try:
