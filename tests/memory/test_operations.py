@@ -136,6 +136,35 @@ async def test_malformed_model_output_stores_nothing_and_warns(
     assert [c.content for c in memory.current()] == ["Lives in Oslo"]  # the two bad operations were dropped
 
 
+async def test_a_reply_cut_at_the_token_limit_keeps_its_whole_operations(
+    memory: UserMemory, model: ScriptedModel
+) -> None:
+    """A long intake filled the output budget mid-item: the whole items before the cut are stored."""
+    from kairos.testing import call, reply
+
+    said = [Message.user("I live in Oslo. I'm allergic to penicillin. My sister is Kari.")]
+    whole = (
+        '{"op": "add", "content": "The user lives in Oslo"}, '
+        '{"op": "add", "content": "The user is allergic to penicillin"}'
+    )
+    local = '{"tool_calls": [{"name": "save_memories", "arguments": {"operations": [' + whole + ', {"op": "add", "cont'
+    model.extend([reply(local, finish_reason="length")])  # the local model: no call parsed, the raw JSON as text
+    report = await memory.ingest_session(said, session_id="s", at=AT)
+    assert report.extracted
+    assert sorted(c.content for c in memory.current()) == [
+        "The user is allergic to penicillin",
+        "The user lives in Oslo",
+    ]
+    cut_arguments = '{"operations": [' + whole.replace("Oslo", "Bergen") + ', {"op": "add", "content": "The user\'s sis'
+    model.extend([reply("", call("save_memories", cut_arguments), finish_reason="length")])  # an endpoint's form
+    await memory.ingest_session([Message.user("I moved: I live in Bergen now.")], session_id="s2", at=AT)
+    assert "The user lives in Bergen" in [c.content for c in memory.current()]
+    model.extend([reply('{"tool_calls": [{"name": "save_memories", "arguments": {"operations": [{"op": "ad',
+                        finish_reason="length")])  # fmt: skip
+    report = await memory.ingest_session([Message.user("I live in Tromsø.")], session_id="s3", at=AT)
+    assert not report.extracted  # nothing whole was written: nothing stored, asked again next time
+
+
 async def test_an_update_without_an_id_is_a_new_value(memory: UserMemory, model: ScriptedModel) -> None:
     model.extend([ops({"op": "supersede", "content": "Lives in Oslo", "evidence": [0]})])
     await memory.ingest_session([Message.user("I live in Oslo.")], session_id="s", at=AT)

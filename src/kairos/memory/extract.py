@@ -11,6 +11,7 @@ say or confirm, and a preference or instruction that is not the user's own words
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from typing import Any
 from kairos.memory.records import CATEGORIES, FORMATS, KINDS, PREFERENCE_LIKE, MemoryCard, MemoryProvenance
 from kairos.memory.support import Support, is_memory_output
 from kairos.models.base import Model, try_complete
-from kairos.models.types import Message, ModelRequest, ToolSpec
+from kairos.models.types import Message, ModelRequest, ModelResponse, ToolSpec
 from kairos.security.provenance import ProvenanceGuard
 
 log = logging.getLogger("kairos.memory")
@@ -225,7 +226,7 @@ def extraction_prompt(lines: Sequence[str], related: Sequence[MemoryCard], at: d
 
 async def _model_reply(
     model: Model, system: str, tool: ToolSpec | None, prompt: str, *, timeout_s: float, max_tokens: int
-) -> Message | None:
+) -> ModelResponse | None:
     """The reply to one request (forcing ``tool`` when given); None (and a warning) when it fails or times out."""
     request = ModelRequest(
         system, "", (tool,) if tool else (), (Message.user(prompt),), max_tokens=max_tokens,
@@ -235,7 +236,7 @@ async def _model_reply(
     if response is None:  # a model failure must not lose the session: nothing is stored, the transcript stays
         log.warning("memory extraction failed (%s); nothing stored", why)
         return None
-    return response.message
+    return response
 
 
 async def ask_operations(
@@ -245,7 +246,7 @@ async def ask_operations(
     reply = await _model_reply(
         model, EXTRACTOR_SYSTEM, OPERATIONS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens
     )
-    return parse_operations(reply.tool_calls) if reply is not None else None
+    return parse_operations(reply) if reply is not None else None
 
 
 async def ask_facts(model: Model, prompt: str, *, timeout_s: float, max_tokens: int = 800) -> list[ExtractedOp] | None:
@@ -256,7 +257,7 @@ async def ask_facts(model: Model, prompt: str, *, timeout_s: float, max_tokens: 
     word overlap, a changed value superseding its slot), so the provenance rules apply unchanged.
     """
     reply = await _model_reply(model, FACTS_SYSTEM, FACTS_TOOL, prompt, timeout_s=timeout_s, max_tokens=max_tokens)
-    facts = _listed(reply.tool_calls, FACTS_TOOL, "facts") if reply is not None else None
+    facts = _listed(reply, FACTS_TOOL, "facts") if reply is not None else None
     return _fact_ops(facts) if facts is not None else None
 
 
@@ -277,7 +278,7 @@ async def ask_session_note(
     if reply is None:
         return None
     kept = []
-    for line in reply.content.splitlines():
+    for line in reply.message.content.splitlines():
         line = re.sub(r"^\s*(?:[-*•]+|\d+[.)])\s*", "", line).strip()
         if line and not line.endswith("?"):
             kept.append(line)
@@ -321,17 +322,45 @@ def plain_adds(ops: Sequence[ExtractedOp], shown: set[int]) -> list[ExtractedOp]
     ]
 
 
-def parse_operations(calls: Sequence[Any]) -> list[ExtractedOp] | None:
+def parse_operations(reply: ModelResponse) -> list[ExtractedOp] | None:
     """The operations of the first well-formed ``save_memories`` call; malformed items are dropped (logged)."""
-    raw = _listed(calls, OPERATIONS_TOOL, "operations")
+    raw = _listed(reply, OPERATIONS_TOOL, "operations")
     return [op for item in raw if (op := _operation(item)) is not None] if raw is not None else None
 
 
-def _listed(calls: Sequence[Any], tool: ToolSpec, key: str) -> list[Any] | None:
-    """The list under ``key`` in the first call of ``tool``, at most :data:`MAX_OPERATIONS` items.
+def complete_items(text: str, key: str) -> list[Any] | None:
+    """The complete items of the JSON list under ``"key"`` in a reply cut off before it closed.
 
-    None, with a warning, when the call is missing or its arguments are malformed.
+    A window that states many facts filled the output budget: the forced call's JSON ended mid-item and
+    everything in it was lost (memory-eval: the penicillin allergy of a 62-round intake was never stored).
+    The items already written are whole JSON values; only the cut one is dropped. None: no such list.
     """
+    found = re.search(rf'"{re.escape(key)}"\s*:\s*\[', text)
+    if found is None:
+        return None
+    decoder, items, at = json.JSONDecoder(), list[Any](), found.end()
+    while True:
+        at = len(text) - len(text[at:].lstrip(" \t\r\n,"))
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except ValueError:
+            return items
+        items.append(item)
+
+
+def _listed(reply: ModelResponse, tool: ToolSpec, key: str) -> list[Any] | None:
+    """The list under ``key`` in the reply's first call of ``tool``, at most :data:`MAX_OPERATIONS` items.
+
+    A reply cut off at the token limit keeps its whole items (:func:`complete_items`). None, with a
+    warning, when the call is missing or its arguments are malformed.
+    """
+    calls = reply.message.tool_calls
+    if reply.finish_reason == "length":
+        mine = [c.arguments for c in calls if c.name == tool.name]
+        items = complete_items(mine[0] if mine else reply.message.raw or reply.message.content, key)
+        if items:
+            log.warning("memory extraction: the reply was cut off at the token limit; %d whole items kept", len(items))
+            return items[:MAX_OPERATIONS]
     for call in calls:
         if call.name != tool.name:
             continue
