@@ -44,6 +44,19 @@ def test_add_search_stats_remove(tmp_path: Path, monkeypatch: object) -> None:
     assert json.loads(_kb(ws, "stats")[1])["documents"] == 0
 
 
+def test_add_without_embedding_then_embed_with_the_next_add(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("# Deploy\n\nDeploys run every Friday at noon.")
+    code, out = _kb(tmp_path, "add", str(tmp_path / "a.md"), "--no-embed")
+    assert code == 0 and "added:" in out and "1 chunk without a vector yet" in out
+    assert json.loads(_kb(tmp_path, "stats")[1])["chunks_without_vectors"] == 1
+    code, out = _kb(tmp_path, "search", "friday", "--mode", "bm25")
+    assert code == 0 and "Deploys run every Friday" in out
+    code, out = _kb(tmp_path, "add", str(tmp_path / "a.md"))
+    assert code == 0 and "unchanged:" in out and "1 chunk embedded" in out
+    stats = json.loads(_kb(tmp_path, "stats")[1])
+    assert stats["chunks_without_vectors"] == 0 and stats["vectors"] == 1
+
+
 def test_a_base_built_with_another_embedder_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("text")
     assert _kb(tmp_path, "add", str(tmp_path / "a.txt"))[0] == 0

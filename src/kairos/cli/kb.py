@@ -71,8 +71,15 @@ def add(
         bool, typer.Option("--contextual", help="index each chunk with a model-written context (uses the model)")
     ] = False,
     model: Annotated[str, typer.Option("--model", help="the chat model for --contextual/--tree/--graph")] = "local",
+    no_embed: Annotated[
+        bool, typer.Option("--no-embed", help="store the text only (text search works); a later kb add embeds it")
+    ] = False,
 ) -> None:
-    """Add Markdown, text, PDF, DOCX, PPTX and HTML files; a changed file becomes a new version."""
+    """Add Markdown, text, PDF, DOCX, PPTX and HTML files; a changed file becomes a new version.
+
+    Every file is stored first, so text search finds it at once; then its chunks are embedded for
+    search by meaning. Stopping that (Ctrl-C) keeps everything stored: the next kb add embeds the rest.
+    """
     from kairos.knowledge.ingest import IngestReport
 
     kb = _open(workspace, embedder, progress=True)
@@ -84,7 +91,12 @@ def add(
             results = _add_contextual(kb, paths, model)
             report = IngestReport(results, kb.store.clock.snapshot(), time.perf_counter() - started)
         else:
-            report = kb.ingest(paths, show_progress=console.is_terminal)
+            try:
+                report = kb.ingest(paths, show_progress=console.is_terminal, vectors=not no_embed)
+            except KeyboardInterrupt:
+                _out("interrupted: the files read so far are stored and found by text search; run kairos kb add "
+                     "again to embed the rest", err=True)  # fmt: skip
+                raise typer.Exit(130) from None
             results = report.results
         if tree or graph:
             aux_failed = _build_aux(kb, [r for r in results if r.status != "error"], tree, graph, model)
@@ -102,7 +114,7 @@ def add(
             _out(f"  note: {note}")
     _out(f"{len(results) - failed} of {len(results)} files stored")
     _out(f"time: {report.summary()}")
-    if failed or aux_failed:
+    if failed or aux_failed or report.embed_error:
         raise typer.Exit(1)
 
 

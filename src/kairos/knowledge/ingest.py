@@ -42,6 +42,12 @@ class IngestReport:
     elapsed_s: float
     embedded: int | None = None
     """Chunks embedded (None: not counted); the unchanged chunks of an updated file keep their stored vectors."""
+    searchable_s: float | None = None
+    """Seconds until every file was stored and found by BM25 (embedding comes after)."""
+    without_vectors: int = 0
+    """Chunks of the base still without a vector afterwards (BM25 finds them; the next ingest embeds them)."""
+    embed_error: str = ""
+    """Why some chunks could not be embedded ("" when all were)."""
 
     @property
     def chunks(self) -> int:
@@ -49,15 +55,33 @@ class IngestReport:
         return sum(r.chunks for r in self.results if r.status in ("added", "updated"))
 
     def summary(self) -> str:
-        """One line for people: chunks, files, seconds, chunks per second, and the stages, largest first."""
+        """For people: chunks, files, seconds (searchable, then embedded), chunks per second, the stages."""
         stored = sum(r.status in ("added", "updated") for r in self.results)
-        rate = f", {self.chunks / self.elapsed_s:.1f} chunks/s" if self.chunks and self.elapsed_s > 0 else ""
+        line = f"{_n(self.chunks, 'chunk')} from {_n(stored, 'new or changed file')}"
+        if self.searchable_s is not None and self.chunks:
+            line += f", searchable by text in {self.searchable_s:.1f} s ({_rate(self.chunks, self.searchable_s)})"
+        if self.embedded:
+            line += f"; {_n(self.embedded, 'chunk')} embedded"
         kept = self.chunks - (self.embedded if self.embedded is not None else self.chunks)
-        reused = f" ({kept} unchanged chunks kept their vectors)" if kept > 0 else ""
-        return (
-            f"{self.chunks} chunks from {stored} new or changed file{'s' if stored != 1 else ''}{reused} in "
-            f"{self.elapsed_s:.1f} s{rate}: {describe(self.seconds, self.elapsed_s)}"
-        )
+        if kept > 0 and not self.without_vectors:
+            line += f" ({kept} unchanged chunks kept their vectors)"
+        line += f"; {self.elapsed_s:.1f} s in all"
+        if self.chunks and self.elapsed_s > 0:
+            line += f" ({_rate(self.chunks, self.elapsed_s)})"
+        line += f": {describe(self.seconds, self.elapsed_s)}"
+        if self.without_vectors:
+            why = f" ({self.embed_error})" if self.embed_error else ""
+            line += (f"\n{_n(self.without_vectors, 'chunk')} without a vector yet{why}: text search finds them,"
+                     " search by meaning once `kairos kb add` runs again")  # fmt: skip
+        return line
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _rate(chunks: int, seconds: float) -> str:
+    return f"{chunks / seconds:.1f} chunks/s" if seconds > 0 else "instant"
 
 
 @dataclass(slots=True)

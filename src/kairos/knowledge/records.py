@@ -7,7 +7,7 @@ protocol; these records are the contract between it, :mod:`kairos.knowledge.base
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -217,9 +217,24 @@ class KnowledgeStore(Protocol):
     """Documents, chunks and vectors with filtered BM25 and dense retrieval (SQLite here; PostgreSQL later)."""
 
     def add_document(
-        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]]
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike | None]]
     ) -> tuple[StoredDocument, StoredDocument | None]:
-        """Store a document and its chunks in one transaction; returns it and the version it replaced."""
+        """Store a document and its chunks (each with a vector or None) in one transaction.
+
+        Returns the stored document and the version it replaced.
+        """
+        ...
+
+    def without_vectors(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """(id, text) of chunks stored without a vector, ids above ``after``."""
+        ...
+
+    def count_without_vectors(self) -> int:
+        """Chunks stored without a vector."""
+        ...
+
+    def set_vectors(self, vectors: Sequence[tuple[int, npt.ArrayLike]]) -> int:
+        """Give chunks stored without a vector their vectors; returns how many were set."""
         ...
 
     def find_current(self, source: str) -> StoredDocument | None:

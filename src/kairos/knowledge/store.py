@@ -93,6 +93,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id, position);
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
+CREATE INDEX IF NOT EXISTS chunks_without_vectors ON chunks (id) WHERE vector IS NULL;
 DROP TABLE IF EXISTS chunks_fts;
 CREATE TABLE IF NOT EXISTS memories (
     id INTEGER PRIMARY KEY, owner TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
@@ -222,13 +223,15 @@ class SQLiteKnowledgeStore:
     # ---- writes -----------------------------------------------------------------------------
 
     def add_document(
-        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]]
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike | None]]
     ) -> tuple[StoredDocument, StoredDocument | None]:
         """Store ``doc`` as the next version of its source, all in one transaction.
 
-        An unchanged document (same digest as the current version) is not stored again: the current
-        version comes back with ``replaced`` None. Chunks are consumed inside the transaction; if
-        anything fails (or the process dies) nothing of this document is visible afterwards.
+        A chunk given no vector is stored without one: BM25 finds it at once, dense search once
+        :meth:`set_vectors` gives it one (``kb add`` stores every file first, then embeds). An unchanged
+        document (same digest as the current version) is not stored again: the current version comes
+        back with ``replaced`` None. Chunks are consumed inside the transaction; if anything fails (or
+        the process dies) nothing of this document is visible afterwards.
         """
         with self._lock:
             previous = self.find_current(doc.source)
@@ -250,17 +253,17 @@ class SQLiteKnowledgeStore:
                 raise
             self._bm25_gen = before + 1
             with clock.stage("vectors"):
-                self._vectors.committed(db, before, add=new_keys, vectors=new_vecs)
+                self._vectors.committed(db, before, add=list(new_vecs), vectors=list(new_vecs.values()))
             stored = self.get_document(doc.source, version)
             assert stored is not None
             return stored, previous
 
     def _insert_rows(
-        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike]], previous: StoredDocument | None
-    ) -> tuple[int, list[int], list[npt.NDArray[np.float32]]]:
+        self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike | None]], previous: StoredDocument | None
+    ) -> tuple[int, list[int], dict[int, npt.NDArray[np.float32]]]:
         """Inside the write transaction: close ``previous``, insert the document and its chunks.
 
-        Returns the new version, the chunk ids and their vectors.
+        Returns the new version, the chunk ids, and the vectors of those that have one.
         """
         db, now = self._db, time.time()
         version = 1 + (
@@ -285,23 +288,75 @@ class SQLiteKnowledgeStore:
         )  # fmt: skip
         doc_id = int(cur.lastrowid or 0)
         keys: list[int] = []
-        vecs: list[npt.NDArray[np.float32]] = []
+        vecs: dict[int, npt.NDArray[np.float32]] = {}
         for chunk, vector in chunks:
-            vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-            if vec.shape[0] != self.dim:
-                raise StoreError(f"a vector of {vec.shape[0]} dimensions for an index of {self.dim}")
+            vec = None if vector is None else self._checked(vector)
             cur = db.execute(
                 "INSERT INTO chunks (doc_id, source, version, position, text, owner, valid_from, valid_to,"
                 " expires_at, meta, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     doc_id, doc.source, version, chunk.position, chunk.text, doc.owner,
                     chunk.valid_from if chunk.valid_from is not None else doc.valid_from, doc.valid_to,
-                    doc.expires_at, json.dumps(chunk.meta, ensure_ascii=False), vec.tobytes(),
+                    doc.expires_at, json.dumps(chunk.meta, ensure_ascii=False), None if vec is None else vec.tobytes(),
                 ),
             )  # fmt: skip
             keys.append(int(cur.lastrowid or 0))
-            vecs.append(vec)
+            if vec is not None:
+                vecs[keys[-1]] = vec
         return version, keys, vecs
+
+    def _checked(self, vector: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vec.shape[0] != self.dim:
+            raise StoreError(f"a vector of {vec.shape[0]} dimensions for an index of {self.dim}")
+        return vec
+
+    def without_vectors(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
+        """(id, text) of up to ``limit`` chunks stored without a vector, ids above ``after``, in id order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, text FROM chunks WHERE vector IS NULL AND id > ? ORDER BY id LIMIT ?",
+                (after, limit),
+            ).fetchall()
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    def count_without_vectors(self) -> int:
+        """Chunks stored without a vector (found by BM25 only, until :meth:`set_vectors`)."""
+        with self._lock:
+            return int(self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0])
+
+    def set_vectors(self, vectors: Sequence[tuple[int, npt.ArrayLike]]) -> int:
+        """Give chunks stored without a vector their vectors (one transaction); returns how many were set.
+
+        A chunk removed meanwhile, or given a vector already, is skipped.
+        """
+        checked = [(key, self._checked(vector)) for key, vector in vectors]
+        with self._lock:
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                with self.clock.stage("rows"):
+                    keys, vecs = [], []
+                    for key, vec in checked:
+                        cur = db.execute("UPDATE chunks SET vector = ? WHERE id = ? AND vector IS NULL",
+                                         (vec.tobytes(), key))  # fmt: skip
+                        if cur.rowcount:
+                            keys.append(key)
+                            vecs.append(vec)
+                    before = self._bump()
+                bm25_current = self._bm25.stamped_gen() == before
+                if bm25_current:  # the text did not change: its index is the new generation's too (a stale
+                    self._bm25.mark(before + 1)  # stamp, should the commit fail, costs a rebuild, never a wrong hit)
+                with self.clock.stage("commit"):
+                    db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if bm25_current:
+                self._bm25_gen = before + 1
+            with self.clock.stage("vectors"):
+                self._vectors.committed(db, before, add=keys, vectors=vecs)
+            return len(keys)
 
     def remove_source(self, source: str) -> int:
         """Delete every version of ``source`` (rows, full-text entries and vectors); returns the documents removed."""
@@ -497,13 +552,13 @@ class SQLiteKnowledgeStore:
         return hits
 
     def stats(self) -> dict[str, Any]:
-        """Documents (current and all versions), chunks, vectors, sources and file sizes."""
+        """Documents (current and all versions), chunks, vectors (and chunks still without one), sources, file sizes."""
         with self._lock:
             self._vectors.refresh(self._db)
             one = self._db.execute(
                 "SELECT (SELECT count(*) FROM documents WHERE current = 1), (SELECT count(*) FROM documents),"
                 " (SELECT count(DISTINCT source) FROM documents), (SELECT count(*) FROM chunks),"
-                " (SELECT count(*) FROM memories)"
+                " (SELECT count(*) FROM memories), (SELECT count(*) FROM chunks WHERE vector IS NULL)"
             ).fetchone()
             return {
                 "documents": one[0],
@@ -511,6 +566,7 @@ class SQLiteKnowledgeStore:
                 "sources": one[2],
                 "chunks": one[3],
                 "vectors": len(self._vectors),
+                "chunks_without_vectors": one[5],
                 "memories": one[4],
                 "db_bytes": self.path.stat().st_size if self.path.exists() else 0,
                 "index_bytes": self._vectors.size_bytes(),
