@@ -165,6 +165,17 @@ async def test_a_reply_cut_at_the_token_limit_keeps_its_whole_operations(
     assert not report.extracted  # nothing whole was written: nothing stored, asked again next time
 
 
+async def test_a_key_written_as_the_content_keeps_its_value(memory: UserMemory, model: ScriptedModel) -> None:
+    """The 1.5B model wrote {"content": "allergies", "value": "Penicillin, hives"}: store the fact, not the key."""
+    key = {"op": "add", "content": "allergies", "value": "Penicillin, hives"}
+    sentence = {"op": "add", "content": "The user is allergic to penicillin", "value": "penicillin"}
+    model.extend([ops(key, sentence)])
+    said = [Message.user("Yes, I'm allergic to penicillin. I break out in hives.")]
+    await memory.ingest_session(said, session_id="s", at=AT)
+    stored = sorted(c.content for c in memory.current())
+    assert stored == ["The user is allergic to penicillin", "allergies: Penicillin, hives"]
+
+
 async def test_an_update_without_an_id_is_a_new_value(memory: UserMemory, model: ScriptedModel) -> None:
     model.extend([ops({"op": "supersede", "content": "Lives in Oslo", "evidence": [0]})])
     await memory.ingest_session([Message.user("I live in Oslo.")], session_id="s", at=AT)
