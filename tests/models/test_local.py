@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from kairos.errors import ContextOverflowError
+from kairos.models._reply import LOOP_SPAN, repeating
 from kairos.models.base import Model, complete
 from kairos.models.local import (
     FINAL_ANSWER,
@@ -263,6 +264,30 @@ def test_a_cut_tool_call_is_not_an_answer() -> None:
     scanner = ReplyScanner()
     scanner.feed('{"tool_calls": [{"name": "final_answer", "arguments": {"text": "x')
     assert not scanner.answering  # its text is not a reply to show: the raw JSON stays the content
+
+
+def _ids(text: str) -> list[int]:
+    """Words as token ids (the same word, the same id): enough to test loop detection."""
+    vocab: dict[str, int] = {}
+    return [vocab.setdefault(w, len(vocab)) for w in text.split()]
+
+
+def test_a_reply_repeating_one_run_of_tokens_is_a_loop() -> None:
+    prefix = "the user has high blood pressure and takes lisinopril every morning before breakfast ,"
+    looping = _ids(prefix + " tetanus booster , flu shot ," * 30)
+    first = next(n for n in range(1, len(looping) + 1) if repeating(looping[:n]))
+    assert len(prefix.split()) < first <= len(prefix.split()) + LOOP_SPAN + 6  # caught within one span
+    item = " ".join(f'{{ "op" : "add" , "content" : "knee surgery fact {w}" }} ,' for w in range(12)).split()
+    same_item = item[:150] * 4  # one long operation written four times
+    assert repeating(_ids(" ".join(same_item)))
+    assert not repeating(_ids(" ".join(item[:150] * 2)))  # twice is not yet a loop
+
+
+def test_a_long_varied_reply_is_not_a_loop() -> None:
+    items = " ".join(f'{{ "op" : "add" , "content" : "fact number {n} of the user" }} ,' for n in range(80))
+    ids = _ids(items)
+    assert not any(repeating(ids[:n]) for n in range(1, len(ids) + 1))
+    assert not repeating([]) and not repeating([7] * 20)
 
 
 # ---- the real model ------------------------------------------------------------------------

@@ -75,7 +75,9 @@ Rules:
   copy names, dates, amounts and every id or number exactly ("savings account 55012-88", not "a
   savings account"). Skip chit-chat, greetings, questions, transient details (search result counts,
   tool progress) and general advice.
-- Write about the user in the third person ("The user is allergic to peanuts"), never as "I".
+- Health and safety first, never skipped: allergies and what they cause, medications and doses,
+  conditions, planned surgery or procedures — the user's, and those of people in their care.
+- Write about the user in the third person, starting "The user", never as "I".
 - Abstract: store the lasting preference behind a remark, not the remark itself.
 - Only what THIS conversation says: never copy wording from these rules.
 - Typed: kind is semantic (lasting facts, preferences), episodic (what happened, dated) or procedural
@@ -91,6 +93,8 @@ Rules:
 - importance: 0.9 for identity, health, safety and key relationships; 0.6 for stable preferences;
   0.3 for minor or short-lived details.
 If nothing is worth remembering, call save_memories with an empty list."""
+# No example fact in these rules: the bundled model copied "The user is allergic to peanuts" from them into
+# memory-eval sessions about a codeine allergy and about taking fish oil (the support check refused both).
 
 FACTS_TOOL = ToolSpec(
     "save_facts",

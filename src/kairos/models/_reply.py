@@ -173,3 +173,26 @@ def parse_reply(raw: str, scanner: ReplyScanner) -> tuple[str, tuple[ToolCall, .
         for it in items
     )
     return "", tuple(calls)
+
+
+LOOP_SPAN = 96
+"""Tokens a reply must repeat back to back (at least three times over) before :func:`repeating` says so."""
+
+
+def repeating(ids: list[int], span: int = LOOP_SPAN, max_period: int = 200) -> bool:
+    """Whether the reply ends in a loop: its last ``max(span, 3 × period)`` tokens are one run repeated.
+
+    Measured with the bundled model on memory-eval: one extraction wrote "tetanus booster, flu shot, "
+    until the 1,500-token limit (four minutes of a 2-core CPU), another the same 150-token operation four
+    times. Stopping there is what ``max_tokens`` would do minutes later, with the same text.
+    """
+    n, last = len(ids), ids[-1] if ids else None
+    for period in range(1, min(max_period, n // 3) + 1):
+        if ids[-1 - period] != last:
+            continue
+        window = max(span, 3 * period)
+        if window > n:
+            return False  # longer periods need even longer windows
+        if ids[n - window + period :] == ids[n - window : n - period]:
+            return True
+    return False

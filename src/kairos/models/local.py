@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
+import logging
 import os
 import threading
 import time
@@ -44,7 +45,7 @@ from kairos.models._choices import choice_logprobs_from_logits, first_token_ids,
 from kairos.models._cpu_backend import ensure_cpu_backend
 from kairos.models._grammar import args_schema, grammar_schema, reply_schema
 from kairos.models._prefix_store import DEFAULT_MAX_BYTES, PrefixStateStore, state_dir
-from kairos.models._reply import FINAL_ANSWER, ReplyScanner, parse_reply
+from kairos.models._reply import FINAL_ANSWER, ReplyScanner, parse_reply, repeating
 from kairos.models.base import ChoiceLogprobs
 from kairos.models.bundled import ProgressFn, default_cache_dir, resolve_model_path
 from kairos.models.types import (
@@ -59,6 +60,8 @@ from kairos.models.types import (
     ToolSpec,
     Usage,
 )
+
+log = logging.getLogger("kairos.models")
 
 _SPLICE_CAP = 1024
 
@@ -415,6 +418,9 @@ class LocalModel:
                     for event in scanner.feed(utf8.decode(piece)):
                         sink(event)
                     if len(ids) >= budget:
+                        break
+                    if repeating(ids):  # cut like max_tokens, minutes earlier
+                        log.warning("the model repeated itself; its reply was cut at %d tokens", len(ids))
                         break
             finally:
                 gen.close()
