@@ -31,7 +31,7 @@ async def api(
     async with Runtime(Agent(model, tools=tools or []), SessionStore(tmp_path)) as rt:
         app = create_app(rt, **kw)
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://kairos") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
             yield rt, client
 
 

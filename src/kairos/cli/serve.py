@@ -37,6 +37,14 @@ def serve(
     keepalive: Annotated[
         float, typer.Option("--keepalive", min=1, help="seconds of silence before a stream sends a keep-alive comment")
     ] = 15.0,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="a name browsers and clients may use for this server besides localhost, 127.0.0.1 and ::1 "
+            "(repeatable); other Host and Origin headers are refused",
+        ),
+    ] = None,
 ) -> None:
     """Serve the agent over HTTP: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
 
@@ -78,6 +86,7 @@ def serve(
         model_name="kairos",
         grace_s=grace,
         heartbeat_s=keepalive,
+        allowed_hosts=allow_host or (),
     )
     if not secret:
         err_console.print(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -23,6 +23,7 @@ from kairos.errors import SessionNotFoundError
 from kairos.runtime import Event, Runtime
 from kairos.runtime.events import Strategy
 from kairos.server import auth
+from kairos.server.auth import LOOPBACK_NAMES, host_name
 from kairos.server.middleware import ApiError, Guard, install_handlers
 from kairos.server.outbox import OutboxAPI, settle
 from kairos.server.state import ServerState, state_of, submit_user
@@ -240,6 +241,7 @@ def create_app(
     heartbeat_s: float = 15.0,
     completion_timeout_s: float = 600.0,
     grace_s: float = 10.0,
+    allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
     """The API app over ``runtime``.
 
@@ -254,6 +256,9 @@ def create_app(
         heartbeat_s: a stream sends a keep-alive after this long without records.
         completion_timeout_s: how long a chat completion waits for the agent's answer (504 after).
         grace_s: on shutdown, running turns get this long to finish before they are interrupted.
+        allowed_hosts: more names the ``Host`` and ``Origin`` of a request may carry than this machine's
+            loopback names. Without a token every request is checked (DNS rebinding: a web page that
+            re-points its name at 127.0.0.1 must not drive the agent); with a token, only when some are given.
     """
     from kairos.server import openai_compat, streams
 
@@ -286,7 +291,9 @@ def create_app(
     app.include_router(router)
     app.include_router(streams.router)
     app.include_router(openai_compat.router)
-    app.add_middleware(Guard, token=state.token, max_body=max_body)
+    hosts = LOOPBACK_NAMES | {host_name(h) for h in allowed_hosts if h.strip()}
+    checked = hosts if state.token is None or allowed_hosts else None
+    app.add_middleware(Guard, token=state.token, max_body=max_body, allowed_hosts=checked)
     return app
 
 

@@ -78,6 +78,39 @@ def is_loopback(host: str) -> bool:
         return False  # a name: it may resolve to anything
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+"""The names a browser uses for this machine: without a token, the only ``Host`` and ``Origin`` accepted
+(with the names ``--allow-host`` adds)."""
+
+
+def host_name(value: str) -> str:
+    """The name of a ``Host`` header or ``Origin`` authority, without its port or IPv6 brackets, lowercased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def foreign_request(host: str | None, origin: str | None, allowed: frozenset[str]) -> tuple[int, str] | None:
+    """(status, why) when a request names a host this server does not answer to, else None.
+
+    DNS rebinding: a web page re-points its own name at 127.0.0.1 and its scripts reach this server as
+    that name, from that origin; the ``Host`` header (421) and the ``Origin`` a browser adds (403) are
+    what tell it from a local client. ``Origin: null`` (a sandboxed frame, a file) is refused too.
+    """
+    names = ", ".join(sorted(allowed))
+    if host_name(host or "") not in allowed:
+        return (
+            421,
+            f"Host {(host or '')[:100]!r} is not served here (allowed: {names}; kairos serve --allow-host adds one)",
+        )
+    if origin is not None:
+        authority = origin.partition("://")[2].split("/", 1)[0] if "://" in origin else ""
+        if not authority or host_name(authority) not in allowed:
+            return 403, f"requests from the web page at {origin[:100]!r} are refused (allowed origins: {names})"
+    return None
+
+
 def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve a non-loopback address without a bearer token.
 
@@ -92,6 +125,7 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 __all__ = [
+    "LOOPBACK_NAMES",
     "REPLAY_WINDOW_S",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
@@ -99,6 +133,8 @@ __all__ = [
     "WEBHOOK_SECRET_ENV",
     "bearer_ok",
     "check_bind",
+    "foreign_request",
+    "host_name",
     "is_loopback",
     "sign",
     "verify",

@@ -19,12 +19,13 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kairos.errors import KairosError, SessionNotFoundError
-from kairos.server.auth import bearer_ok
+from kairos.server.auth import bearer_ok, foreign_request
 
 log = logging.getLogger("kairos.server")
 OPEN_PATHS = frozenset({"/v1/health", "/v1/events"})
 """Paths without bearer auth: health checks, and webhooks (their HMAC signature is their auth)."""
 _TYPES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+_TYPES |= {421: "misdirected_request"}
 _TYPES |= {409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request"}
 _TYPES |= {429: "rate_limited", 500: "internal_error", 503: "unavailable", 504: "timeout"}
 
@@ -101,18 +102,23 @@ def install_handlers(app: FastAPI) -> None:
 
 
 class Guard:
-    """ASGI middleware: auth (when a token is set), the body limit, and a last-resort 500.
+    """ASGI middleware: the host check, auth (when a token is set), the body limit, and a last-resort 500.
 
     Args:
         app: the wrapped application.
         token: the bearer token every path outside :data:`OPEN_PATHS` needs; None: no auth (loopback).
         max_body: the largest request body accepted, in bytes (413 above it).
+        allowed_hosts: the names a request's ``Host`` and ``Origin`` may carry
+            (:func:`kairos.server.auth.foreign_request`); None: any.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, max_body: int, allowed_hosts: frozenset[str] | None = None
+    ) -> None:
         self.app = app
         self.token = token
         self.max_body = max_body
+        self.allowed_hosts = allowed_hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check, limit and guard one request."""
@@ -120,6 +126,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        if self.allowed_hosts is not None and (
+            refused := foreign_request(headers.get("host"), headers.get("origin"), self.allowed_hosts)
+        ):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008, "reason": refused[1][:120]})
+                return
+            await error_response(*refused)(scope, receive, send)
+            return
         if (
             self.token
             and scope.get("path") not in OPEN_PATHS
