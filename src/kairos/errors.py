@@ -78,5 +78,9 @@ class SessionBusyError(KairosError):
         self.holder = holder
 
 
+class IdempotencyConflictError(KairosError):
+    """An idempotency key used before, for another payload: the retry is not the same request."""
+
+
 class StoreError(KairosError):
     """A database kairos keeps cannot be used as it is; it is never replaced silently."""

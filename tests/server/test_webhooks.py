@@ -34,7 +34,7 @@ async def test_a_signed_event_is_queued_as_external_content(tmp_path: Path) -> N
         assert resp.status_code == 202, resp.text
         assert resp.json()["session"] == sid and resp.json()["duplicate"] is False
         again = await client.post("/v1/events", content=body, headers=sign(SECRET, body))
-        assert again.status_code == 200 and again.json()["duplicate"] is True
+        assert again.status_code == 202 and again.json()["duplicate"] is True  # as for messages
         await rt.wait_idle(sid)
         messages = rt.store.trajectories.load_messages(sid)
     assert len(messages) == 2  # one event, taken up once
@@ -88,6 +88,11 @@ async def test_without_a_secret_webhooks_are_refused_with_how_to_enable_them(tmp
     [
         ({"type": "user.input"}, None, 400),
         ({"type": "user.interrupt"}, None, 400),
+        ({"type": "timer.trigger"}, None, 400),  # would reach the model as kairos's own <timer> block
+        ({"type": "async.result", "context": {"task_id": "t1"}}, None, 400),  # ... or as a <task_result>
+        ({"type": "supervisor.instruction"}, None, 400),
+        ({"source": {"type": "user", "sender": "me"}}, None, 400),  # "user from me" in the wrapper
+        ({"source": {"type": "Kairos"}}, None, 400),
         ({"type": ""}, None, 400),
         ({"content": 7}, None, 400),
         ({"source": "ci"}, None, 400),
@@ -121,3 +126,34 @@ def test_the_inbox_event_is_external() -> None:
     from kairos.runtime.events import Event, inbox_event
 
     assert isinstance(inbox_event(Event("ci.build", "x", {"type": "user"}, "webhook"), "queue"), ExternalContent)
+
+
+async def test_a_replayed_webhook_without_an_id_is_queued_once(tmp_path: Path) -> None:
+    async with api(tmp_path, ScriptedModel([reply("noted")] * 3), webhook_secret=SECRET) as (rt, client):
+        sid = rt.create_session()
+        body = _body(session=sid)  # no id: the sender relies on the signature
+        headers = sign(SECRET, body)
+        first = await client.post("/v1/events", content=body, headers=headers)
+        replays = [await client.post("/v1/events", content=body, headers=headers) for _ in range(3)]
+        assert first.json()["duplicate"] is False and all(r.json()["duplicate"] for r in replays)
+        later = await client.post("/v1/events", content=body, headers=sign(SECRET, body, int(time.time()) + 1))
+        assert later.json()["duplicate"] is False  # the same event sent again later is a new event
+        await rt.wait_idle(sid)
+
+
+async def test_idempotency_keys_are_scoped_per_session_and_route(tmp_path: Path) -> None:
+    async with api(tmp_path, ScriptedModel([reply("ok")] * 6), webhook_secret=SECRET) as (rt, client):
+        a, b = rt.create_session("a"), rt.create_session("b")
+        key = {"Idempotency-Key": "k2"}
+        assert (await client.post(f"/v1/sessions/{a}/messages", json={"text": "hi"}, headers=key)).json()["seq"]
+        other = await client.post(f"/v1/sessions/{b}/messages", json={"text": "hi"}, headers=key)
+        assert other.status_code == 202 and other.json()["duplicate"] is False  # another session: another request
+        body = _body(session=a, id="k2")  # a webhook whose id is a user's key: another route
+        hook = await client.post("/v1/events", content=body, headers=sign(SECRET, body))
+        assert hook.status_code == 202 and hook.json()["duplicate"] is False
+        changed = await client.post(f"/v1/sessions/{a}/messages", json={"text": "bye"}, headers=key)
+        assert changed.status_code == 422 and changed.json()["error"]["type"] == "idempotency_conflict"
+        same = await client.post(f"/v1/sessions/{a}/messages", json={"text": "hi"}, headers=key)
+        assert same.status_code == 202 and same.json()["duplicate"] is True
+        for sid in (a, b):
+            await rt.wait_idle(sid)

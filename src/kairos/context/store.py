@@ -333,6 +333,12 @@ class TrajectoryStore:
                 raise _unusable(self.path, e) from e
         return int(rows[0][0]), now
 
+    def posted_record(self, key: str) -> dict[str, Any] | None:
+        """The record of the inbox event posted under ``key`` (None: no such key)."""
+        with self._lock:
+            row = self._db.execute("SELECT record FROM inbox WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
     def post_events(
         self, items: Sequence[tuple[str, str, dict[str, Any], str | None]]
     ) -> list[tuple[int, float] | None]:

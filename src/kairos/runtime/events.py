@@ -122,6 +122,26 @@ def matches(event: Event, type: str = "*", source: str = "*", sender: str = "*",
     return True
 
 
+def idempotency_key(session_id: str, event: Event) -> str | None:
+    """The inbox key of ``event.id``, scoped to its session and channel (None: the event has no id).
+
+    A key is the sender's: the same one sent to another session, or by another route (a webhook's id,
+    an HTTP ``Idempotency-Key``), is another request, not a duplicate of this one.
+    """
+    return f"{event.channel or '-'}/{session_id}/{event.id}" if event.id else None
+
+
+def same_payload(stored: Mapping[str, Any] | None, posted: Mapping[str, Any]) -> bool:
+    """Whether an inbox record posted before under a key carries the same request as ``posted``.
+
+    How urgently each was taken (``urgent``, which depends on whether the session was busy) is not
+    part of the request.
+    """
+    if stored is None:
+        return True
+    return {k: v for k, v in stored.items() if k != "urgent"} == {k: v for k, v in posted.items() if k != "urgent"}
+
+
 def render(event: Event) -> str:
     """The text the model reads for a non-user event: context lines (empty ones left out), then the content."""
     lines = [f"event: {event.type}"]
@@ -157,4 +177,15 @@ def inbox_event(event: Event, strategy: Strategy, guidance: str = "") -> InboxEv
     return ExternalContent(event.label(), render(event), urgent=urgent, guidance=guidance)
 
 
-__all__ = ["STRATEGIES", "URGENT_TYPES", "USER_TYPES", "Event", "Strategy", "inbox_event", "matches", "render"]
+__all__ = [
+    "STRATEGIES",
+    "URGENT_TYPES",
+    "USER_TYPES",
+    "Event",
+    "Strategy",
+    "idempotency_key",
+    "inbox_event",
+    "matches",
+    "render",
+    "same_payload",
+]

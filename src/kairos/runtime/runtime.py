@@ -35,10 +35,10 @@ from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RunError
 from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
 from kairos.context.session import Session, SessionStore
-from kairos.errors import KairosError, SessionNotFoundError
+from kairos.errors import IdempotencyConflictError, KairosError, SessionNotFoundError
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
-from kairos.runtime.events import Event, inbox_event
+from kairos.runtime.events import Event, idempotency_key, inbox_event, same_payload
 from kairos.runtime.handle import (
     NO_RUNTIME,
     RUNTIME_RESOURCE,
@@ -393,8 +393,16 @@ class Runtime:
             self._publish(sid, "event.accepted", base)
             return Receipt(sid, strategy, decision.reason)
         guidance = await self.handlers.guidance(event) if self.handlers.handlers else ""
-        seq = await self._post_durably(sid, inbox_event(event, strategy, guidance), event.id or None, base)
+        posted = inbox_event(event, strategy, guidance)
+        key = idempotency_key(sid, event)
+        seq = await self._post_durably(sid, posted, key, base)
         if seq is None:
+            assert key is not None
+            if not same_payload(self.store.trajectories.posted_record(key), event_record(posted)):
+                raise IdempotencyConflictError(
+                    f"the id {event.id[:100]!r} was used before for another request to this session; "
+                    "a retry must send the same content (or use a new id)"
+                )
             return Receipt(sid, strategy, "duplicate: an event with this id was accepted before", duplicate=True)
         return Receipt(sid, strategy, decision.reason, seq)
 

@@ -8,6 +8,7 @@ running (tests drive such an app through ``httpx.ASGITransport``). Routes are ve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -21,7 +22,7 @@ from pydantic import BaseModel, Field
 from kairos.context.store import SessionInfo
 from kairos.errors import SessionNotFoundError
 from kairos.runtime import Event, Runtime
-from kairos.runtime.events import Strategy
+from kairos.runtime.events import URGENT_TYPES, Strategy
 from kairos.server import auth
 from kairos.server.auth import LOOPBACK_NAMES, host_name
 from kairos.server.middleware import ApiError, Guard, install_handlers
@@ -146,8 +147,10 @@ async def post_event(request: Request) -> JSONResponse:
     """A webhook: a signed external event (see :mod:`kairos.server.auth` for the signature).
 
     Body: ``{type, content, source?, context?, session?, id?, urgent?, strategy?}``. The content
-    is external data, never the user's words: ``user.*`` types are refused. 202 with the receipt;
-    200 with ``duplicate: true`` for an ``id`` seen before.
+    is external data, never the user's words: ``user.*`` types, kairos's own types (``timer.*``,
+    ``async.*`` …) and sources claiming to be the user or kairos are refused. 202 with the receipt,
+    ``duplicate: true`` for an ``id`` seen before (without an ``id``: the same signature,
+    i.e. a replay of the same request).
     """
     state = state_of(request)
     if not state.webhook_secret:
@@ -176,7 +179,15 @@ async def post_event(request: Request) -> JSONResponse:
         raise ApiError(400, str(e)) from None
     if event.type.startswith("user.") or event.from_user:
         raise ApiError(400, f"a webhook cannot send {event.type!r}: webhook content is external data, not the user")
+    if event.type.split(".")[0] in INTERNAL_NAMESPACES or event.type in URGENT_TYPES:
+        raise ApiError(400, f"a webhook cannot send {event.type!r}: that type is kairos's own; name your own, such "
+                       "as 'ci.build_failed' (and set urgent: true for an urgent one)")  # fmt: skip
     source = dict(event.source) or {"type": "webhook"}
+    if source.get("type", "").strip().lower() in RESERVED_SOURCES:
+        raise ApiError(400, f"a webhook's source cannot be {source['type']!r}: that is kairos or the user; name the "
+                       "system that sent it, such as 'github'")  # fmt: skip
+    # without an id, a captured request replayed within the signature's window is the same signature: one event
+    dedupe = event.id or "sig:" + hashlib.sha256(request.headers.get(auth.SIGNATURE_HEADER, "").encode()).hexdigest()
     event = Event(
         event.type,
         event.content,
@@ -184,11 +195,18 @@ async def post_event(request: Request) -> JSONResponse:
         "webhook",
         event.context,
         event.session,
-        f"webhook:{event.id}" if event.id else "",
+        dedupe,
         "interrupt" if urgent else event.strategy,
     )
     receipt = await state.runtime.submit(event)
-    return JSONResponse(receipt.to_record(), status_code=200 if receipt.duplicate else 202)
+    return JSONResponse(receipt.to_record(), status_code=202)  # a duplicate too, as for messages: the first answer
+
+
+INTERNAL_NAMESPACES = frozenset({"user", "timer", "async", "agent", "session", "supervisor", "event", "heartbeat"})
+"""Event types kairos itself makes (a timer firing, a task's result …): the model reads them as kairos's own
+blocks, so a webhook naming one would not read as external content."""
+RESERVED_SOURCES = frozenset({"user", "kairos", "system", "harness", "timer", "task", "agent"})
+"""Source types a webhook cannot claim: the model's wrapper says who sent the content."""
 
 
 def _outbox(request: Request) -> OutboxAPI:

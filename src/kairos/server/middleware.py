@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kairos.errors import KairosError, SessionNotFoundError
+from kairos.errors import IdempotencyConflictError, KairosError, SessionNotFoundError
 from kairos.server.auth import bearer_ok, foreign_request
 
 log = logging.getLogger("kairos.server")
@@ -96,7 +96,12 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
+
+    async def conflict(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(422, str(exc), "idempotency_conflict")
+
     app.add_exception_handler(SessionNotFoundError, not_found)
+    app.add_exception_handler(IdempotencyConflictError, conflict)
     app.add_exception_handler(_BodyTooLarge, too_large)
     app.add_exception_handler(KairosError, kairos_error)
 
