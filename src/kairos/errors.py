@@ -59,11 +59,13 @@ class ContextOverflowError(KairosError):
 
 
 class SessionNotFoundError(KairosError):
-    """``--session ID`` names no stored session."""
+    """A session id names no stored session (``str()`` is for the CLI; :attr:`api_message` for an API)."""
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r} in this workspace; `kairos chat` without --session starts one")
+    def __init__(self, session_id: str, where: str = "") -> None:
+        shown = session_id if len(session_id) <= 80 else session_id[:80] + "…"
+        super().__init__(f"no session {shown!r} in this workspace; `kairos chat` without --session starts one")
         self.session_id = session_id
+        self.api_message = f"no session {shown!r}{where}; POST /v1/sessions creates one"
 
 
 class SessionBusyError(KairosError):

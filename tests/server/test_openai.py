@@ -166,3 +166,47 @@ async def test_activity_comments_cannot_forge_sse_fields(tmp_path: Path) -> None
     from kairos.server.openai_compat import _comment
 
     assert _comment("generating a call to x\ndata: [DONE]\r\n") == ": generating a call to x data: [DONE]\n\n"
+
+
+async def test_the_joined_stream_is_the_non_streamed_content_with_a_tool_call_in_the_turn(tmp_path: Path) -> None:
+    def turn() -> list[ModelResponse]:
+        return [reply("Let me look that up. ", call("lookup", {"key": "x"})), reply("x is 42.")]
+
+    model = ScriptedModel([*turn(), *turn()], chunk=5)
+    async with Runtime(Agent(model, tools=[lookup]), SessionStore(tmp_path)) as rt, live(create_app(rt)) as (_, url):
+        client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+        question = [{"role": "user", "content": "what is x?"}]
+        whole = await client.chat.completions.create(model="kairos", messages=question)  # type: ignore[arg-type]
+        stream = await client.chat.completions.create(model="kairos", messages=question, stream=True)  # type: ignore[arg-type]
+        joined = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        await client.close()
+    assert joined == whole.choices[0].message.content == "Let me look that up. x is 42."
+
+
+async def test_a_tool_choice_that_cannot_be_honoured_is_400(tmp_path: Path) -> None:
+    async with Runtime(Agent(ScriptedModel()), SessionStore(tmp_path)) as rt, live(create_app(rt)) as (_, url):
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+        async with httpx.AsyncClient(base_url=url) as http:
+            for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+                body = {"model": "kairos", "messages": [{"role": "user", "content": "hi"}], "tools": tools,
+                        "tool_choice": choice}  # fmt: skip
+                resp = await http.post("/v1/chat/completions", json=body)
+                assert resp.status_code == 400 and "tool_choice" in resp.json()["error"]["message"]
+        assert rt.store.list(10) == []  # refused before any session was made
+
+
+async def test_errors_name_neither_the_model_endpoint_nor_the_cli(tmp_path: Path) -> None:
+    model = ScriptedModel([ConnectionError("cannot reach http://10.1.2.3:8000/v1/chat/completions")])
+    hi = {"model": "kairos", "messages": [{"role": "user", "content": "hi"}]}
+    async with (
+        Runtime(Agent(model), SessionStore(tmp_path)) as rt,
+        live(create_app(rt)) as (_, url),
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        failed = await http.post("/v1/chat/completions", json=hi)
+        missing = await http.post("/v1/chat/completions", headers={"X-Kairos-Session": "nope" * 45}, json=hi)
+        unknown = await http.get("/v1/sessions/nope")
+    assert failed.status_code == 502 and "10.1.2.3" not in failed.text, failed.text
+    assert missing.status_code == 404 and len(missing.json()["error"]["message"]) < 200  # the id shortened
+    message = unknown.json()["error"]["message"]
+    assert message == "no session 'nope'; POST /v1/sessions creates one"  # not wrapped twice, no CLI advice

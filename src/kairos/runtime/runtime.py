@@ -377,7 +377,7 @@ class Runtime:
             raise KairosError("the runtime is stopping; the event was not accepted, send it again later")
         sid = event.session or self.default_session()
         if not self.has_session(sid):
-            raise SessionNotFoundError(f"no session {sid!r}; create it first")
+            raise SessionNotFoundError(sid)
         busy = self.busy(sid)
         decision = await self.router.decide(event, busy=busy)
         strategy = decision.strategy

@@ -81,7 +81,7 @@ def _session_record(state: ServerState, info: SessionInfo) -> dict[str, Any]:
 def _session_info(runtime: Runtime, session_id: str) -> SessionInfo:
     info = runtime.store.trajectories.session_info(session_id)
     if info is None:
-        raise SessionNotFoundError(f"no session {session_id!r}")
+        raise SessionNotFoundError(session_id)
     return info
 
 
@@ -137,7 +137,7 @@ async def interrupt(
     """Stop the running turn now (a stop button); ``interrupted`` is false when nothing ran."""
     state = state_of(request)
     if not state.runtime.store.trajectories.has_session(session_id):
-        raise SessionNotFoundError(f"no session {session_id!r}")
+        raise SessionNotFoundError(session_id)
     stopped = state.runtime.interrupt(session_id, (body.reason if body else "") or "interrupted over http")
     return {"interrupted": stopped}
 

@@ -68,6 +68,19 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
     return status, "; ".join(parts[:5]) or "invalid request"
 
 
+def kairos_error_reply(exc: KairosError) -> tuple[int, str, str | None]:
+    """(status, message, type) of a runtime error in the API.
+
+    An unknown session (404), a reused idempotency key (422), else the runtime stopping or a store
+    unavailable (503).
+    """
+    if isinstance(exc, SessionNotFoundError):
+        return 404, exc.api_message, None
+    if isinstance(exc, IdempotencyConflictError):
+        return 422, str(exc), "idempotency_conflict"
+    return 503, str(exc), None
+
+
 def install_handlers(app: FastAPI) -> None:
     """Map every expected exception to a JSON error reply."""
 
@@ -84,24 +97,17 @@ def install_handlers(app: FastAPI) -> None:
         status, message = _validation_message(exc)
         return error_response(status, message)
 
-    async def not_found(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(404, str(exc))
-
     async def too_large(request: Request, exc: Exception) -> JSONResponse:
         return error_response(413, str(exc))
 
     async def kairos_error(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(503, str(exc))  # the runtime is stopping or a store is unavailable
+        assert isinstance(exc, KairosError)
+        return error_response(*kairos_error_reply(exc))
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
 
-    async def conflict(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(422, str(exc), "idempotency_conflict")
-
-    app.add_exception_handler(SessionNotFoundError, not_found)
-    app.add_exception_handler(IdempotencyConflictError, conflict)
     app.add_exception_handler(_BodyTooLarge, too_large)
     app.add_exception_handler(KairosError, kairos_error)
 
@@ -205,4 +211,12 @@ async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-__all__ = ["OPEN_PATHS", "ApiError", "Guard", "error_body", "error_response", "install_handlers"]
+__all__ = [
+    "OPEN_PATHS",
+    "ApiError",
+    "Guard",
+    "error_body",
+    "error_response",
+    "install_handlers",
+    "kairos_error_reply",
+]

@@ -6,8 +6,10 @@ event in a session, and the agent's answer comes back as a ``chat.completion`` (
 ``agent.text`` and ``agent.final``. A stream sends its role chunk at once and, while no text
 comes, SSE comments: what the agent is doing (``: reading the prompt — 512 of 2,653 tokens``)
 and ``: keep-alive`` after ``heartbeat_s`` of silence, so no client or proxy gives up on a
-silent connection while a slow model reads its prompt. The agent uses its own system prompt and tools; the request's
-system messages, tools and sampling settings are ignored.
+silent connection while a slow model reads its prompt. The joined deltas of a stream are the
+non-streamed content (text the agent wrote before a tool call included). The agent uses its own
+system prompt and tools: the request's system messages, tools (``tool_choice`` other than ``auto``
+or ``none`` with tools is refused: it cannot be honoured) and sampling settings are ignored.
 
 Which session a request goes to:
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -81,9 +84,13 @@ class ChatRequest(BaseModel):
     user: str | None = Field(None, max_length=200)
 
 
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>)]+", re.IGNORECASE)
+
+
 @dataclass
 class _Answer:
     text: str = ""
+    """Every text delta of the turn joined: the non-streamed content is what a stream would have sent."""
     streamed: str = ""
     """Text streamed since the last tool call (what the final answer should repeat)."""
     finish: str = "stop"
@@ -100,7 +107,7 @@ def _session_for(state: ServerState, body: ChatRequest, header: str | None) -> s
     rt = state.runtime
     if header:
         if not rt.store.trajectories.has_session(header):
-            raise SessionNotFoundError(f"no session {header!r} (from the {SESSION_HEADER} header)")
+            raise SessionNotFoundError(header, f" (from the {SESSION_HEADER} header)")
         return header
     if body.user:
         rt.db.ensure(_SCHEMA)
@@ -127,6 +134,7 @@ def _apply(answer: _Answer, ev: BusEvent, question: str) -> str | None:
     if ev.type == "agent.text":
         text = str(data.get("text", ""))
         answer.streamed += text
+        answer.text += text
         return text
     if ev.type == "agent.tool_started":
         answer.streamed = ""
@@ -134,16 +142,17 @@ def _apply(answer: _Answer, ev: BusEvent, question: str) -> str | None:
         answer.prompt_tokens += int(data.get("prompt_tokens") or 0)
         answer.completion_tokens += int(data.get("completion_tokens") or 0)
     elif ev.type == "agent.error":
-        raise ApiError(502, f"the agent failed: {data.get('message', '')}", "agent_error")
+        message = _URL.sub("<the model endpoint>", str(data.get("message", "")))  # never the internal address
+        raise ApiError(502, f"the agent failed: {message[:500]}", "agent_error")
     elif ev.type in ("agent.final", "parallel.answer") and (
         ev.type == "agent.final" or data.get("question") == question
     ):
         final = str(data.get("text", data.get("answer", "")))
-        answer.text = final
         answer.finish = _FINISH.get(str(data.get("stop_reason", "answer")), "stop")
         rest = (
             final[len(answer.streamed) :] if final.startswith(answer.streamed) else ("" if answer.streamed else final)
         )
+        answer.text += rest
         answer.done = True
         return rest
     return None
@@ -211,6 +220,10 @@ async def chat_completions(
 ) -> JSONResponse | StreamingResponse:
     """OpenAI chat completions answered by the kairos agent (see the module docstring)."""
     state = state_of(request)
+    extra = body.model_extra or {}
+    if extra.get("tools") and extra.get("tool_choice") not in (None, "auto", "none"):
+        raise ApiError(400, "tool_choice cannot be honoured: the kairos agent answers with its own tools, and the "
+                       "request's tools are never called (send tool_choice 'auto' or none)")  # fmt: skip
     last = body.messages[-1]
     if last.role != "user" or not last.text().strip():
         raise ApiError(400, "the last message must be a user message with text")

@@ -20,7 +20,7 @@ from fastapi.responses import StreamingResponse
 from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime import BusEvent, Runtime, SubscriberTooSlow
 from kairos.runtime.events import STRATEGIES
-from kairos.server.middleware import ApiError, error_body
+from kairos.server.middleware import ApiError, error_body, kairos_error_reply
 from kairos.server.state import ServerState, state_of, submit_user
 
 router = APIRouter()
@@ -91,7 +91,7 @@ def parse_after(value: str | None, name: str) -> int | None:
 
 def _known(state: ServerState, session: str) -> None:
     if not state.runtime.store.trajectories.has_session(session):
-        raise SessionNotFoundError(f"no session {session!r}")
+        raise SessionNotFoundError(session)
 
 
 @router.get("/v1/sessions/{session_id}/events", tags=["streams"])
@@ -247,8 +247,7 @@ async def _handle(state: ServerState, session_id: str, frame: Any, send: Any) ->
     try:
         receipt = await submit_user(state, session_id, text, strategy, key, channel="websocket")
     except KairosError as e:
-        status = 404 if isinstance(e, SessionNotFoundError) else 503
-        await send({"type": "error", **error_body(status, str(e)), "ref": ref})
+        await send({"type": "error", **error_body(*kairos_error_reply(e)), "ref": ref})
         return
     await send({"type": "receipt", "receipt": receipt.to_record(), "ref": ref})
 
