@@ -223,3 +223,20 @@ async def test_while_a_slow_model_is_silent_the_session_stream_says_what_it_does
     keep_alive = next(i for i, f in enumerate(frames) if f.get("comment") == "keep-alive")
     text_at = next(i for i, f in enumerate(frames) if "data" in f and json.loads(f["data"])["type"] == "agent.text")
     assert keep_alive < text_at
+
+
+async def test_a_websocket_frame_has_the_http_body_limit(tmp_path: Path) -> None:
+    async with Runtime(Agent(ScriptedModel()), SessionStore(tmp_path)) as rt:
+        sid = rt.create_session("limits")
+        async with live(create_app(rt, max_body=4096)) as (_, url):
+            big = json.dumps({"text": "x" * 5000})
+            async with httpx.AsyncClient(base_url=url) as client:
+                posted = await client.post(f"/v1/sessions/{sid}/messages", content=big,
+                                           headers={"Content-Type": "application/json"})  # fmt: skip
+            assert posted.status_code == 413
+            async with websockets.connect(url.replace("http", "ws") + f"/v1/sessions/{sid}/ws") as ws:
+                await ws.send(big)
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await asyncio.wait_for(ws.recv(), WAIT)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009  # message too big
+        assert rt.store.trajectories.pending_events(sid) == []

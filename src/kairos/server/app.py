@@ -289,6 +289,7 @@ def create_app(
         heartbeat_s,
         completion_timeout_s,
         grace_s,
+        max_body,
     )
 
     @asynccontextmanager

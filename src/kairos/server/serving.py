@@ -88,6 +88,7 @@ def make_server(
         ws="websockets-sansio",
         lifespan="on",
         timeout_graceful_shutdown=int(state.grace_s) + 5,
+        ws_max_size=state.max_body,  # as for HTTP bodies (uvicorn's own default is 16 MiB)
         server_header=False,
     )
     return KairosServer(config, signals=signals)

@@ -24,6 +24,8 @@ class ServerState:
     heartbeat_s: float = 15.0
     completion_timeout_s: float = 600.0
     grace_s: float = 10.0
+    max_body: int = 1 << 20
+    """The largest request body, and the largest WebSocket frame: one limit for a message however it comes."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server begins to stop: streams end, so connections close and the drain can start."""
 
