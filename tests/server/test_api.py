@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -116,7 +117,7 @@ async def test_a_bug_in_a_route_is_a_500_json_and_the_server_keeps_serving(tmp_p
 async def test_bearer_token_is_required_everywhere_but_health(tmp_path: Path) -> None:
     async with api(tmp_path, ScriptedModel(), token=TOKEN) as (rt, client):
         assert (await client.get("/v1/health")).status_code == 200
-        for path in ("/v1/sessions", "/openapi.json", "/v1/models"):
+        for path in ("/v1/sessions", "/v1/models"):  # /docs and /openapi.json are open: see the docs test
             _is_error(await client.get(path), 401)
             _is_error(await client.get(path, headers={"Authorization": "Bearer wrong"}), 401)
             _is_error(await client.get(path, headers={"Authorization": TOKEN}), 401)  # no scheme
@@ -179,3 +180,16 @@ async def test_outbox_routes_without_an_outbox_say_so(tmp_path: Path) -> None:
     async with api(tmp_path, ScriptedModel()) as (rt, client):
         _is_error(await client.get("/v1/outbox"), 503)
         _is_error(await client.get("/v1/questions"), 503)
+
+
+async def test_the_docs_page_works_offline_and_with_a_token(tmp_path: Path) -> None:
+    async with api(tmp_path, ScriptedModel(), token="secret-token") as (_, client):
+        page = await client.get("/docs")  # a browser sends no bearer token
+        assert page.status_code == 200 and "swagger-ui-bundle.js" in page.text
+        assert not re.search(r"(src|href)=['\"]https?://", page.text)  # nothing from a CDN
+        for asset in re.findall(r"(?:src|href)=['\"](/docs-assets/[^'\"]+)", page.text):
+            loaded = await client.get(asset)
+            assert loaded.status_code == 200 and len(loaded.content) > 1000, asset
+        schema = (await client.get("/openapi.json")).json()
+        assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"  # the Authorize button
+        assert (await client.get("/v1/sessions")).status_code == 401  # the API itself still needs the token

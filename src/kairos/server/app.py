@@ -13,10 +13,12 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, FastAPI, Header, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
 from kairos.context.store import SessionInfo
@@ -30,6 +32,7 @@ from kairos.server.outbox import OutboxAPI, settle
 from kairos.server.state import ServerState, state_of, submit_user
 
 log = logging.getLogger("kairos.server")
+DOCS_ASSETS = "/docs-assets"
 MAX_BODY = 1 << 20
 """Default largest request body (1 MiB)."""
 router = APIRouter()
@@ -248,6 +251,36 @@ async def outbox_read(request: Request, body: ReadBody) -> dict[str, Any]:
     return {"marked": await settle(_outbox(request).mark_read(body.ids))}
 
 
+def _offline_docs(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from files in a package, not FastAPI's CDN (it must work offline).
+
+    Its Authorize button takes the bearer token; the page and the API description need none.
+    """
+    import fastapi_offline
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = Path(fastapi_offline.__file__).parent / "static"
+    app.mount(DOCS_ASSETS, StaticFiles(directory=assets), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="kairos API", swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css", swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+        )  # fmt: skip
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            schema.setdefault("components", {})["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            schema["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(
     runtime: Runtime,
     *,
@@ -304,8 +337,12 @@ def create_app(
             if owned:
                 await runtime.aclose(grace_s)
 
-    app = FastAPI(title="kairos", version="1", summary="The kairos agent runtime's HTTP API", lifespan=lifespan)
+    app = FastAPI(
+        title="kairos", version="1", summary="The kairos agent runtime's HTTP API", lifespan=lifespan,
+        docs_url=None, redoc_url=None,
+    )  # fmt: skip
     app.state.kairos = state
+    _offline_docs(app)
     install_handlers(app)
     app.include_router(router)
     app.include_router(streams.router)
