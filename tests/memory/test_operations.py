@@ -176,6 +176,22 @@ async def test_a_key_written_as_the_content_keeps_its_value(memory: UserMemory, 
     assert stored == ["The user is allergic to penicillin", "allergies: Penicillin, hives"]
 
 
+async def test_of_a_paragraph_the_sentences_the_user_said_are_kept(memory: UserMemory, model: ScriptedModel) -> None:
+    """One unbacked sentence (the assistant's suggestion) refused the whole paragraph, the allergy too."""
+    said = [
+        Message.user("I'm transferring my prescriptions. I'm allergic to codeine, it gives me hives."),
+        Message.assistant("The Walgreens at 3419 North Broadway is closest; shall I use it?"),
+        Message.user("Sure."),
+    ]
+    paragraph = ("The user is transferring prescriptions. He is allergic to codeine, which gives him hives. "
+                 "He will use the Walgreens at 3419 North Broadway on Friday at 9 AM.")  # fmt: skip
+    model.extend([ops({"op": "add", "content": paragraph})])
+    report = await memory.ingest_session(said, session_id="s", at=AT)
+    stored = [c.content for c in memory.current()]
+    assert stored == ["The user is transferring prescriptions. He is allergic to codeine, which gives him hives."]
+    assert any("Friday at 9 AM" in text for text, _ in report.refused)  # nobody said when
+
+
 async def test_an_update_without_an_id_is_a_new_value(memory: UserMemory, model: ScriptedModel) -> None:
     model.extend([ops({"op": "supersede", "content": "Lives in Oslo", "evidence": [0]})])
     await memory.ingest_session([Message.user("I live in Oslo.")], session_id="s", at=AT)

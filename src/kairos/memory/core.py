@@ -11,6 +11,7 @@ many memories. Every text passes the PII scrubber before it is stored or logged.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -44,7 +45,7 @@ from kairos.memory.records import (
 )
 from kairos.memory.store import SQLiteMemoryStore
 from kairos.memory.support import Source as SupportSource
-from kairos.memory.support import Support, support
+from kairos.memory.support import Support, clauses, support
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.retrieval.embeddings import Embedder
@@ -227,6 +228,8 @@ class UserMemory:
         elif found is None:  # judged on the scrubbed text, as the session it is compared with was scrubbed
             claim = " ".join([op.content, *(op.data.get(k, "") for k in ("value", "person"))])
             found = support(self.scrub(claim), messages, date_numbers=_date_numbers(at))
+            if found is None and op.op == "add" and not op.data:
+                op, found = self._backed_part(op, messages, at, report)
         provenance = judge_provenance(op, messages, self.guard, session_id, found)
         if isinstance(provenance, str):
             content = self.scrub(op.content)
@@ -262,6 +265,29 @@ class UserMemory:
             report.applied.append(("add", self.store.add(self.user, memory, vector)))
         else:
             report.applied.append((kind, self.store.revise(self.user, target, memory, vector, op=kind)))  # type: ignore[arg-type]
+
+    def _backed_part(
+        self, op: ExtractedOp, messages: Sequence[Message], at: datetime, report: IngestReport
+    ) -> tuple[ExtractedOp, Support | None]:
+        """The sentences of a long memory that the user said, when not all of them are.
+
+        The bundled model wrote one paragraph per session (name, birth date, medications, "He is allergic to
+        codeine", the pharmacy the assistant suggested …): one unbacked sentence refused all of it, the
+        allergy too. The backed sentences are kept, in their order; the others are refused as lines of a
+        note are.
+        """
+        parts = clauses(op.content)
+        if len(parts) < 2:
+            return op, None
+        dates = _date_numbers(at)
+        backed = [p for p in parts if support(self.scrub(p), messages, date_numbers=dates) is not None]
+        if not backed:
+            return op, None
+        for part in parts:
+            if part not in backed:
+                report.refused.append((self.scrub(part), "not said or confirmed by the user in this session"))
+        kept = dataclasses.replace(op, content=" ".join(backed))
+        return kept, support(self.scrub(kept.content), messages, date_numbers=dates)
 
     async def apply_note(
         self, note: str, messages: Sequence[Message], *, session_id: str, at: datetime, report: IngestReport
