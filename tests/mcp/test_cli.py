@@ -62,3 +62,12 @@ def test_an_unreachable_server_is_an_error_not_a_traceback(user_config_dir: Path
     (user_config_dir / "config.toml").write_text('[[mcp.servers]]\nname = "gone"\nurl = "http://127.0.0.1:9/mcp"\n')
     shown = runner.invoke(app, ["mcp", "show", "gone", "-w", str(workspace)])
     assert shown.exit_code == 1 and "error: gone: down" in shown.output
+
+
+def test_list_on_an_untrusted_workspace_says_why_its_servers_are_not_used(workspace: Path) -> None:
+    (workspace / "kairos.toml").write_text('[[mcp.servers]]\nname = "repo-server"\ncommand = ["./run-me.sh"]\n')
+    listed = runner.invoke(app, ["mcp", "list", "-w", str(workspace)])
+    assert listed.exit_code == 0
+    out = " ".join(listed.output.split())
+    assert "this workspace is not trusted, so its [[mcp.servers]] are ignored" in out
+    assert "kairos trust" in out and "no MCP servers configured" not in out

@@ -14,6 +14,7 @@ from tests.mcp.conftest import free_port, wait_listening
 from tests.support.kairos_cli import SRC, kairos_argv, kairos_env
 from typer.testing import CliRunner
 
+import kairos
 from kairos.agent import Agent
 from kairos.cli import app
 from kairos.context.session import Session
@@ -65,6 +66,11 @@ async def test_sdk_client_over_stdio(workspace: Path) -> None:
         write = next(t for t in listed if t.name == "write_file")
         assert write.annotations is not None and write.annotations.destructive_hint  # the tool's own flags
         assert read.annotations is not None and not read.annotations.destructive_hint
+        for name in ("read_file", "list_dir", "grep"):
+            tool = next(t for t in listed if t.name == name)
+            assert tool.annotations is not None and tool.annotations.read_only_hint is True, name
+        assert write.annotations.read_only_hint is False
+        assert client.server_info.name == "kairos" and client.server_info.version == kairos.__version__
         assert "path" in read.input_schema["properties"]
         result = await client.call_tool("read_file", {"path": "notes.txt"})
         assert not result.is_error and "hello from the workspace" in result.content[0].text  # type: ignore[union-attr]
@@ -167,3 +173,20 @@ def test_the_demo_catalog_is_served_by_domain() -> None:
     assert len(maps) >= 5 and all(t.spec.description for t in maps)
     with pytest.raises(KeyError, match="no toolset named 'catalog-nope'"):
         toolsets.tools(["catalog-nope"])
+
+
+async def test_a_wrong_token_says_401_and_which_variable(
+    http_serve: tuple[str, str], workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kairos.mcp.client import McpServerSource
+
+    url, _ = http_serve
+    monkeypatch.setenv("KAIROS_MCP_TOKEN", "Bearer not-the-token")
+    cfg = McpServerConfig(name="k", url=url, headers_env={"Authorization": "KAIROS_MCP_TOKEN"}, timeout_s=20)
+    source = McpServerSource(cfg, workspace, review=McpReview())
+    try:
+        assert await source.list_tools() == []
+        assert source.error is not None
+        assert "401" in source.error and "KAIROS_MCP_TOKEN" in source.error, source.error
+    finally:
+        await source.aclose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -138,7 +139,11 @@ def list_servers(workspace: WorkspaceOpt = Path(".")) -> None:
 
     config = _config(workspace)
     if not config.mcp.servers:
-        _out("no MCP servers configured (add [[mcp.servers]] to kairos.toml or your user config)")
+        if any("ignored mcp.servers" in n for n in config.notices):
+            _out(f"no MCP servers in effect: this workspace is not trusted, so its [[mcp.servers]] are ignored "
+                 f"(if you trust it: kairos trust {shlex.quote(str(workspace.resolve()))})")  # fmt: skip
+        else:
+            _out("no MCP servers configured (add [[mcp.servers]] to kairos.toml or your user config)")
         return
     review = McpReview()
     for server in config.mcp.servers:

@@ -32,6 +32,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
 import mcp_types as mt
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
@@ -109,6 +110,7 @@ class McpServerSource:
         self._closing = False
         self._tools: list[Tool] = []
         self._delay = RETRY_START_S
+        self._refused: int | None = None  # the HTTP status of a refused request (401, 403): the credentials
 
     # -- ToolSource -------------------------------------------------------------------------
 
@@ -178,7 +180,7 @@ class McpServerSource:
                 raise
             except Exception as e:  # whatever the transport raised: the server is unusable
                 if not self._lost.is_set():  # else the call that noticed said why
-                    self.error = _describe(e)
+                    self.error = self._credentials_refused() or _describe(e)
             finally:
                 self._client = None
                 if errlog is not None:
@@ -193,6 +195,15 @@ class McpServerSource:
             await asyncio.sleep(delay)
             self._delay = delay = min(delay * 2, self.config.retry_max_s)
             self.state, self.retry_at = "connecting", None
+
+    def _credentials_refused(self) -> str | None:
+        """What to say when the server refused the request's credentials (the SDK only says "an error response")."""
+        status, self._refused = self._refused, None
+        if status is None:
+            return None
+        names = ", ".join(f"{var} (the {header} header)" for header, var in self.config.headers_env.items())
+        fix = f"check the value of {names}" if names else "it needs credentials: set headers_env in its [[mcp.servers]]"
+        return f"the server refused the credentials (HTTP {status}): {fix}"
 
     def _stopping(self) -> bool:
         return self._closing  # a method: the flag changes under the loop's feet (aclose)
@@ -221,14 +232,17 @@ class McpServerSource:
             headers[header] = value
         url = str(c.url)
 
+        async def note_refusal(response: httpx.Response) -> None:
+            if response.status_code in (401, 403):
+                self._refused = response.status_code
+
         @contextlib.asynccontextmanager
         async def connected() -> AsyncIterator[Client]:
             # the transport leaves a client it was given open: this closes it (and its sockets)
-            async with (
-                create_mcp_http_client(headers=headers) as http,
-                Client(streamable_http_client(url, http_client=http), **common) as client,
-            ):
-                yield client
+            async with create_mcp_http_client(headers=headers) as http:
+                http.event_hooks["response"].append(note_refusal)
+                async with Client(streamable_http_client(url, http_client=http), **common) as client:
+                    yield client
 
         return connected()
 
@@ -274,7 +288,7 @@ class McpServerSource:
             if _is_disconnect(e):
                 self._mark_lost(_describe(e))
             else:
-                self.error = f"could not list its tools: {_describe(e)}"
+                self.error = self._credentials_refused() or f"could not list its tools: {_describe(e)}"
             return
         self.listing = [_listed(t) for t in listed]
         self.digest = listing_digest(self.config.target, self.listing)

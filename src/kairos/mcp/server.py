@@ -21,6 +21,7 @@ import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
+from kairos import __version__
 from kairos.models.types import ToolCall
 from kairos.server.auth import bearer_ok
 from kairos.tools.base import Tool, ToolContext, ToolSet
@@ -57,7 +58,7 @@ def build_server(tools: Sequence[Tool], ctx: ToolContext, *, name: str = "kairos
             content=[mt.TextContent(type="text", text=done.result.content)], is_error=done.result.is_error
         )
 
-    return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(name, version=__version__, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
 async def serve_stdio(server: Server[Any]) -> None:
