@@ -109,3 +109,23 @@ async def test_the_product_agent_tags_mcp_output_and_asks_before_calls(session: 
                 assert "ignore previous instructions" in result.split("<external_content", 1)[1]
         finally:
             await plugin.aclose()
+
+
+async def test_kairos_own_messages_about_an_mcp_call_are_not_the_servers_content(
+    session: Session, workspace: Path
+) -> None:
+    config = KairosConfig(mcp=McpConfig(servers=[stdio_config(timeout_s=20)]))
+    review = McpReview()
+    calls = [call("bad__echo", {"text": 42}), call("bad__die"), call("bad__echo", {"text": "x"})]
+    model = ScriptedModel([reply("", c) for c in calls] + [reply("ok")])
+    agent = build_agent(model, workspace, config, approver=AllowApprover())
+    plugin = next(p for p in agent.plugins if isinstance(p, McpTools))
+    try:
+        await plugin.sources[0].list_tools()
+        review.approve(plugin.sources[0].name, plugin.sources[0].config.target, plugin.sources[0].listing)
+        [e async for e in agent.run(session, "try it")]
+        invalid, _, down = tool_results(session)
+        assert "Invalid arguments for tool 'bad__echo'" in invalid and "<external_content" not in invalid
+        assert "MCP server 'bad' is down" in down and "<external_content" not in down
+    finally:
+        await plugin.aclose()

@@ -345,20 +345,21 @@ class McpServerSource:
         client = self._client
         meta = {"mcp_server": self.name, "mcp_tool": tool}
         if client is None or self.state != "up":
-            return ToolResult(self._down_message(), is_error=True, metadata=meta)
+            return ToolResult.harness_error(self._down_message(), **meta)
         try:
             result = await client.call_tool(tool, arguments, read_timeout_seconds=self.config.timeout_s)
         except (MCPError, OSError, ValidationError, RuntimeError, TimeoutError) as e:
             if _is_disconnect(e):
                 self._mark_lost(_describe(e))
-                return ToolResult(self._down_message(), is_error=True, metadata=meta)
+                return ToolResult.harness_error(self._down_message(), **meta)
             if isinstance(e, TimeoutError):
                 msg = f"MCP server '{self.name}' did not answer {tool} within {self.config.timeout_s:g} s"
-            elif isinstance(e, MCPError):
+            elif isinstance(e, MCPError):  # the server's own words: its content, external
                 msg = f"MCP server '{self.name}' refused the call of {tool}: {e}"
+                return ToolResult(msg, is_error=True, metadata={**meta, "exception": type(e).__name__})
             else:
                 msg = f"MCP server '{self.name}' returned a malformed result for {tool}: {_describe(e)}"
-            return ToolResult(msg, is_error=True, metadata={**meta, "exception": type(e).__name__})
+            return ToolResult.harness_error(msg, **meta, exception=type(e).__name__)
         return to_tool_result(self.name, tool, result)
 
     def _down_message(self) -> str:

@@ -34,7 +34,7 @@ from kairos.security.provenance import ProvenanceGuard
 from kairos.security.reviewer import ReviewConfig
 from kairos.security.sanitize import sanitize, wrap_external
 from kairos.tools.audit import audit_of
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.base import HARNESS_MADE, Tool, ToolContext, ToolResult
 from kairos.tools.sandbox import SANDBOX_RESOURCE, Sandbox, SandboxConfig, grant, sandbox_of
 
 
@@ -186,7 +186,9 @@ class InjectionDefences(Plugin):
 
     async def after_tool(self, ctx: RunContext, call: ToolCall, tool: Tool | None, result: ToolResult) -> ToolResult:
         """Sanitise (flag/redact) and wrap the output of external tools."""
-        if tool is None or not (tool.external or self.is_external(tool.name)) or result.metadata.get(DENIED):
+        if tool is None or not (tool.external or self.is_external(tool.name)):
+            return result
+        if result.metadata.get(DENIED) or result.metadata.get(HARNESS_MADE):  # kairos's words, not the tool's
             return result
         log = security_log(ctx.session.tool_context)
         content = result.content

@@ -48,6 +48,11 @@ FOCUS_RESOURCE = "kairos.focus"
 """Key of the turn's newest request (text) in ``ToolContext.resources``: what long outputs are cut around."""
 
 
+HARNESS_MADE = "kairos.harness"
+"""Metadata key of a result kairos wrote itself (invalid arguments, a server that is down): not the tool's
+output, so not external content even for an external tool."""
+
+
 @dataclass(slots=True)
 class ToolResult:
     """What a tool returns to the model."""
@@ -56,6 +61,11 @@ class ToolResult:
     is_error: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     """Facts for the harness and plugins (never shown to the model), e.g. ``exception``, ``truncated_from``."""
+
+    @classmethod
+    def harness_error(cls, content: str, **metadata: Any) -> ToolResult:
+        """An error kairos writes about the call (never the tool's output: :data:`HARNESS_MADE`)."""
+        return cls(content, is_error=True, metadata={**metadata, HARNESS_MADE: True})
 
 
 class InvalidArguments(ValueError):

@@ -150,19 +150,18 @@ async def _run(
 ) -> ToolResult:
     if t is None:
         names = ", ".join(tools.names()) or "(none)"
-        return ToolResult(f"Unknown tool '{call.name}'. Available tools: {names}.", is_error=True)
+        return ToolResult.harness_error(f"Unknown tool '{call.name}'. Available tools: {names}.")
     try:
         args = call.parsed_arguments()
     except ArgumentsError as e:
-        return ToolResult(
+        return ToolResult.harness_error(
             f"The arguments for '{t.name}' are {e}: {call.arguments[:500]!r}. "
-            f"Send one JSON object matching: {_schema(t)}",
-            is_error=True,
+            f"Send one JSON object matching: {_schema(t)}"
         )
     try:
         t.validate(args)
     except InvalidArguments as e:
-        return ToolResult(str(e), is_error=True)
+        return ToolResult.harness_error(str(e))
     if before is not None:
         verdict = await before(call, t)
         if verdict is not None:
@@ -237,11 +236,10 @@ async def _call(
         async with asyncio.timeout(t.timeout_s):  # no extra task, unlike wait_for: one loop step less
             result = await t.call(args, ctx)
     except TimeoutError:
-        return ToolResult(
+        return ToolResult.harness_error(
             f"Tool '{t.name}' timed out after {t.timeout_s:g} s and was stopped. "
             "Try a smaller request or another approach.",
-            is_error=True,
-            metadata={"timeout_s": t.timeout_s},
+            timeout_s=t.timeout_s,
         )
     except asyncio.CancelledError:
         raise
