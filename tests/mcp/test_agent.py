@@ -44,10 +44,11 @@ async def test_list_changed_appends_the_new_tool_at_the_next_turn(
         assert tool_results(session) == ["added extra"]
         first = [t.name for t in model.requests[0].tools]
         assert [t.name for t in model.requests[1].tools] == first  # no change inside a turn
-        # the listing changed: withheld until the user approves it again (a new tool is a change too)
+        # the listing changed: the new tool is withheld until the user approves it, the approved ones stay
         source = plugin.sources[0]
-        await source.list_tools()
+        assert sorted(t.name for t in await source.list_tools()) == sorted(first)
         assert source.review_status() == "changed"
+        assert "1 new or changed tools withheld, 9 approved ones offered" in source.describe()
         review.approve(source.name, source.config.target, source.listing)
         [e async for e in agent.run(session, "again")]
         assert [t.name for t in model.requests[2].tools] == [*first, "bad__extra"]

@@ -134,7 +134,17 @@ class McpServerSource:
                 self.review.approve(self.name, self.config.target, self.listing)
                 return list(self._tools)
             log.warning("%s", self.describe())
-        return list(self._tools) if self.review_status() == "approved" else []
+        return self.offered()
+
+    def offered(self) -> list[Tool]:
+        """The tools offered now: all of an approved listing; of a changed one, those approved as they are."""
+        status = self.review_status()
+        if status == "approved":
+            return list(self._tools)
+        if status != "changed":
+            return []
+        same = {tool_name(self.name, n) for n in self.review.unchanged(self.name, self.config.target, self.listing)}
+        return [t for t in self._tools if t.name in same]
 
     def review_status(self) -> ReviewStatus | None:
         """The approval of the current listing (None before the server was ever listed)."""
@@ -378,7 +388,10 @@ class McpServerSource:
         """One line for people: state, tool count, approval."""
         status = self.review_status()
         parts = [f"{self.name}: {self.state}", f"{len(self.listing)} tools"]
-        if status is not None and status != "approved":
+        if status == "changed" and (kept := len(self.offered())):
+            parts.append(f"{len(self.listing) - kept} new or changed tools withheld, {kept} approved ones offered "
+                         f"(run kairos mcp approve {self.name})")  # fmt: skip
+        elif status is not None and status != "approved":
             parts.append(f"tools withheld ({status.replace('_', ' ')}: run kairos mcp approve {self.name})")
         if self.error and self.state != "up":
             parts.append(self.error)

@@ -111,6 +111,21 @@ class McpReview:
         except (OSError, ValueError, TypeError, KeyError):
             return None
 
+    def unchanged(self, name: str, target: str, tools: Sequence[ListedTool]) -> set[str]:
+        """Names of ``tools`` exactly as the user last approved them (same server target, description and schemas).
+
+        A server that adds a tool at run time keeps offering the ones approved; the new or changed ones
+        wait for an approval of the new listing.
+        """
+        try:
+            data = json.loads(self._reviewed(name).read_text(encoding="utf-8"))
+            if data.get("target") != target or self.store.get(KIND, name) is None:
+                return set()
+            approved = {json.dumps(t, sort_keys=True) for t in data["tools"]}
+        except (OSError, ValueError, TypeError, KeyError):
+            return set()
+        return {t.name for t in tools if json.dumps(t.as_dict(), sort_keys=True) in approved}
+
     def diff(self, name: str, tools: Sequence[ListedTool]) -> list[str]:
         """A unified diff from the approved listing to ``tools`` (empty when none was approved)."""
         old = self.approved_listing(name)
