@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from rich.console import Console
 from rich.progress import Progress
@@ -46,7 +47,7 @@ from kairos.agent import Agent, FinalAnswer, Plugin, RequestStats, RunError
 from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
 from kairos.models.base import Model, complete
-from kairos.models.types import Message, ModelRequest
+from kairos.models.types import Message, ModelRequest, Origin
 from kairos_bench._checkpoint import Checkpoint, source_digest
 from kairos_bench._local import bench_model, model_name
 from kairos_bench._memory_eval_data import LAYERS, Case, History, Key, load_cases, load_key, recall
@@ -228,7 +229,11 @@ async def answer_with_memory(model: Model, case: Case, api: MemoryApi, root: Pat
 
 
 async def _ask(model: Model, plugin: Plugin, store: SessionStore, question: str) -> Asked:
-    """``question`` in a new session of an agent with ``plugin``: answer, error, request stats, messages."""
+    """``question`` in a new session of an agent with ``plugin``: answer, error, request stats, messages.
+
+    The messages are the session's, then the plugin's part of the status its last request ended with (a
+    status is part of a request, never of the trajectory: without it ``safety_surfaced`` read 0 always).
+    """
     agent = Agent(model, plugins=[plugin], system=SYSTEM, max_iterations=4, max_tokens=MAX_ANSWER_TOKENS)
     session = store.new("memory-eval question")
     answer, error, stats = "", "", []
@@ -240,7 +245,9 @@ async def _ask(model: Model, plugin: Plugin, store: SessionStore, question: str)
                 answer = event.text
             elif isinstance(event, RunError):
                 error = event.message
-        return answer, error, stats, list(session.messages)
+        status = plugin.status_lines(cast(Any, SimpleNamespace(session=session)))
+        trailing = [Message.user("\n".join(status), Origin("status", "memory-eval"))] if status else []
+        return answer, error, stats, [*session.messages, *trailing]
     finally:
         await session.aclose()
 

@@ -512,3 +512,32 @@ def test_registered_with_limit_data_and_its_options() -> None:
         "embedder",
         "conversations",
     }
+
+
+def test_a_safety_alert_in_the_status_counts_as_surfaced(tmp_path: Path) -> None:
+    """The status is part of a request, not of the trajectory: the check must see it anyway."""
+    from kairos.context.session import SessionStore
+    from kairos.memory import UserMemory
+    from kairos.plugins.memory import MemoryPlugin
+    from kairos_bench.memory_eval import _ask
+
+    model = ScriptedModel([reply("", call("save_memories", {"operations": [
+        {"op": "add", "content": "The user is allergic to penicillin", "category": "constraint", "importance": 0.9}
+    ]}))])  # fmt: skip
+    memory = UserMemory.open(tmp_path / ".kairos", HashEmbedder(), model)
+    store = SessionStore(tmp_path)
+    try:
+        asyncio.run(memory.ingest_session([Message.user("I'm allergic to penicillin.")], session_id="s",
+                                          at=datetime(2026, 1, 5)))  # fmt: skip
+        model.extend([reply("Ask your dentist."), reply("Fine.")])
+        question = "My dentist wants to prescribe amoxicillin. Is that fine?"
+        plugin = MemoryPlugin(memory, extract_after_session=False)
+        *_, messages = asyncio.run(_ask(model, plugin, store, question))
+        assert messages[-1].origin is not None and messages[-1].origin.kind == "status"
+        assert "Safety, from what the user told you" in messages[-1].content and "penicillin" in messages[-1].content
+        off = MemoryPlugin(memory, extract_after_session=False, safety_alerts=False)
+        *_, quiet = asyncio.run(_ask(model, off, store, question))
+        assert not any(m.origin is not None and m.origin.kind == "status" for m in quiet)
+    finally:
+        store.close()
+        memory.close()
