@@ -189,11 +189,20 @@ class TrajectoryStore:
 
     # -- sessions --------------------------------------------------------------------------
 
-    def create_session(self, title: str = "", meta: dict[str, Any] | None = None, session_id: str | None = None) -> str:
-        """A new, empty session; returns its id."""
-        sid = session_id or new_session_id()
-        row = (sid, time.time(), title, json.dumps(meta or {}))
-        self._write([("INSERT INTO sessions (id, created_at, title, meta) VALUES (?, ?, ?, ?)", row, False)])
+    def create_session(
+        self, title: str = "", meta: dict[str, Any] | None = None, session_id: str | None = None,
+        history: Sequence[Message] = (),
+    ) -> str:  # fmt: skip
+        """A new session, empty or starting with ``history`` (one transaction); returns its id."""
+        sid, now = session_id or new_session_id(), time.time()
+        statements: list[tuple[str, Any, bool]] = [
+            ("INSERT INTO sessions (id, created_at, title, meta) VALUES (?, ?, ?, ?)",
+             (sid, now, title, json.dumps(meta or {})), False),
+        ]  # fmt: skip
+        if history:
+            sql = "INSERT INTO messages (session_id, seq, created_at, record, request) VALUES (?, ?, ?, ?, NULL)"
+            statements.append((sql, [(sid, i, now, m.serialized()) for i, m in enumerate(history)], True))
+        self._write(statements)
         return sid
 
     def has_session(self, session_id: str) -> bool:

@@ -28,14 +28,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RunError
 from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
 from kairos.context.session import Session, SessionStore
+from kairos.context.store import SessionInfo
 from kairos.errors import IdempotencyConflictError, KairosError, SessionNotFoundError
+from kairos.models.types import Message
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.events import Event, idempotency_key, inbox_event, same_payload
@@ -150,6 +152,16 @@ class _Worker:
         return failed
 
 
+_NAMED_SESSIONS = """
+CREATE TABLE IF NOT EXISTS named_sessions (
+    namespace TEXT NOT NULL, name TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (namespace, name)
+);
+CREATE TABLE IF NOT EXISTS server_openai_users (user TEXT PRIMARY KEY, session TEXT NOT NULL);
+INSERT OR IGNORE INTO named_sessions SELECT 'openai', user, session FROM server_openai_users;
+"""
+"""Sessions kept per name (``server_openai_users``: where the OpenAI endpoint kept them before)."""
+
+
 class Runtime:
     """Runs an agent on many sessions, driven by events; see the module docstring.
 
@@ -205,6 +217,7 @@ class Runtime:
         self._component_tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known: set[str] = set()
+        self._named_ready = False  # named_sessions made (and the old openai table carried over) once
         """Sessions seen to exist (sessions are never deleted, so a hit needs no query)."""
         self._posts: list[tuple[str, InboxEvent, str | None, dict[str, Any], asyncio.Future[int | None]]] = []
         """Events submitted in this loop tick, written in one transaction (group commit)."""
@@ -317,11 +330,52 @@ class Runtime:
         self._default_session = sid
         return sid
 
-    def create_session(self, title: str = "", meta: dict[str, Any] | None = None) -> str:
-        """A new, empty session (no worker until its first event)."""
-        sid = self.store.trajectories.create_session(title, meta)
+    def create_session(
+        self, title: str = "", meta: dict[str, Any] | None = None, history: Sequence[Message] = ()
+    ) -> str:
+        """A new session, empty or starting with ``history`` (one transaction).
+
+        ``history`` is a conversation carried over (an OpenAI client's earlier turns); the session has
+        no worker until its first event, so nothing else writes to it meanwhile.
+        """
+        sid = self.store.trajectories.create_session(title, meta, history=history)
         self._publish(sid, "session.created", {"title": title})
         return sid
+
+    def named_session(self, namespace: str, name: str, title: str, meta: dict[str, Any] | None = None) -> str:
+        """The session kept for ``name`` in ``namespace`` (an API user, say), created on first use.
+
+        Remembered in ``runtime.db``; a remembered session that was deleted is made again.
+        """
+        if not self._named_ready:
+            self.db.ensure(_NAMED_SESSIONS)
+            self._named_ready = True
+        rows = self.db.read("SELECT session FROM named_sessions WHERE namespace = ? AND name = ?", (namespace, name))
+        if rows and self.has_session(str(rows[0][0])):
+            return str(rows[0][0])
+        sid = self.create_session(title, meta)
+        self.db.write("INSERT OR REPLACE INTO named_sessions (namespace, name, session) VALUES (?, ?, ?)",
+                      (namespace, name, sid))  # fmt: skip
+        return sid
+
+    def sessions(self, limit: int = 50) -> list[SessionInfo]:
+        """Sessions, newest first."""
+        return self.store.list(limit)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        """One session's title, creation time and message count.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        info = self.store.trajectories.session_info(session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        return info
+
+    def pending(self, session_id: str) -> int:
+        """Events queued for the session and not yet taken up."""
+        return len(self.store.trajectories.pending_events(session_id))
 
     def busy(self, session_id: str) -> bool:
         """Whether the session is working on a turn."""

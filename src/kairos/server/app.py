@@ -81,13 +81,6 @@ def _session_record(state: ServerState, info: SessionInfo) -> dict[str, Any]:
     }
 
 
-def _session_info(runtime: Runtime, session_id: str) -> SessionInfo:
-    info = runtime.store.trajectories.session_info(session_id)
-    if info is None:
-        raise SessionNotFoundError(session_id)
-    return info
-
-
 @router.get("/v1/health", tags=["server"])
 async def health(request: Request) -> dict[str, Any]:
     """Liveness and whether the runtime accepts events (no auth)."""
@@ -108,15 +101,15 @@ async def create_session(request: Request, body: Annotated[NewSession | None, Bo
 async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
     """Sessions, newest first."""
     state = state_of(request)
-    return {"sessions": [_session_record(state, i) for i in state.runtime.store.list(limit)]}
+    return {"sessions": [_session_record(state, i) for i in state.runtime.sessions(limit)]}
 
 
 @router.get("/v1/sessions/{session_id}", tags=["sessions"])
 async def get_session(request: Request, session_id: str) -> dict[str, Any]:
     """One session: title, message count, whether it works now, how many events wait."""
     state = state_of(request)
-    record = _session_record(state, _session_info(state.runtime, session_id))
-    record["pending"] = len(state.runtime.store.trajectories.pending_events(session_id))
+    record = _session_record(state, state.runtime.session_info(session_id))
+    record["pending"] = state.runtime.pending(session_id)
     return record
 
 
@@ -139,7 +132,7 @@ async def interrupt(
 ) -> dict[str, Any]:
     """Stop the running turn now (a stop button); ``interrupted`` is false when nothing ran."""
     state = state_of(request)
-    if not state.runtime.store.trajectories.has_session(session_id):
+    if not state.runtime.has_session(session_id):
         raise SessionNotFoundError(session_id)
     stopped = state.runtime.interrupt(session_id, (body.reason if body else "") or "interrupted over http")
     return {"interrupted": stopped}

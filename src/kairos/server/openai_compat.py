@@ -15,8 +15,8 @@ Which session a request goes to:
 
 1. the ``X-Kairos-Session`` header names one: that session (it keeps the history, so only the last
    user message is sent in);
-2. else the ``user`` field: a session kept per user name (created on first use, remembered in
-   ``runtime.db``), with the same rule;
+2. else the ``user`` field: a session kept per user name (created on first use, remembered by the
+   runtime: :meth:`~kairos.runtime.Runtime.named_session`), with the same rule;
 3. else a new session per request, seeded with the request's earlier user and assistant messages
    (the stateless way OpenAI clients send a whole conversation each time).
 
@@ -47,7 +47,6 @@ from kairos.server.streams import follow
 
 router = APIRouter()
 SESSION_HEADER = "X-Kairos-Session"
-_SCHEMA = "CREATE TABLE IF NOT EXISTS server_openai_users (user TEXT PRIMARY KEY, session TEXT NOT NULL);"
 _FINISH = {"answer": "stop", "length": "length", "max_iterations": "length"}
 
 
@@ -106,26 +105,18 @@ class _Answer:
 def _session_for(state: ServerState, body: ChatRequest, header: str | None) -> str:
     rt = state.runtime
     if header:
-        if not rt.store.trajectories.has_session(header):
+        if not rt.has_session(header):
             raise SessionNotFoundError(header, f" (from the {SESSION_HEADER} header)")
         return header
     if body.user:
-        rt.db.ensure(_SCHEMA)
-        rows = rt.db.read("SELECT session FROM server_openai_users WHERE user = ?", (body.user,))
-        if rows and rt.store.trajectories.has_session(str(rows[0][0])):
-            return str(rows[0][0])
-        sid = rt.create_session(f"openai user {body.user}"[:200], {"created_by": "openai", "user": body.user})
-        rt.db.write("INSERT OR REPLACE INTO server_openai_users (user, session) VALUES (?, ?)", (body.user, sid))
-        return sid
-    sid = rt.create_session("openai conversation", {"created_by": "openai"})
+        meta = {"created_by": "openai", "user": body.user}
+        return rt.named_session("openai", body.user, f"openai user {body.user}"[:200], meta)
     history = [
         Message.user(m.text()) if m.role == "user" else Message.assistant(m.text())
         for m in body.messages[:-1]
         if m.role in ("user", "assistant") and m.text()
     ]
-    if history:
-        rt.store.trajectories.append_messages(sid, 0, history)
-    return sid
+    return rt.create_session("openai conversation", {"created_by": "openai"}, history=history)
 
 
 def _apply(answer: _Answer, ev: BusEvent, question: str) -> str | None:

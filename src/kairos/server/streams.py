@@ -90,7 +90,7 @@ def parse_after(value: str | None, name: str) -> int | None:
 
 
 def _known(state: ServerState, session: str) -> None:
-    if not state.runtime.store.trajectories.has_session(session):
+    if not state.runtime.has_session(session):
         raise SessionNotFoundError(session)
 
 
@@ -148,7 +148,7 @@ async def session_socket(websocket: WebSocket, session_id: str, after: str | Non
     async def fail(status: int, message: str, type: str | None = None) -> None:
         await send({"type": "error", **error_body(status, message, type)})
 
-    if not state.runtime.store.trajectories.has_session(session_id):
+    if not state.runtime.has_session(session_id):
         await fail(404, f"no session {session_id!r}")
         await websocket.close(code=4404)
         return
