@@ -203,7 +203,7 @@ class Outbox:
         )  # fmt: skip
         record = self.get(mid)
         assert record is not None
-        rt._publish(session, "outbox.message", record)
+        rt.publish(session, "outbox.message", record)
         return record
 
     def notify(self, session: str, text: str, priority: Priority = "normal") -> dict[str, Any]:
@@ -308,7 +308,7 @@ class Outbox:
         if changed:
             record = self.get(qid)
             if record is not None:
-                rt._publish(record["session"], "outbox.closed", record)
+                rt.publish(record["session"], "outbox.closed", record)
         return bool(changed)
 
     def _delivered(self, qid: str) -> None:
@@ -349,7 +349,7 @@ class Outbox:
             args.append(user)
         changed = rt.db.write(sql, args)
         if changed:
-            rt._publish("", "outbox.read", {"ids": wanted, "user": user})
+            rt.publish("", "outbox.read", {"ids": wanted, "user": user})
         return changed
 
 

@@ -81,7 +81,7 @@ class _Worker:
         try:
             self.session = session = rt.store.resume(self.session_id)
         except Exception as e:  # busy elsewhere, unreadable: report, keep its events for later
-            rt._publish(self.session_id, "session.error", {"message": f"cannot open the session: {e}"})
+            rt.publish(self.session_id, "session.error", {"message": f"cannot open the session: {e}"})
             rt._workers.pop(self.session_id, None)
             return
         handle = RuntimeHandle(rt, self.session_id)
@@ -125,7 +125,7 @@ class _Worker:
         rt = self.runtime
         self.running = True
         failed = False
-        rt._publish(self.session_id, "run.started", {"pending": len(session.inbox)})
+        rt.publish(self.session_id, "run.started", {"pending": len(session.inbox)})
         try:
             async for event in rt.agent.run(session):
                 rt._on_agent_event(self.session_id, event)
@@ -133,12 +133,12 @@ class _Worker:
                     failed = True
                 record = agent_record(event)
                 if record is not None:
-                    rt._publish(self.session_id, *record)
+                    rt.publish(self.session_id, *record)
                 if isinstance(event, FinalAnswer):
                     rt._on_answer(self.session_id, event)
         except Exception as e:  # a bug must not kill the worker: the session stays valid
             log.exception("run of session %s failed", self.session_id)
-            rt._publish(self.session_id, "agent.error", {"message": f"internal error: {e}"})
+            rt.publish(self.session_id, "agent.error", {"message": f"internal error: {e}"})
             failed = True
         finally:
             self.running = False
@@ -148,7 +148,7 @@ class _Worker:
                 session.consume_interrupts()
             except Exception:  # the database failed: the next opening of the session drops them
                 log.exception("dropping the interrupts left by a run of session %s failed", self.session_id)
-            rt._publish(self.session_id, "run.ended", {"pending": len(session.inbox)})
+            rt.publish(self.session_id, "run.ended", {"pending": len(session.inbox)})
         return failed
 
 
@@ -270,7 +270,7 @@ class Runtime:
                 raise
             except Exception as e:
                 log.exception("runtime component %s failed", component.name)
-                self._publish("", "component.error", {"component": component.name, "message": str(e)})
+                self.publish("", "component.error", {"component": component.name, "message": str(e)})
             backoff = 1.0 if time.monotonic() - started > 60 else min(backoff * 2, 60.0)
             await asyncio.sleep(backoff)
 
@@ -283,7 +283,7 @@ class Runtime:
             if not self.store.trajectories.has_session(sid):
                 self.db.write("DELETE FROM active WHERE session = ?", (sid,))
                 continue
-            self._publish(sid, "session.recovered", {})
+            self.publish(sid, "session.recovered", {})
             self._ensure_worker(sid)
         return sorted(ids)
 
@@ -339,7 +339,7 @@ class Runtime:
         no worker until its first event, so nothing else writes to it meanwhile.
         """
         sid = self.store.trajectories.create_session(title, meta, history=history)
-        self._publish(sid, "session.created", {"title": title})
+        self.publish(sid, "session.created", {"title": title})
         return sid
 
     def named_session(self, namespace: str, name: str, title: str, meta: dict[str, Any] | None = None) -> str:
@@ -438,13 +438,13 @@ class Runtime:
         base = {**event.to_record(), "session": sid, "strategy": strategy, "reason": decision.reason}
         if strategy == "drop" or (not busy and event.type == "user.interrupt" and not event.content.strip()):
             reason = decision.reason if strategy == "drop" else "nothing is running"
-            self._publish(sid, "event.dropped", {**base, "reason": reason})
+            self.publish(sid, "event.dropped", {**base, "reason": reason})
             return Receipt(sid, "drop", reason)
         if strategy == "parallel":
             side = asyncio.get_running_loop().create_task(self._parallel(sid, event), name=f"parallel:{sid}")
             self._side.add(side)
             side.add_done_callback(self._side.discard)
-            self._publish(sid, "event.accepted", base)
+            self.publish(sid, "event.accepted", base)
             return Receipt(sid, strategy, decision.reason)
         guidance = await self.handlers.guidance(event) if self.handlers.handlers else ""
         posted = inbox_event(event, strategy, guidance)
@@ -513,7 +513,7 @@ class Runtime:
             return
         for (sid, event, _, accepted, fut), done in zip(batch, results, strict=True):
             if done is not None:
-                self._publish(sid, "event.accepted", {**accepted, "seq": done[0]})
+                self.publish(sid, "event.accepted", {**accepted, "seq": done[0]})
                 self._deliver(sid, Posted(done[0], event, done[1]))
             if not fut.done():
                 fut.set_result(None if done is None else done[0])
@@ -538,13 +538,13 @@ class Runtime:
         """Answer ``event`` in a side session now; log the exchange in the main one (ch6 §3.2)."""
         side = self.store.new(f"parallel: {event.content[:60]}", {"parallel_of": session_id})
         side.tool_context.resources[RUNTIME_RESOURCE] = RuntimeHandle(self, side.id)
-        self._publish(session_id, "parallel.started", {"question": event.content, "side_session": side.id})
+        self.publish(session_id, "parallel.started", {"question": event.content, "side_session": side.id})
         answer = ""
         try:
             async for ev in self.agent.run(side, event.content):
                 record = agent_record(ev)
                 if record is not None:
-                    self._publish(side.id, *record)
+                    self.publish(side.id, *record)
                 if isinstance(ev, FinalAnswer):
                     answer = ev.text
                 elif isinstance(ev, RunError):
@@ -554,7 +554,7 @@ class Runtime:
             answer = f"(the side session failed: {e})"
         finally:
             await side.aclose()
-        self._publish(
+        self.publish(
             session_id, "parallel.answer", {"question": event.content, "answer": answer, "side_session": side.id}
         )
         self.post(session_id, ParallelExchange(event.content, answer, side.id))
@@ -573,7 +573,8 @@ class Runtime:
             except Exception:
                 log.exception("answer listener failed")
 
-    def _publish(self, session: str, type: str, data: dict[str, Any]) -> None:
+    def publish(self, session: str, type: str, data: dict[str, Any]) -> None:
+        """Put a record on the session's stream (best effort: the trajectory, not the stream, is the record)."""
         try:
             self.bus.publish(session, type, data)
         except Exception:  # the stream is best effort; the trajectory is the record

@@ -174,7 +174,7 @@ class FileWatch:
             log.info("watch %s ended: %s", w.id, e)
         except Exception as e:  # the path vanished, too many inotify watches …: this watch ends, not the others
             log.exception("watch %s failed", w.id)
-            rt._publish(w.session, "watch.failed", {"watch_id": w.id, "message": str(e)})
+            rt.publish(w.session, "watch.failed", {"watch_id": w.id, "message": str(e)})
             self._forget(w.id)
         finally:
             self._tasks.pop(w.id, None)
