@@ -76,7 +76,7 @@ def default_plugins(
     if config.subagents.enabled:
         plugins.append(SubAgents(config.subagents))
     if config.mcp.enabled():
-        from kairos.mcp.manager import McpTools, terminal_review
+        from kairos.plugins.mcp import McpTools, terminal_review
 
         on_terminal = approver is None and config.defences.approver in ("auto", "interactive") and sys.stdin.isatty()
         plugins.append(McpTools(config.mcp, workspace, ask=terminal_review if on_terminal else None))

@@ -12,9 +12,9 @@ from kairos.app import build_agent
 from kairos.config import KairosConfig
 from kairos.context.session import Session
 from kairos.mcp.config import McpConfig
-from kairos.mcp.manager import McpTools
 from kairos.mcp.review import McpReview
 from kairos.models.types import SystemPrompt
+from kairos.plugins.mcp import McpTools
 from kairos.security.approval import AllowApprover, DenyApprover
 from kairos.security.defences import DefencesConfig
 from kairos.testing import ScriptedModel, call, reply

@@ -10,9 +10,9 @@ import pytest
 from tests.mcp.conftest import WAIT_S, stdio_config
 
 from kairos.mcp.client import McpServerSource, tool_name
-from kairos.mcp.manager import terminal_review
 from kairos.mcp.review import McpReview
 from kairos.models.types import ToolCall
+from kairos.plugins.mcp import terminal_review
 from kairos.tools.base import ToolContext, ToolSet
 from kairos.tools.executor import execute
 

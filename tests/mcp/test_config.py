@@ -11,7 +11,7 @@ from kairos.app import build_agent
 from kairos.config import load_config
 from kairos.context.session import Session
 from kairos.errors import ConfigError
-from kairos.mcp.manager import McpTools
+from kairos.plugins.mcp import McpTools
 from kairos.testing import ScriptedModel, reply
 
 

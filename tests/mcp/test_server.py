@@ -18,11 +18,11 @@ import kairos
 from kairos.agent import Agent
 from kairos.cli import app
 from kairos.context.session import Session
-from kairos.mcp import toolsets
 from kairos.mcp.config import McpConfig, McpServerConfig
-from kairos.mcp.manager import McpTools
 from kairos.mcp.review import McpReview
 from kairos.models.types import SystemPrompt
+from kairos.plugins.mcp import McpTools
+from kairos.server import mcp_toolsets as toolsets
 from kairos.testing import ScriptedModel, call, reply
 from mcp import Client, StdioServerParameters
 

@@ -97,8 +97,8 @@ def serve(
     The tools work inside the workspace only. Over HTTP, any address other than loopback needs a
     bearer token (from $KAIROS_API_TOKEN), and when one is set every request must carry it.
     """
-    from kairos.mcp import toolsets
-    from kairos.mcp.server import build_server, serve_http, serve_stdio, workspace_context
+    from kairos.server import mcp_toolsets as toolsets
+    from kairos.server.mcp_serve import build_server, serve_http, serve_stdio, workspace_context
 
     try:
         config = _config(workspace)

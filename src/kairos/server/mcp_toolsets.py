@@ -13,7 +13,7 @@ Built in (the toolsets of issue 10 §2 as MCP servers):
 ``request_approval``/``request_input`` are not served: an MCP client asks its own user. A factory
 gets the loaded configuration. Other modules register theirs::
 
-    from kairos.mcp import toolsets
+    from kairos.server import mcp_toolsets as toolsets
     toolsets.register("mine", lambda config: [my_tool])
 """
 
