@@ -80,6 +80,10 @@ class SessionBusyError(KairosError):
         self.holder = holder
 
 
+class MessageTooLongError(KairosError):
+    """A user message longer than the model's whole window: taken in, it would break every later turn."""
+
+
 class IdempotencyConflictError(KairosError):
     """An idempotency key used before, for another payload: the retry is not the same request."""
 

@@ -193,3 +193,16 @@ async def test_the_docs_page_works_offline_and_with_a_token(tmp_path: Path) -> N
         schema = (await client.get("/openapi.json")).json()
         assert schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"  # the Authorize button
         assert (await client.get("/v1/sessions")).status_code == 401  # the API itself still needs the token
+
+
+async def test_a_message_longer_than_the_window_is_refused_and_the_session_stays_usable(tmp_path: Path) -> None:
+    model = ScriptedModel([reply("short answer")])
+    model.context_window = 4096
+    async with api(tmp_path, model) as (rt, client):
+        sid = (await client.post("/v1/sessions", json={})).json()["id"]
+        huge = await client.post(f"/v1/sessions/{sid}/messages", json={"text": "word " * 5000})  # ~6,250 tokens
+        assert huge.status_code == 413 and "save it to a file" in huge.json()["error"]["message"]
+        fine = await client.post(f"/v1/sessions/{sid}/messages", json={"text": "a normal question"})
+        assert fine.status_code == 202
+        await rt.wait_idle(sid)
+        assert [m.content for m in rt.store.trajectories.load_messages(sid)] == ["a normal question", "short answer"]

@@ -36,8 +36,8 @@ from kairos.agent.events import AgentEvent, FinalAnswer, RunError
 from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
 from kairos.context.session import Session, SessionStore
 from kairos.context.store import SessionInfo
-from kairos.errors import IdempotencyConflictError, KairosError, SessionNotFoundError
-from kairos.models.types import Message
+from kairos.errors import IdempotencyConflictError, KairosError, MessageTooLongError, SessionNotFoundError
+from kairos.models.types import Message, estimate_tokens
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.events import Event, idempotency_key, inbox_event, same_payload
@@ -432,6 +432,7 @@ class Runtime:
         sid = event.session or self.default_session()
         if not self.has_session(sid):
             raise SessionNotFoundError(sid)
+        self._check_length(event)
         busy = self.busy(sid)
         decision = await self.router.decide(event, busy=busy)
         strategy = decision.strategy
@@ -459,6 +460,20 @@ class Runtime:
                 )
             return Receipt(sid, strategy, "duplicate: an event with this id was accepted before", duplicate=True)
         return Receipt(sid, strategy, decision.reason, seq)
+
+    def _check_length(self, event: Event) -> None:
+        """Refuse a user message the model's window cannot hold even alone (an estimate: 4 characters a token).
+
+        Taken in, it stayed in the trajectory and every later turn of the session failed on the window.
+        """
+        model = self.agent.model
+        tokens = estimate_tokens(event.content) if event.from_user else 0
+        if tokens > model.context_window:
+            raise MessageTooLongError(
+                f"the message is about {tokens:,} tokens and {model.name} reads at most {model.context_window:,} at "
+                "once: save it to a file in the workspace and ask the agent to read it (read_file pages through "
+                "long files)"
+            )
 
     def submit_threadsafe(self, event: Event, timeout_s: float = 30.0) -> Receipt:
         """:meth:`submit` from another thread (a mail client, a file watcher); waits for the receipt."""

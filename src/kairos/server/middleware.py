@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kairos.errors import IdempotencyConflictError, KairosError, SessionNotFoundError
+from kairos.errors import IdempotencyConflictError, KairosError, MessageTooLongError, SessionNotFoundError
 from kairos.server.auth import bearer_ok, foreign_request
 
 log = logging.getLogger("kairos.server")
@@ -74,13 +74,15 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str]:
 def kairos_error_reply(exc: KairosError) -> tuple[int, str, str | None]:
     """(status, message, type) of a runtime error in the API.
 
-    An unknown session (404), a reused idempotency key (422), else the runtime stopping or a store
-    unavailable (503).
+    An unknown session (404), a reused idempotency key (422), a message longer than the model's window
+    (413), else the runtime stopping or a store unavailable (503).
     """
     if isinstance(exc, SessionNotFoundError):
         return 404, exc.api_message, None
     if isinstance(exc, IdempotencyConflictError):
         return 422, str(exc), "idempotency_conflict"
+    if isinstance(exc, MessageTooLongError):
+        return 413, str(exc), None
     return 503, str(exc), None
 
 
