@@ -94,11 +94,6 @@ class Pending:
     """One per chunk: a vector, or None until it is embedded."""
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def missing(self) -> int:
-        """Chunks still without a vector."""
-        return sum(v is None for v in self.vectors)
-
 
 def text_digest(text: str) -> str:
     """SHA-256 of ``text`` (UTF-8) as hex: a document's identity, so re-adding unchanged text is skipped."""
