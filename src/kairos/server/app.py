@@ -37,6 +37,12 @@ MAX_BODY = 1 << 20
 """Default largest request body (1 MiB)."""
 router = APIRouter()
 
+INTERNAL_NAMESPACES = frozenset({"user", "timer", "async", "agent", "session", "supervisor", "event", "heartbeat"})
+"""Event types kairos itself makes (a timer firing, a task's result …): the model reads them as kairos's own
+blocks, so a webhook naming one would not read as external content."""
+RESERVED_SOURCES = frozenset({"user", "kairos", "system", "harness", "timer", "task", "agent"})
+"""Source types a webhook cannot claim: the model's wrapper says who sent the content."""
+
 
 class NewSession(BaseModel):
     """``POST /v1/sessions``."""
@@ -196,13 +202,6 @@ async def post_event(request: Request) -> JSONResponse:
     )
     receipt = await state.runtime.submit(event)
     return JSONResponse(receipt.to_record(), status_code=202)  # a duplicate too, as for messages: the first answer
-
-
-INTERNAL_NAMESPACES = frozenset({"user", "timer", "async", "agent", "session", "supervisor", "event", "heartbeat"})
-"""Event types kairos itself makes (a timer firing, a task's result …): the model reads them as kairos's own
-blocks, so a webhook naming one would not read as external content."""
-RESERVED_SOURCES = frozenset({"user", "kairos", "system", "harness", "timer", "task", "agent"})
-"""Source types a webhook cannot claim: the model's wrapper says who sent the content."""
 
 
 def _outbox(request: Request) -> OutboxAPI:
