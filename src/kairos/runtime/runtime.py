@@ -217,8 +217,8 @@ class Runtime:
         self._component_tasks: list[asyncio.Task[None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known: set[str] = set()
-        self._named_ready = False  # named_sessions made (and the old openai table carried over) once
         """Sessions seen to exist (sessions are never deleted, so a hit needs no query)."""
+        self._named_ready = False  # named_sessions made (and the old openai table carried over) once
         self._posts: list[tuple[str, InboxEvent, str | None, dict[str, Any], asyncio.Future[int | None]]] = []
         """Events submitted in this loop tick, written in one transaction (group commit)."""
 
