@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from kairos.testing import ScriptedModel, reply
+from kairos.testing import ScriptedModel, call, reply
 from kairos.testing.runtime import gather_answers
+from kairos.tools.function import tool
 from tests.server.conftest import TOKEN, api
 
 
@@ -206,3 +207,26 @@ async def test_a_message_longer_than_the_window_is_refused_and_the_session_stays
         assert fine.status_code == 202
         await rt.wait_idle(sid)
         assert [m.content for m in rt.store.trajectories.load_messages(sid)] == ["a normal question", "short answer"]
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a value up."""
+    return f"{key}=42"
+
+
+async def test_a_sessions_messages_and_requests_can_be_read(tmp_path: Path) -> None:
+    async with api(tmp_path, ScriptedModel([reply("", call("lookup", {"key": "x"})), reply("x is 42")]),
+                   tools=[lookup]) as (rt, client):  # fmt: skip
+        sid = (await client.post("/v1/sessions", json={})).json()["id"]
+        await client.post(f"/v1/sessions/{sid}/messages", json={"text": "what is x?"})
+        await rt.wait_idle(sid)
+        messages = (await client.get(f"/v1/sessions/{sid}/messages")).json()["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+        assert messages[1]["tool_calls"][0][1] == "lookup" and messages[-1]["content"] == "x is 42"
+        page = (await client.get(f"/v1/sessions/{sid}/messages", params={"offset": 2, "limit": 1})).json()
+        assert page["offset"] == 2 and [m["role"] for m in page["messages"]] == ["tool"]
+        requests = (await client.get(f"/v1/sessions/{sid}/requests")).json()["requests"]
+        assert len(requests) == 2 and all("prompt_tokens" in r and "prefix_ok" in r for r in requests)
+        for path in ("messages", "requests"):
+            _is_error(await client.get(f"/v1/sessions/nope/{path}"), 404)

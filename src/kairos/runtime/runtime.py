@@ -373,6 +373,27 @@ class Runtime:
             raise SessionNotFoundError(session_id)
         return info
 
+    def history(self, session_id: str, offset: int = 0, limit: int | None = None) -> list[Message]:
+        """The session's messages in order (``offset`` and ``limit`` page through a long one).
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        messages = self.store.trajectories.load_messages(session_id)
+        return messages[offset : None if limit is None else offset + limit]
+
+    def requests(self, session_id: str) -> list[dict[str, Any]]:
+        """What each model request of the session cost: tokens, cached tokens, times, the prefix audit.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        return self.store.trajectories.load_requests(session_id)
+
     def pending(self, session_id: str) -> int:
         """Events queued for the session and not yet taken up."""
         return len(self.store.trajectories.pending_events(session_id))

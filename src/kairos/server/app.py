@@ -119,6 +119,22 @@ async def get_session(request: Request, session_id: str) -> dict[str, Any]:
     return record
 
 
+@router.get("/v1/sessions/{session_id}/messages", tags=["sessions"])
+async def session_messages(
+    request: Request, session_id: str, offset: int = Query(0, ge=0), limit: int = Query(200, ge=1, le=5000)
+) -> dict[str, Any]:
+    """The session's messages in order, as stored (role, content, tool calls, origin)."""
+    runtime = state_of(request).runtime
+    messages = runtime.history(session_id, offset, limit)
+    return {"offset": offset, "messages": [m.to_record() for m in messages]}
+
+
+@router.get("/v1/sessions/{session_id}/requests", tags=["sessions"])
+async def session_requests(request: Request, session_id: str) -> dict[str, Any]:
+    """Each model request of the session: prompt, cached and generated tokens, times, the prefix audit."""
+    return {"requests": state_of(request).runtime.requests(session_id)}
+
+
 @router.post("/v1/sessions/{session_id}/messages", status_code=202, tags=["sessions"])
 async def send_message(
     request: Request,
