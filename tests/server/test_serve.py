@@ -98,6 +98,8 @@ def test_the_served_agent_has_the_runtime_tools_and_the_outbox_routes(
         model.script(tool_calls_reply(("c1", "notify_user", notify), ("c2", "ask_user", ask)), text_reply("deploying"))
         with _serve(workspace, user_config_dir, tmp_path, model) as proc:
             with _client(proc) as client:
+                settings = client.get("/v1/settings").json()
+                assert settings["sources"][0] == "defaults" and "runtime" in settings["settings"]
                 sid = client.post("/v1/sessions", json={}).json()["id"]
                 assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "build it"}).status_code == 202
                 _wait("the question", lambda: bool(client.get("/v1/questions").json()["questions"]), proc)

@@ -87,6 +87,11 @@ def serve(
         grace_s=grace,
         heartbeat_s=keepalive,
         allowed_hosts=allow_host or (),
+        settings={
+            "settings": config.model_dump(mode="json"),
+            "sources": list(config.sources),
+            "notices": list(config.notices),
+        },  # fmt: skip
     )
     if not secret:
         err_console.print(

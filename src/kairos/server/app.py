@@ -103,6 +103,12 @@ async def create_session(request: Request, body: Annotated[NewSession | None, Bo
     return {"id": sid, "title": title}
 
 
+@router.get("/v1/settings", tags=["server"])
+async def settings(request: Request) -> dict[str, Any]:
+    """The effective settings (read-only): values, where they came from, what was ignored and why."""
+    return state_of(request).settings
+
+
 @router.get("/v1/sessions", tags=["sessions"])
 async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
     """Sessions, newest first."""
@@ -301,6 +307,7 @@ def create_app(
     completion_timeout_s: float = 600.0,
     grace_s: float = 10.0,
     allowed_hosts: Sequence[str] = (),
+    settings: dict[str, Any] | None = None,
 ) -> FastAPI:
     """The API app over ``runtime``.
 
@@ -318,6 +325,8 @@ def create_app(
         allowed_hosts: more names the ``Host`` and ``Origin`` of a request may carry than this machine's
             loopback names. Without a token every request is checked (DNS rebinding: a web page that
             re-points its name at 127.0.0.1 must not drive the agent); with a token, only when some are given.
+        settings: what ``GET /v1/settings`` shows (``kairos serve`` passes the effective configuration,
+            its sources and notices; it holds no secrets, only the names of the variables that do).
     """
     from kairos.server import openai_compat, streams
 
@@ -330,6 +339,7 @@ def create_app(
         heartbeat_s,
         completion_timeout_s,
         grace_s,
+        dict(settings or {}),
         max_body,
     )
 

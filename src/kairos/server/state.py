@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from starlette.requests import HTTPConnection
 
@@ -24,6 +24,8 @@ class ServerState:
     heartbeat_s: float = 15.0
     completion_timeout_s: float = 600.0
     grace_s: float = 10.0
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The effective settings, where they came from and what was ignored (``GET /v1/settings``)."""
     max_body: int = 1 << 20
     """The largest request body, and the largest WebSocket frame: one limit for a message however it comes."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
