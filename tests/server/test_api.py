@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kairos.models.types import Message
 from kairos.testing import ScriptedModel, call, reply
 from kairos.testing.runtime import gather_answers
 from kairos.tools.function import tool
@@ -230,3 +231,33 @@ async def test_a_sessions_messages_and_requests_can_be_read(tmp_path: Path) -> N
         assert len(requests) == 2 and all("prompt_tokens" in r and "prefix_ok" in r for r in requests)
         for path in ("messages", "requests"):
             _is_error(await client.get(f"/v1/sessions/nope/{path}"), 404)
+
+
+async def test_memories_are_listed_with_their_provenance_and_one_can_be_forgotten(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from kairos.knowledge import HashEmbedder
+    from kairos.memory import UserMemory
+
+    extractor = ScriptedModel([reply("", call("save_memories", {"operations": [
+        {"op": "add", "content": "The user is allergic to penicillin", "importance": 0.9},
+        {"op": "add", "content": "The user lives in Oslo"},
+    ]}))])  # fmt: skip
+    memory = UserMemory.open(tmp_path / "mem", HashEmbedder(), extractor)
+    said = [Message.user("I'm allergic to penicillin and I live in Oslo.")]
+    await memory.ingest_session(said, session_id="old", at=datetime(2026, 1, 5, tzinfo=UTC))
+    try:
+        async with api(tmp_path, ScriptedModel(), memory=memory) as (_, client):
+            listed = (await client.get("/v1/memory")).json()["memories"]
+            assert [m["content"] for m in listed][0] == "The user is allergic to penicillin"  # most important first
+            assert listed[0]["provenance"]["source"] == "user"
+            oslo = next(m["id"] for m in listed if "Oslo" in m["content"])
+            assert (await client.delete(f"/v1/memory/{oslo}")).json() == {"forgotten": 1}
+            _is_error(await client.delete(f"/v1/memory/{oslo}"), 404)
+            assert [m["content"] for m in (await client.get("/v1/memory")).json()["memories"]] == [
+                "The user is allergic to penicillin"
+            ]
+        async with api(tmp_path / "none", ScriptedModel()) as (_, client):
+            _is_error(await client.get("/v1/memory"), 503)
+    finally:
+        memory.close()

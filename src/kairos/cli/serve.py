@@ -60,6 +60,7 @@ def serve(
     from kairos.context.session import SessionStore
     from kairos.errors import KairosError
     from kairos.models import load_model
+    from kairos.plugins.memory import MemoryPlugin
     from kairos.runtime import Outbox
     from kairos.server import check_bind, create_app
     from kairos.server.heap import keep_heap
@@ -87,6 +88,7 @@ def serve(
         grace_s=grace,
         heartbeat_s=keepalive,
         allowed_hosts=allow_host or (),
+        memory=next((p.memory for p in runtime.agent.plugins if isinstance(p, MemoryPlugin)), None),
         settings={
             "settings": config.model_dump(mode="json"),
             "sources": list(config.sources),

@@ -8,13 +8,15 @@ running (tests drive such an app through ``httpx.ASGITransport``). Routes are ve
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, FastAPI, Header, Query, Request
 from fastapi.openapi.utils import get_openapi
@@ -30,6 +32,9 @@ from kairos.server.auth import LOOPBACK_NAMES, host_name
 from kairos.server.middleware import ApiError, Guard, install_handlers
 from kairos.server.outbox import OutboxAPI, settle
 from kairos.server.state import ServerState, state_of, submit_user
+
+if TYPE_CHECKING:
+    from kairos.memory import UserMemory
 
 log = logging.getLogger("kairos.server")
 DOCS_ASSETS = "/docs-assets"
@@ -107,6 +112,37 @@ async def create_session(request: Request, body: Annotated[NewSession | None, Bo
 async def settings(request: Request) -> dict[str, Any]:
     """The effective settings (read-only): values, where they came from, what was ignored and why."""
     return state_of(request).settings
+
+
+def _memory(request: Request) -> UserMemory:
+    memory = state_of(request).memory
+    if memory is None:
+        raise ApiError(503, "no user memory runs in this server ([memory] enabled = false)")
+    return memory
+
+
+@router.get("/v1/memory", tags=["memory"])
+async def memories(request: Request, history: bool = False) -> dict[str, Any]:
+    """The user's memories, most important first, with where each came from (``?history=1``: every version)."""
+    memory = _memory(request)
+    cards = await asyncio.to_thread(memory.history if history else memory.current)
+    return {"memories": [dataclasses.asdict(c) for c in cards]}
+
+
+@router.delete("/v1/memory/{memory_id}", tags=["memory"])
+async def forget(request: Request, memory_id: int) -> dict[str, Any]:
+    """Erase one memory, every version of it; 404 when there is none with that id."""
+    from kairos.memory.records import MemoryStoreError
+
+    try:
+        forgotten = await asyncio.to_thread(_memory(request).forget, memory_id)
+    except MemoryStoreError as e:
+        if not str(e).startswith("no memory"):
+            raise  # the store cannot be used: 503
+        forgotten = 0
+    if not forgotten:
+        raise ApiError(404, f"no memory {memory_id}")
+    return {"forgotten": forgotten}
 
 
 @router.get("/v1/sessions", tags=["sessions"])
@@ -308,6 +344,7 @@ def create_app(
     grace_s: float = 10.0,
     allowed_hosts: Sequence[str] = (),
     settings: dict[str, Any] | None = None,
+    memory: UserMemory | None = None,
 ) -> FastAPI:
     """The API app over ``runtime``.
 
@@ -325,6 +362,7 @@ def create_app(
         allowed_hosts: more names the ``Host`` and ``Origin`` of a request may carry than this machine's
             loopback names. Without a token every request is checked (DNS rebinding: a web page that
             re-points its name at 127.0.0.1 must not drive the agent); with a token, only when some are given.
+        memory: the user's memory the agent uses (``/v1/memory``); None: those routes answer 503.
         settings: what ``GET /v1/settings`` shows (``kairos serve`` passes the effective configuration,
             its sources and notices; it holds no secrets, only the names of the variables that do).
     """
@@ -339,6 +377,7 @@ def create_app(
         heartbeat_s,
         completion_timeout_s,
         grace_s,
+        memory,
         dict(settings or {}),
         max_body,
     )

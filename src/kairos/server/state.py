@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.requests import HTTPConnection
 
 from kairos.runtime import Event, Receipt, Runtime, Strategy
 from kairos.server.outbox import OutboxAPI
+
+if TYPE_CHECKING:
+    from kairos.memory import UserMemory
 
 
 @dataclass
@@ -24,6 +27,8 @@ class ServerState:
     heartbeat_s: float = 15.0
     completion_timeout_s: float = 600.0
     grace_s: float = 10.0
+    memory: UserMemory | None = None
+    """The user's memory the agent uses (``/v1/memory``); None: the routes answer 503."""
     settings: dict[str, Any] = field(default_factory=dict)
     """The effective settings, where they came from and what was ignored (``GET /v1/settings``)."""
     max_body: int = 1 << 20
