@@ -261,3 +261,27 @@ async def test_memories_are_listed_with_their_provenance_and_one_can_be_forgotte
             _is_error(await client.get("/v1/memory"), 503)
     finally:
         memory.close()
+
+
+async def test_the_knowledge_base_can_be_searched_and_listed(tmp_path: Path) -> None:
+    from kairos.knowledge import HashEmbedder, KnowledgeBase
+
+    kb = KnowledgeBase.open(tmp_path / "kb", HashEmbedder())
+    (tmp_path / "deploy.md").write_text("# Deploy\n\nDeploys run every Friday at noon.\n")
+    (tmp_path / "later.md").write_text("# Later\n\nThe walrus meeting moved to Tuesday.\n")
+    kb.ingest([tmp_path / "deploy.md"])
+    kb.ingest([tmp_path / "later.md"], vectors=False)  # searchable by text, its vector not made yet
+    try:
+        async with api(tmp_path, ScriptedModel(), knowledge=kb) as (_, client):
+            found = (await client.get("/v1/knowledge/search", params={"q": "when do deploys run", "k": 1})).json()
+            (hit,) = found["hits"]
+            assert hit["source"].endswith("deploy.md") and hit["bm25_rank"] == 1 and hit["dense_rank"] is not None
+            walrus = (await client.get("/v1/knowledge/search", params={"q": "walrus", "mode": "bm25"})).json()
+            assert walrus["hits"][0]["source"].endswith("later.md")
+            listed = (await client.get("/v1/knowledge/documents")).json()
+            assert len(listed["documents"]) == 2 and listed["chunks_without_vectors"] == 1
+            _is_error(await client.get("/v1/knowledge/search", params={"q": "x", "mode": "magic"}), 422)
+        async with api(tmp_path / "none", ScriptedModel()) as (_, client):
+            _is_error(await client.get("/v1/knowledge/search", params={"q": "x"}), 503)
+    finally:
+        kb.close()

@@ -60,7 +60,7 @@ def serve(
     from kairos.context.session import SessionStore
     from kairos.errors import KairosError
     from kairos.models import load_model
-    from kairos.plugins.memory import MemoryPlugin
+    from kairos.plugins.memory import KnowledgeTools, MemoryPlugin
     from kairos.runtime import Outbox
     from kairos.server import check_bind, create_app
     from kairos.server.heap import keep_heap
@@ -89,6 +89,7 @@ def serve(
         heartbeat_s=keepalive,
         allowed_hosts=allow_host or (),
         memory=next((p.memory for p in runtime.agent.plugins if isinstance(p, MemoryPlugin)), None),
+        knowledge=next((p.kb for p in runtime.agent.plugins if isinstance(p, KnowledgeTools)), None),
         settings={
             "settings": config.model_dump(mode="json"),
             "sources": list(config.sources),

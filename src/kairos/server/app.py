@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, FastAPI, Header, Query, Request
 from fastapi.openapi.utils import get_openapi
@@ -34,6 +34,7 @@ from kairos.server.outbox import OutboxAPI, settle
 from kairos.server.state import ServerState, state_of, submit_user
 
 if TYPE_CHECKING:
+    from kairos.knowledge.base import KnowledgeBase
     from kairos.memory import UserMemory
 
 log = logging.getLogger("kairos.server")
@@ -143,6 +144,50 @@ async def forget(request: Request, memory_id: int) -> dict[str, Any]:
     if not forgotten:
         raise ApiError(404, f"no memory {memory_id}")
     return {"forgotten": forgotten}
+
+
+def _knowledge(request: Request) -> KnowledgeBase:
+    kb = state_of(request).knowledge
+    if kb is None:
+        raise ApiError(503, "no knowledge base in this server (kairos kb add fills one; [knowledge] tools)")
+    return kb
+
+
+@router.get("/v1/knowledge/search", tags=["knowledge"])
+async def knowledge_search(
+    request: Request,
+    q: Annotated[str, Query(min_length=1, max_length=2000)],
+    k: Annotated[int, Query(ge=1, le=50)] = 5,
+    mode: Annotated[Literal["hybrid", "bm25", "dense"], Query()] = "hybrid",
+) -> dict[str, Any]:
+    """The passages ``kb_search`` would give the agent, with the score and each retriever's rank."""
+    from kairos.knowledge.store import Filters
+    from kairos.knowledge.tools import PRIVATE_KINDS
+
+    result = await _knowledge(request).asearch(q, k, mode, Filters(exclude_kinds=PRIVATE_KINDS))
+    hits = [
+        {"source": h.chunk.source, "version": h.chunk.version, "position": h.chunk.position, "text": h.chunk.text,
+         "score": h.score, "bm25_rank": h.bm25_rank, "dense_rank": h.dense_rank}
+        for h in result.hits
+    ]  # fmt: skip
+    return {"hits": hits, "conflicts": result.conflicts, "warning": result.warning}
+
+
+@router.get("/v1/knowledge/documents", tags=["knowledge"])
+async def knowledge_documents(
+    request: Request, offset: int = Query(0, ge=0), limit: int = Query(50, ge=1, le=1000)
+) -> dict[str, Any]:
+    """The documents (current versions), and how many chunks of the base still wait for a vector."""
+    from kairos.knowledge.store import Filters
+    from kairos.knowledge.tools import PRIVATE_KINDS
+
+    kb = _knowledge(request)
+    docs = await asyncio.to_thread(kb.list_documents, Filters(exclude_kinds=PRIVATE_KINDS), offset, limit)
+    stats = await asyncio.to_thread(kb.stats)
+    return {
+        "documents": [dataclasses.asdict(d) for d in docs],
+        "chunks_without_vectors": stats["chunks_without_vectors"],
+    }
 
 
 @router.get("/v1/sessions", tags=["sessions"])
@@ -345,6 +390,7 @@ def create_app(
     allowed_hosts: Sequence[str] = (),
     settings: dict[str, Any] | None = None,
     memory: UserMemory | None = None,
+    knowledge: KnowledgeBase | None = None,
 ) -> FastAPI:
     """The API app over ``runtime``.
 
@@ -363,6 +409,7 @@ def create_app(
             loopback names. Without a token every request is checked (DNS rebinding: a web page that
             re-points its name at 127.0.0.1 must not drive the agent); with a token, only when some are given.
         memory: the user's memory the agent uses (``/v1/memory``); None: those routes answer 503.
+        knowledge: the workspace's knowledge base (``/v1/knowledge``); None: those routes answer 503.
         settings: what ``GET /v1/settings`` shows (``kairos serve`` passes the effective configuration,
             its sources and notices; it holds no secrets, only the names of the variables that do).
     """
@@ -378,6 +425,7 @@ def create_app(
         completion_timeout_s,
         grace_s,
         memory,
+        knowledge,
         dict(settings or {}),
         max_body,
     )

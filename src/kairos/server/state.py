@@ -12,6 +12,7 @@ from kairos.runtime import Event, Receipt, Runtime, Strategy
 from kairos.server.outbox import OutboxAPI
 
 if TYPE_CHECKING:
+    from kairos.knowledge.base import KnowledgeBase
     from kairos.memory import UserMemory
 
 
@@ -29,6 +30,8 @@ class ServerState:
     grace_s: float = 10.0
     memory: UserMemory | None = None
     """The user's memory the agent uses (``/v1/memory``); None: the routes answer 503."""
+    knowledge: KnowledgeBase | None = None
+    """The workspace's knowledge base (``/v1/knowledge``); None: the routes answer 503."""
     settings: dict[str, Any] = field(default_factory=dict)
     """The effective settings, where they came from and what was ignored (``GET /v1/settings``)."""
     max_body: int = 1 << 20
