@@ -190,3 +190,28 @@ async def test_a_wrong_token_says_401_and_which_variable(
         assert "401" in source.error and "KAIROS_MCP_TOKEN" in source.error, source.error
     finally:
         await source.aclose()
+
+
+async def test_mcp_servers_are_shown_approved_and_revoked_over_http(workspace: Path, tmp_path: Path) -> None:
+    from tests.mcp.conftest import stdio_config
+    from tests.server.conftest import api
+
+    from kairos.mcp.client import McpServerSource
+    from kairos.security.review import ApprovalStore
+    from kairos.testing import ScriptedModel
+
+    source = McpServerSource(stdio_config(), workspace, review=McpReview(ApprovalStore(tmp_path / "approvals.json")))
+    try:
+        assert await source.list_tools() == []  # connected, listed, withheld
+        async with api(tmp_path, ScriptedModel(), mcp=[source]) as (_, client):
+            (server,) = (await client.get("/v1/mcp/servers")).json()["servers"]
+            assert server["name"] == "bad" and server["state"] == "up" and server["approval"] == "needs_approval"
+            assert len(server["tools"]) == 9 and not any(t["offered"] for t in server["tools"])
+            approved = (await client.post("/v1/mcp/servers/bad/approve")).json()
+            assert approved["approval"] == "approved" and all(t["offered"] for t in approved["tools"])
+            assert len(await source.list_tools()) == 9  # the agent's next turn gets them
+            revoked = (await client.post("/v1/mcp/servers/bad/revoke")).json()
+            assert revoked["approval"] == "needs_approval" and await source.list_tools() == []
+            assert (await client.post("/v1/mcp/servers/nope/approve")).status_code == 404
+    finally:
+        await source.aclose()

@@ -60,6 +60,7 @@ def serve(
     from kairos.context.session import SessionStore
     from kairos.errors import KairosError
     from kairos.models import load_model
+    from kairos.plugins.mcp import McpTools
     from kairos.plugins.memory import KnowledgeTools, MemoryPlugin
     from kairos.runtime import Outbox
     from kairos.server import check_bind, create_app
@@ -90,6 +91,7 @@ def serve(
         allowed_hosts=allow_host or (),
         memory=next((p.memory for p in runtime.agent.plugins if isinstance(p, MemoryPlugin)), None),
         knowledge=next((p.kb for p in runtime.agent.plugins if isinstance(p, KnowledgeTools)), None),
+        mcp=[s for p in runtime.agent.plugins if isinstance(p, McpTools) for s in p.sources],
         settings={
             "settings": config.model_dump(mode="json"),
             "sources": list(config.sources),

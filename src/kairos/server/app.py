@@ -35,6 +35,7 @@ from kairos.server.state import ServerState, state_of, submit_user
 
 if TYPE_CHECKING:
     from kairos.knowledge.base import KnowledgeBase
+    from kairos.mcp.client import McpServerSource
     from kairos.memory import UserMemory
 
 log = logging.getLogger("kairos.server")
@@ -188,6 +189,50 @@ async def knowledge_documents(
         "documents": [dataclasses.asdict(d) for d in docs],
         "chunks_without_vectors": stats["chunks_without_vectors"],
     }
+
+
+def _mcp_record(source: McpServerSource) -> dict[str, Any]:
+    from kairos.mcp.client import tool_name
+
+    offered = {t.name for t in source.offered()}
+    return {
+        "name": source.name, "target": source.config.target, "state": source.state, "error": source.error,
+        "approval": source.review_status(), "summary": source.describe(),
+        "tools": [{"name": t.name, "description": t.description, "read_only": t.read_only,
+                   "offered": tool_name(source.name, t.name) in offered} for t in source.listing],
+        "diff": source.review.diff(source.name, source.listing),
+    }  # fmt: skip
+
+
+def _mcp_source(request: Request, name: str) -> McpServerSource:
+    found = next((s for s in state_of(request).mcp if s.name == name), None)
+    if found is None:
+        raise ApiError(404, f"no MCP server {name[:100]!r} in this server's [[mcp.servers]]")
+    return found
+
+
+@router.get("/v1/mcp/servers", tags=["mcp"])
+async def mcp_servers(request: Request) -> dict[str, Any]:
+    """The agent's MCP servers: state, listed tools (offered or withheld) and the change since the approval."""
+    return {"servers": [_mcp_record(s) for s in state_of(request).mcp]}
+
+
+@router.post("/v1/mcp/servers/{name}/approve", tags=["mcp"])
+async def mcp_approve(request: Request, name: str) -> dict[str, Any]:
+    """Approve the server's listing as it is now (what ``GET`` showed): its tools are offered from the next turn."""
+    source = _mcp_source(request, name)
+    if not source.listing:
+        raise ApiError(409, f"MCP server {name!r} has listed no tools yet ({source.describe()})")
+    source.review.approve(source.name, source.config.target, source.listing)
+    return _mcp_record(source)
+
+
+@router.post("/v1/mcp/servers/{name}/revoke", tags=["mcp"])
+async def mcp_revoke(request: Request, name: str) -> dict[str, Any]:
+    """Withdraw the approval: the server's tools are withheld from the next turn."""
+    source = _mcp_source(request, name)
+    source.review.revoke(source.name)
+    return _mcp_record(source)
 
 
 @router.get("/v1/sessions", tags=["sessions"])
@@ -391,6 +436,7 @@ def create_app(
     settings: dict[str, Any] | None = None,
     memory: UserMemory | None = None,
     knowledge: KnowledgeBase | None = None,
+    mcp: Sequence[McpServerSource] = (),
 ) -> FastAPI:
     """The API app over ``runtime``.
 
@@ -410,6 +456,7 @@ def create_app(
             re-points its name at 127.0.0.1 must not drive the agent); with a token, only when some are given.
         memory: the user's memory the agent uses (``/v1/memory``); None: those routes answer 503.
         knowledge: the workspace's knowledge base (``/v1/knowledge``); None: those routes answer 503.
+        mcp: the agent's MCP servers (``/v1/mcp``: their state, tools and approval; approve, revoke).
         settings: what ``GET /v1/settings`` shows (``kairos serve`` passes the effective configuration,
             its sources and notices; it holds no secrets, only the names of the variables that do).
     """
@@ -426,6 +473,7 @@ def create_app(
         grace_s,
         memory,
         knowledge,
+        tuple(mcp),
         dict(settings or {}),
         max_body,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -13,6 +14,7 @@ from kairos.server.outbox import OutboxAPI
 
 if TYPE_CHECKING:
     from kairos.knowledge.base import KnowledgeBase
+    from kairos.mcp.client import McpServerSource
     from kairos.memory import UserMemory
 
 
@@ -32,6 +34,8 @@ class ServerState:
     """The user's memory the agent uses (``/v1/memory``); None: the routes answer 503."""
     knowledge: KnowledgeBase | None = None
     """The workspace's knowledge base (``/v1/knowledge``); None: the routes answer 503."""
+    mcp: Sequence[McpServerSource] = ()
+    """The agent's MCP servers (``/v1/mcp``)."""
     settings: dict[str, Any] = field(default_factory=dict)
     """The effective settings, where they came from and what was ignored (``GET /v1/settings``)."""
     max_body: int = 1 << 20
