@@ -285,3 +285,18 @@ async def test_the_knowledge_base_can_be_searched_and_listed(tmp_path: Path) -> 
             _is_error(await client.get("/v1/knowledge/search", params={"q": "x"}), 503)
     finally:
         kb.close()
+
+
+async def test_a_sessions_timeline_pages_through_what_happened(tmp_path: Path) -> None:
+    async with api(tmp_path, ScriptedModel([reply("first"), reply("second")])) as (rt, client):
+        sid = (await client.post("/v1/sessions", json={})).json()["id"]
+        for text in ("one", "two"):
+            await client.post(f"/v1/sessions/{sid}/messages", json={"text": text})
+            await rt.wait_idle(sid)
+        records = (await client.get(f"/v1/sessions/{sid}/timeline")).json()["records"]
+        types = [r["type"] for r in records]
+        assert types[0] == "session.created" and types.count("event.accepted") == 2 and types.count("agent.final") == 2
+        cursor = records[2]["cursor"]
+        rest = (await client.get(f"/v1/sessions/{sid}/timeline", params={"after": cursor, "limit": 2})).json()
+        assert [r["cursor"] for r in rest["records"]] == [r["cursor"] for r in records[3:5]]
+        _is_error(await client.get("/v1/sessions/nope/timeline"), 404)

@@ -76,6 +76,10 @@ class EventBus(Protocol):
         """The newest cursor (0 when nothing was published)."""
         ...
 
+    def history(self, session: str | None, after: int, limit: int = 1000) -> list[BusEvent]:
+        """Stored records of ``session`` (None: all) after ``after``, oldest first."""
+        ...
+
     def close(self) -> None:
         """Write what is buffered and stop."""
         ...

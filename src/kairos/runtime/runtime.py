@@ -38,7 +38,7 @@ from kairos.context.session import Session, SessionStore
 from kairos.context.store import SessionInfo
 from kairos.errors import IdempotencyConflictError, KairosError, MessageTooLongError, SessionNotFoundError
 from kairos.models.types import Message, estimate_tokens
-from kairos.runtime.bus import EventBus, SqliteBus
+from kairos.runtime.bus import BusEvent, EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.events import Event, idempotency_key, inbox_event, same_payload
 from kairos.runtime.handle import (
@@ -393,6 +393,18 @@ class Runtime:
         if not self.has_session(session_id):
             raise SessionNotFoundError(session_id)
         return self.store.trajectories.load_requests(session_id)
+
+    def timeline(self, session_id: str, after: int = 0, limit: int = 500) -> list[BusEvent]:
+        """What reached and happened in the session, as published, oldest first after the cursor ``after``.
+
+        Events accepted or dropped (and why), runs, tool calls, requests: the event timeline.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        return self.bus.history(session_id, after, limit)
 
     def pending(self, session_id: str) -> int:
         """Events queued for the session and not yet taken up."""

@@ -261,6 +261,18 @@ async def session_messages(
     return {"offset": offset, "messages": [m.to_record() for m in messages]}
 
 
+@router.get("/v1/sessions/{session_id}/timeline", tags=["sessions"])
+async def session_timeline(
+    request: Request, session_id: str, after: int = Query(0, ge=0), limit: int = Query(500, ge=1, le=5000)
+) -> dict[str, Any]:
+    """The session's records as its stream sent them, oldest first after the cursor ``after`` (paged).
+
+    Events accepted or dropped and why, runs, tool calls, requests: the event timeline.
+    """
+    records = state_of(request).runtime.timeline(session_id, after, limit)
+    return {"records": [r.to_record() for r in records]}
+
+
 @router.get("/v1/sessions/{session_id}/requests", tags=["sessions"])
 async def session_requests(request: Request, session_id: str) -> dict[str, Any]:
     """Each model request of the session: prompt, cached and generated tokens, times, the prefix audit."""
