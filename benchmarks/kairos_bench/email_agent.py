@@ -336,7 +336,7 @@ async def run_trial(
                 done = arrived and await settle(rt, sid, mail_timeout_s)
                 seconds = time.perf_counter() - t0
                 usage = usage_since(rt, sid, cursor)
-                finals = [e for e in rt.bus.history(sid, cursor) if e.type == "agent.final"]  # type: ignore[attr-defined]
+                finals = [e for e in rt.bus.history(sid, cursor) if e.type == "agent.final"]
                 sent.append(
                     (
                         mail,
