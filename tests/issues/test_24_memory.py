@@ -68,7 +68,8 @@ async def test_the_peanut_conversation(bundled_model: LocalModel, workspace: Pat
 
     answer, second = await session_of(bundled_model, workspace, ASK)
     said = answer.lower()  # the answer warns: it names the allergy or says the bar is not OK for the user
-    assert any(w in said for w in ("peanut", "allerg", "not ok", "not safe", "avoid", "no,")), answer
+    refused = said.startswith(("no,", "no.", "no ")) and " ok" in said  # "No snack bar with nuts is OK for me"
+    assert refused or any(w in said for w in ("peanut", "allerg", "not ok", "not safe", "avoid", "no,")), answer
     after_second = stored()
     new = [m for m in after_second if m not in after_first]
     # the user only asked in the second session: nothing of it is a fact about them, least of all the answer
