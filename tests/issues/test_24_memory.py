@@ -9,6 +9,7 @@ session's wrong answer ("The snack bar with nuts is available") was stored as a 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,7 +69,8 @@ async def test_the_peanut_conversation(bundled_model: LocalModel, workspace: Pat
 
     answer, second = await session_of(bundled_model, workspace, ASK)
     said = answer.lower()  # the answer warns: it names the allergy or says the bar is not OK for the user
-    refused = said.startswith(("no,", "no.", "no ")) and " ok" in said  # "No snack bar with nuts is OK for me"
+    approving = ("yes", "enjoy", "it's ok", "it is ok", "safe to eat", "go ahead")
+    refused = re.match(r"no\b(?!\s+problem)", said) is not None and not any(w in said for w in approving)
     assert refused or any(w in said for w in ("peanut", "allerg", "not ok", "not safe", "avoid", "no,")), answer
     after_second = stored()
     new = [m for m in after_second if m not in after_first]
