@@ -13,7 +13,7 @@ LLAMA_VERSION := 0.3.36
 LLAMA_FLAVOUR ?= dispatch
 DEMO := What time is it in Tokyo right now, and which files are in the scripts folder?
 
-.PHONY: run test test-deps sandbox-deps lint bench clean
+.PHONY: run test test-deps sandbox-deps browser-deps lint bench clean
 
 $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 	@echo "==> creating $(VENV)"
@@ -68,7 +68,20 @@ test-deps:
 		echo "==> dovecot is not installed: the mail tests will be skipped (sudo apt-get install dovecot-imapd)"; \
 	fi
 
-test: lint test-deps sandbox-deps
+# The web UI's tests drive Debian's chromium with Playwright (its own browser download is never used).
+browser-deps:
+	@if test -x /usr/bin/chromium; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing chromium (the browser the web UI tests and kairos bench ui drive)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
+			|| { echo "could not install chromium: the web UI tests will be skipped"; }; \
+	else \
+		echo "==> chromium is not installed: the web UI tests will be skipped (sudo apt-get install chromium)"; \
+	fi
+
+test: lint test-deps sandbox-deps browser-deps
 	@$(PY) -m pytest
 
 bench: $(STAMP)

@@ -32,6 +32,7 @@ from kairos.server.auth import LOOPBACK_NAMES, host_name
 from kairos.server.middleware import ApiError, Guard, install_handlers
 from kairos.server.outbox import OutboxAPI, settle
 from kairos.server.state import ServerState, state_of, submit_user
+from kairos.server.webui import mount_ui
 
 if TYPE_CHECKING:
     from kairos.knowledge.base import KnowledgeBase
@@ -508,6 +509,7 @@ def create_app(
     )  # fmt: skip
     app.state.kairos = state
     _offline_docs(app)
+    mount_ui(app)
     install_handlers(app)
     app.include_router(router)
     app.include_router(streams.router)

@@ -22,11 +22,11 @@ from kairos.errors import IdempotencyConflictError, KairosError, MessageTooLongE
 from kairos.server.auth import bearer_ok, foreign_request
 
 log = logging.getLogger("kairos.server")
-OPEN_PATHS = frozenset({"/v1/health", "/v1/events", "/docs", "/openapi.json"})
+OPEN_PATHS = frozenset({"/", "/v1/health", "/v1/events", "/docs", "/openapi.json"})
 """Paths without bearer auth: health checks, webhooks (their HMAC signature is their auth), and the API's
 description with its Swagger page (a browser cannot send the token; the page's Authorize button does)."""
-OPEN_PREFIXES = ("/docs-assets/",)
-"""Folders without bearer auth: the Swagger page's scripts and styles."""
+OPEN_PREFIXES = ("/docs-assets/", "/ui/")
+"""Folders without bearer auth: the Swagger page's and the web UI's scripts and styles (no data in them)."""
 _TYPES = {400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
 _TYPES |= {421: "misdirected_request"}
 _TYPES |= {409: "conflict", 413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request"}
