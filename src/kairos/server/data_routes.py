@@ -1,16 +1,18 @@
 """What the agent knows and may use, for any client and the web UI: settings, memory, knowledge, MCP servers.
 
-Read routes plus the user's own controls (forget a memory, approve or revoke an MCP server's tools). Each
-answers 503 when its part does not run in this server.
+Read routes plus the user's own controls (edit or forget a memory, approve or revoke an MCP server's tools).
+Each answers 503 when its part does not run in this server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
 
 from kairos.server.middleware import ApiError
 from kairos.server.state import state_of
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from kairos.knowledge.base import KnowledgeBase
     from kairos.mcp.client import McpServerSource
     from kairos.memory import UserMemory
+    from kairos.memory.records import MemoryCard
 
 router = APIRouter()
 
@@ -60,6 +63,50 @@ async def forget(request: Request, memory_id: int) -> dict[str, Any]:
     return {"forgotten": forgotten}
 
 
+class MemoryEdit(BaseModel):
+    """The user's new text for a memory."""
+
+    content: str = Field(min_length=1, max_length=4000, description="the memory's new text")
+
+
+EDITED = "edited by the user"
+"""The provenance note of a version the user wrote (in the web UI or over HTTP)."""
+
+
+def _edit(memory: UserMemory, memory_id: int, content: str) -> MemoryCard:
+    """A new current version with the user's text; the old one stays in history as superseded.
+
+    The text passes the scrubber's fast layer like every stored memory. A JSON card's ``value`` restated
+    the old text, so it is dropped (the card then reads the new text); its path and a person card's fields stay.
+    """
+    from kairos.memory.records import MemoryIn, MemoryProvenance, searchable
+
+    old = memory.store.get(memory.user, memory_id)
+    if old is None:
+        raise ApiError(404, f"no memory {memory_id}")
+    if old.status != "current":
+        raise ApiError(409, f"memory {memory_id} is {old.status}, not current: edit its current version")
+    content = memory.scrub(content)
+    if content == old.content:
+        return old
+    data = {k: v for k, v in old.data.items() if k != "value"}
+    valid_from = max(time.time(), old.valid_from or 0.0)  # the edit is the newest news: it must win
+    new = MemoryIn(old.kind, old.format, old.category, content, data, old.importance, valid_from, old.expires_at,
+                   MemoryProvenance(source="user", note=EDITED))  # fmt: skip
+    vector = memory.kb.embedder.embed_passages([searchable(content, data)])[0]
+    return memory.store.revise(memory.user, memory_id, new, vector, op="update")
+
+
+@router.put("/v1/memory/{memory_id}", tags=["memory"])
+async def edit_memory(request: Request, memory_id: int, body: MemoryEdit) -> dict[str, Any]:
+    """Correct a memory: a new version with the user's text (provenance "edited by the user"), history kept."""
+    content = body.content.strip()
+    if not content:
+        raise ApiError(400, "a memory needs some text (to remove one, forget it)")
+    card = await asyncio.to_thread(_edit, _memory(request), memory_id, content)
+    return {"memory": dataclasses.asdict(card)}
+
+
 def _knowledge(request: Request) -> KnowledgeBase:
     kb = state_of(request).knowledge
     if kb is None:
@@ -96,11 +143,13 @@ async def knowledge_documents(
     from kairos.knowledge.tools import PRIVATE_KINDS
 
     kb = _knowledge(request)
-    docs = await asyncio.to_thread(kb.list_documents, Filters(exclude_kinds=PRIVATE_KINDS), offset, limit)
+    docs = await asyncio.to_thread(kb.list_documents, Filters(exclude_kinds=PRIVATE_KINDS), offset, limit + 1)
     stats = await asyncio.to_thread(kb.stats)
     return {
-        "documents": [dataclasses.asdict(d) for d in docs],
+        "documents": [dataclasses.asdict(d) for d in docs[:limit]],
+        "next_offset": offset + limit if len(docs) > limit else None,
         "chunks_without_vectors": stats["chunks_without_vectors"],
+        "embedder": stats["embedder"],
     }
 
 
@@ -113,8 +162,22 @@ def _mcp_record(source: McpServerSource) -> dict[str, Any]:
         "approval": source.review_status(), "summary": source.describe(),
         "tools": [{"name": t.name, "description": t.description, "read_only": t.read_only,
                    "offered": tool_name(source.name, t.name) in offered} for t in source.listing],
-        "diff": source.review.diff(source.name, source.listing),
+        "diff": source.review.diff(source.name, source.listing), "changes": _mcp_changes(source),
     }  # fmt: skip
+
+
+def _mcp_changes(source: McpServerSource) -> dict[str, list[str]] | None:
+    """The tools added, removed and changed since the approved listing (None when none is kept): the diff by tool."""
+    approved = source.review.approved_listing(source.name)
+    if approved is None:
+        return None
+    before = {t.name: t for t in approved}
+    now = {t.name: t for t in source.listing}
+    return {
+        "added": sorted(now.keys() - before.keys()),
+        "removed": sorted(before.keys() - now.keys()),
+        "changed": sorted(n for n in now.keys() & before.keys() if now[n] != before[n]),
+    }
 
 
 def _mcp_source(request: Request, name: str) -> McpServerSource:
