@@ -124,9 +124,9 @@ class Pipeline:
         return message
 
     async def at_safe_point(
-        self, ctx: RunContext, at: SafePoint, append: Callable[[Sequence[Message]], None], report: Report
+        self, ctx: RunContext, at: SafePoint, append: Callable[[Sequence[Message], str], None], report: Report
     ) -> None:
-        """Each plugin in order; its messages are appended before the next plugin runs."""
+        """Each plugin in order; its messages are appended (with its name) before the next plugin runs."""
         for p in self.hooked["at_safe_point"]:
             try:
                 messages = await p.at_safe_point(ctx, at)
@@ -134,7 +134,7 @@ class Pipeline:
                 self.failed(p, "at_safe_point", e, report)
                 continue
             if messages:
-                append(messages)
+                append(messages, p.name)
 
     async def tool_choice(self, ctx: RunContext, request: ModelRequest, report: Report) -> ModelRequest:
         """``request`` with the first plugin opinion on its ``tool_choice`` (unchanged without one)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -14,6 +15,7 @@ from kairos.agent.events import AgentEvent
 from kairos.agent.guard import LoopGuard
 from kairos.context.audit import PrefixAuditor
 from kairos.context.inbox import ExternalContent, InboxEvent, ParallelExchange, TaskCompleted, TimerFired, UserInput
+from kairos.context.layout import PromptLayout, digest
 from kairos.context.session import Session, SessionView
 from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest, Origin, SystemPrompt
@@ -45,6 +47,19 @@ class RunState:
     """A change to the prefix made on purpose since the last request (the audit says so)."""
     guard: LoopGuard = field(default_factory=LoopGuard)
     """The running turn's loop guard (a new one per run)."""
+    layout: PromptLayout = field(default_factory=PromptLayout)
+    """The previous request's parts, to record the next one as a delta (the context inspector's data)."""
+    added: list[dict[str, Any]] = field(default_factory=list)
+    """What plugins appended at safe points since the last request: ``{plugin, at, messages}``."""
+
+    def append_from(self, at: str) -> Callable[[Sequence[Message], str], None]:
+        """How a safe point's plugin messages are appended: to the session, noting who added them where."""
+
+        def append(messages: Sequence[Message], plugin: str) -> None:
+            self.live.append(*messages)
+            self.added.append({"plugin": plugin, "at": at, "messages": [digest(m.serialized()) for m in messages]})
+
+        return append
 
     @property
     def session(self) -> SessionView:

@@ -51,6 +51,7 @@ from kairos.context.inbox import (
     Posted,
     UserInput,
 )
+from kairos.context.layout import LAYOUT_KEY, describe_tool_choice
 from kairos.context.session import Session, early_result_key
 from kairos.errors import KairosError
 from kairos.models.types import (
@@ -298,7 +299,7 @@ class Runner:
                 if change := await self._refresh_tools(st, mid_turn=True):
                     yield Notice(f"the tool set changed: {change}", "tools")
             first = False
-            await self.agent.pipeline.at_safe_point(st, "before_request", lambda ms: session.append(*ms), st.report)
+            await self.agent.pipeline.at_safe_point(st, "before_request", st.append_from("before_request"), st.report)
             for event in st.flush():
                 yield event
             try:
@@ -366,7 +367,10 @@ class Runner:
                 yield ModelDeltaEvent(TextDelta(tail))
             reply = unique_ids(reply, st.call_ids)
             stats = RequestStats(session.request_count, response.usage, audit, estimate)
-            session.append(reply, request=stats.to_record())  # the reply and its trace: one row
+            trace = {**stats.to_record(), "tool_choice": describe_tool_choice(request.tool_choice)}
+            trace[LAYOUT_KEY] = st.layout.record(request, st.added)
+            st.added = []
+            session.append(reply, request=trace)  # the reply and its trace: one row
             guard.delivered()
             yield stats
             if not reply.tool_calls:
@@ -410,8 +414,7 @@ class Runner:
 
         Recalling memories can take seconds (an embedding model, a search); a quick recall shows nothing.
         """
-        session = st.live
-        hook = self.agent.pipeline.at_safe_point(st, "turn_start", lambda ms: session.append(*ms), st.report)
+        hook = self.agent.pipeline.at_safe_point(st, "turn_start", st.append_from("turn_start"), st.report)
         if not any(p.stage == "memory" for p in self.agent.pipeline.hooked["at_safe_point"]):
             await hook
             return

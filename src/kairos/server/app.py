@@ -147,12 +147,6 @@ async def session_timeline(
     return {"records": [r.to_record() for r in records]}
 
 
-@router.get("/v1/sessions/{session_id}/requests", tags=["sessions"])
-async def session_requests(request: Request, session_id: str) -> dict[str, Any]:
-    """Each model request of the session: prompt, cached and generated tokens, times, the prefix audit."""
-    return {"requests": state_of(request).runtime.requests(session_id)}
-
-
 @router.post("/v1/sessions/{session_id}/messages", status_code=202, tags=["sessions"])
 async def send_message(
     request: Request,
@@ -346,7 +340,7 @@ def create_app(
         settings: what ``GET /v1/settings`` shows (``kairos serve`` passes the effective configuration,
             its sources and notices; it holds no secrets, only the names of the variables that do).
     """
-    from kairos.server import data_routes, openai_compat, streams
+    from kairos.server import data_routes, inspect, openai_compat, streams
 
     state = ServerState(
         runtime,
@@ -388,6 +382,7 @@ def create_app(
     app.include_router(streams.router)
     app.include_router(openai_compat.router)
     app.include_router(data_routes.router)
+    app.include_router(inspect.router)
     hosts = LOOPBACK_NAMES | {host_name(h) for h in allowed_hosts if h.strip()}
     checked = hosts if state.token is None or allowed_hosts else None
     app.add_middleware(Guard, token=state.token, max_body=max_body, allowed_hosts=checked)

@@ -1,0 +1,82 @@
+"""The context inspector's routes: each request's numbers, its parts laid out again, and its divergence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+from kairos.agent import Agent, Plugin, RunContext, SafePoint
+from kairos.context.session import SessionStore
+from kairos.models.types import Message, Origin
+from kairos.runtime import Runtime
+from kairos.server import create_app
+from kairos.testing import ScriptedModel, call, reply
+from kairos.tools.base import Tool, spec_digest
+from kairos.tools.function import tool
+
+
+@tool
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@tool
+def fetch(url: str) -> str:
+    """Fetch a page."""
+    return "page"
+
+
+class Registry:
+    """A tool source whose list changes between turns (as an MCP server's may)."""
+
+    def __init__(self, *tools: Tool) -> None:
+        self.tools = list(tools)
+
+    def fingerprint(self) -> str:
+        return spec_digest(self.tools)
+
+    async def list_tools(self) -> Sequence[Tool]:
+        return list(self.tools)
+
+
+class Reminder(Plugin):
+    """Adds a note at each turn's start (as the skills catalog or memory do)."""
+
+    async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
+        return [Message.user("remember: be brief", Origin.of("harness", "reminder"))] if at == "turn_start" else []
+
+
+async def test_a_request_whose_tool_set_changed_shows_the_divergence_and_why(tmp_path: Path) -> None:
+    source = Registry()
+    model = ScriptedModel([reply("", call("echo", {"text": "a"})), reply("one"), reply("two")])
+    agent = Agent(model, tools=[source, echo], plugins=[Reminder()])
+    async with Runtime(agent, SessionStore(tmp_path)) as rt:
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(create_app(rt)), base_url="http://127.0.0.1:8765")
+        sid = rt.create_session("inspect me")
+        for text in ("first", "second"):
+            await client.post(f"/v1/sessions/{sid}/messages", json={"text": text})
+            await rt.wait_idle(sid)
+            source.tools.append(fetch)  # the next turn's tools gain one
+        listed = (await client.get(f"/v1/sessions/{sid}/requests")).json()["requests"]
+        opened = [(await client.get(f"/v1/sessions/{sid}/requests/{i}")).json() for i in range(3)]
+        missing = await client.get(f"/v1/sessions/{sid}/requests/7")
+        await client.aclose()
+    assert [r["index"] for r in listed] == [0, 1, 2] and all("layout" not in r for r in listed)
+    assert listed[0]["tool_choice"] == "auto"
+    first, second, third = opened
+    assert first["divergence"] is None and second["divergence"] is None  # the tool result appended: prefix held
+    kinds = [p["part"] for p in third["parts"]]
+    assert kinds[0] == "system_static" and kinds[-1] == "status"
+    assert [p["name"] for p in third["parts"] if p["part"] == "tool"] == ["echo", "fetch"]  # appended, in order
+    div = third["divergence"]
+    assert div["part"] == "tool" and div["item"] == 1 and div["reason"] == "tools: added fetch"
+    assert div["previous"] == "" and '"fetch"' in div["current"]
+    # which plugin added which message where: the reminder, at the second turn's start
+    added = third["added"]
+    assert added and added[0]["plugin"] == "Reminder" and added[0]["at"] == "turn_start"
+    note = third["parts"][added[0]["parts"][0]]
+    assert note["text"] == "remember: be brief" and note["origin"] == {"kind": "harness", "source": "reminder"}
+    assert missing.status_code == 404 and "has no request 7" in missing.json()["error"]["message"]
