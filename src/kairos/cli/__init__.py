@@ -597,9 +597,10 @@ def bench(
     console.print_json(json.dumps(result["summary"]))
 
 
-from kairos.cli.serve import serve  # noqa: E402  (after the helpers it uses)
+from kairos.cli.serve import serve, ui  # noqa: E402  (after the helpers it uses)
 
 app.command()(serve)
+app.command()(ui)
 
 
 def main() -> None:  # pragma: no cover - console entry point

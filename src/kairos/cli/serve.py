@@ -4,13 +4,52 @@ from __future__ import annotations
 
 import asyncio
 import os
+import webbrowser
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import quote
 
 import typer
 
 from kairos.cli._console import existing_workspace
 from kairos.server.auth import TOKEN_ENV, WEBHOOK_SECRET_ENV
+
+
+def ui_address(url: str, token: str | None) -> str:
+    """The page's address; the token rides in the fragment, which the browser never sends to a server."""
+    return f"{url}/#token={quote(token, safe='')}" if token else f"{url}/"
+
+
+def open_ui(url: str, token: str | None) -> None:
+    """Open the web UI in the user's browser (says where it is when no browser can be opened)."""
+    from kairos.cli import console
+
+    if not webbrowser.open(ui_address(url, token)):
+        console.print(f"open {url}/ in a browser" + (" and paste the API token" if token else ""))
+
+
+def ui(
+    host: Annotated[str, typer.Option("--host", help="the server's address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="the server's port")] = 8765,
+    workspace: Annotated[
+        Path,
+        typer.Option("--workspace", "-w", help="workspace to serve when no server runs", callback=existing_workspace),
+    ] = Path("."),
+    token_env: Annotated[str, typer.Option("--token-env", help="env var holding the bearer token")] = TOKEN_ENV,
+) -> None:
+    """Open the web UI: of the kairos server on --host:--port, or of a new one (kairos serve --open) when none runs."""
+    import httpx
+
+    url = f"http://{host}:{port}"
+    token = os.environ.get(token_env) or None
+    try:
+        running = httpx.get(f"{url}/v1/health", timeout=2).json().get("accepting") is not None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        running = False
+    if running:
+        open_ui(url, token)
+        return
+    serve(host=host, port=port, workspace=workspace, token_env=token_env, open_browser=True)
 
 
 def serve(
@@ -45,8 +84,9 @@ def serve(
             "(repeatable); other Host and Origin headers are refused",
         ),
     ] = None,
+    open_browser: Annotated[bool, typer.Option("--open", help="open the web UI in the browser once serving")] = False,
 ) -> None:
-    """Serve the agent over HTTP: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
+    """Serve the agent over HTTP and the web UI at /: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
 
     The agent runs on the event runtime with the tools of [runtime] toolsets and every source
     (async tasks, timers, file watches, the outbox, mail when [runtime.mail] is set).
@@ -108,7 +148,11 @@ def serve(
     def started(url: str) -> None:
         keeping.append(keep_heap())  # full GC passes stay short while it serves (kairos.server.heap)
         auth = "bearer token required" if token else "no auth (loopback only)"
-        console.print(f"kairos serving {_text(str(workspace))} on {url} ({auth}); API docs at {url}/docs")
+        console.print(
+            f"kairos serving {_text(str(workspace))} on {url} ({auth}); web UI at {url}/, API docs at {url}/docs"
+        )
+        if open_browser:
+            open_ui(url, token)
 
     async def main() -> None:
         # the runtime starts before the server: its recovery reads the databases, and an unreadable one is a
