@@ -9,18 +9,25 @@ even when their tools are switched off.
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from kairos.app import build_agent
 from kairos.config import KairosConfig
 from kairos.context.session import SessionStore
-from kairos.errors import ConfigError
+from kairos.errors import ConfigError, KairosError
+from kairos.mcp.client import Ask, McpServerSource
+from kairos.mcp.review import render_listing
 from kairos.models.base import Model
 from kairos.runtime import Classifier, Component, RuleRouter, Runtime, UrgencyRule
 from kairos.runtime.handlers import Case, EventHandler, Handlers
-from kairos.runtime.outbox import Outbox, OutboxApprover
+from kairos.runtime.outbox import MAX_TEXT, Outbox, OutboxApprover
 from kairos.runtime.toolsets import runtime_tools
 from kairos.security.approval import Approver
+
+log = logging.getLogger("kairos.mcp")
 
 
 def components(workspace: Path, config: KairosConfig, model_name: str) -> list[Component]:
@@ -88,7 +95,7 @@ def build_runtime(
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
-    return Runtime(
+    runtime = Runtime(
         agent,
         store,
         router=router,
@@ -97,3 +104,46 @@ def build_runtime(
         default_session=default_session,
         background_after_s=urgency.background_after_s,
     )
+    if outbox is not None:
+        from kairos.plugins.mcp import McpTools
+
+        for source in (s for p in agent.plugins if isinstance(p, McpTools) for s in p.sources):
+            source.ask = source.ask or outbox_review(outbox, runtime.default_session)
+    return runtime
+
+
+def outbox_review(outbox: Outbox, session: Callable[[], str]) -> Ask:
+    """Ask about an MCP server's new or changed tools where the user is, never holding up the turn.
+
+    The question goes to the outbox (the chat, ``/v1/questions``, the web UI). The tools stay withheld
+    until the user answers ``approve``; the approval is of the listing the question showed (a server that
+    changes again meanwhile is asked about again). No answer is a no.
+    """
+    waiting: set[asyncio.Task[None]] = set()
+
+    async def ask(source: McpServerSource) -> bool:
+        listing = list(source.listing)
+        status = "changed since you approved it" if source.review_status() == "changed" else "not approved yet"
+        shown = source.review.diff(source.name, listing) or render_listing(listing)
+        question = "\n".join(
+            [f"MCP server {source.name} [{source.config.target}]: its tools are {status}.", *shown[:40],
+             *(["…"] if len(shown) > 40 else []), f"Offer these {len(listing)} tools of {source.name} to the model?"]
+        )  # fmt: skip
+
+        async def wait() -> None:
+            try:
+                answer, by_user = await outbox.wait_answer(
+                    session(), question[:MAX_TEXT], options=("approve", "deny"), timeout_s=0
+                )
+            except (KairosError, ValueError) as e:  # the outbox cannot ask: the tools stay withheld
+                log.warning("could not ask about MCP server %s in the outbox: %s", source.name, e)
+                return
+            if by_user and answer == "approve":
+                source.review.approve(source.name, source.config.target, listing)
+
+        task = asyncio.create_task(wait())
+        waiting.add(task)
+        task.add_done_callback(waiting.discard)
+        return False
+
+    return ask
