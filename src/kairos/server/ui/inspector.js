@@ -1,6 +1,187 @@
-// The inspector view (being written).
-import { h } from "./dom.js";
+// The context inspector (issue 25 §1): what the model saw in each request and what it cost.
+//   #/inspector                    the sessions
+//   #/inspector/<sid>              its requests (table) and the cache-reuse chart
+//   #/inspector/<sid>/<index>      one request: its numbers, the prompt in its parts, the prefix audit
+//   #/inspector/<sid>/compression  what compression spilled, shrank, archived or summarised, with the originals
+// Keys: j / → next request, k / ← previous, u / Escape back to the session (in lists j/k move between rows).
+import { api } from "./api.js";
+import { h, when } from "./dom.js";
+import { requestView } from "./inspector_request.js";
+import { chart, compressionView, requestHref, requestsTable, verdictBadge, fmt } from "./inspector_session.js";
 
-export function mount(main) {
-  main.append(h("p.muted", "This page is not written yet."));
+const enc = encodeURIComponent;
+const known = new Map(); // session id → its request indexes as last loaded (j/k work before a view has loaded)
+const sessionHref = (sid) => `#/inspector/${enc(sid)}`;
+
+/** Mount the view; returns its cleanup at once (loading goes on behind it and stops when cleaned up). */
+export function mount(main, args, { go }) {
+  const [sid, sub] = args;
+  const ctl = new AbortController();
+  const root = h("div.insp", { dataset: { state: "loading" } }, h("p.muted", "Loading…"));
+  delete main.dataset.ready;
+  main.append(root);
+  const ctx = { root, go, signal: ctl.signal, sid, sub, nav: null };
+  const ready = !sid ? "sessions" : sub === "compression" ? "compression" : sub ? `request-${sub}` : "session";
+  const onKey = (ev) => keys(ev, ctx);
+  document.addEventListener("keydown", onKey);
+  let job;
+  if (!sid) job = sessions(ctx);
+  else if (sub === "compression") job = compression(ctx);
+  else if (sub !== undefined && sub !== "") job = request(ctx, sub);
+  else job = overview(ctx);
+  job.then(() => {
+    if (ctl.signal.aborted) return;
+    root.dataset.state = "ready";
+    main.dataset.ready = ready; // what benches and tests wait for: "request-<index>" once a request is shown
+  }).catch((e) => {
+    if (ctl.signal.aborted || e.name === "AbortError") return;
+    show(ctx, h("p.error", e.status === 404 ? `Not found: ${e.message}` : `Could not load: ${e.message}`),
+      sid ? h("p", h("a", { href: sid && sub ? sessionHref(sid) : "#/inspector" }, "← back")) : null);
+    root.dataset.state = "error";
+  });
+  return () => {
+    ctl.abort();
+    delete main.dataset.ready;
+    document.removeEventListener("keydown", onKey);
+  };
+}
+
+function show(ctx, ...children) {
+  ctx.root.replaceChildren();
+  ctx.root.append(...children.flat().filter(Boolean));
+}
+
+const get = (ctx, path) => api(path, { signal: ctx.signal });
+
+function crumbs(ctx, info, active) {
+  const { sid } = ctx;
+  const tab = (name, href, label) => h(`a.insp-tab${active === name ? ".active" : ""}`,
+    { href, "aria-current": active === name ? "page" : null }, label);
+  return h("nav.row.insp-crumbs", { "aria-label": "inspector" },
+    h("a", { href: "#/inspector" }, "Sessions"), h("span.muted", "/"),
+    h("strong.insp-title", { title: sid }, info?.title || sid),
+    h("span.grow"),
+    tab("requests", sessionHref(sid), "Requests"),
+    tab("compression", `${sessionHref(sid)}/compression`, "Compression"),
+  );
+}
+
+async function sessions(ctx) {
+  const data = await get(ctx, "/v1/sessions?limit=200");
+  const list = data.sessions || [];
+  if (!list.length) {
+    show(ctx, h("h2", "Inspector"), h("p.muted", "No sessions yet: start one in Chat, then see here what the model saw."));
+    return;
+  }
+  const rows = list.map((s) => h("tr",
+    h("td", h("a.insp-nav", { href: sessionHref(s.id) }, s.title || "untitled"), h("div.muted.insp-id", s.id)),
+    h("td.insp-opt", when(s.created_at)),
+    h("td.num", fmt(s.messages)),
+    h("td", s.busy ? h("span.badge.warn", "working") : ""),
+  ));
+  show(ctx,
+    h("h2", "Inspector"),
+    h("p.muted", "Pick a session: each model request, what its prompt held and what the cache reused."),
+    h("div.insp-scroll", h("table.insp-sessions",
+      h("thead", h("tr", h("th", "session"), h("th.insp-opt", "created"), h("th.num", "messages"), h("th", ""))),
+      h("tbody", rows),
+    )),
+  );
+}
+
+async function overview(ctx) {
+  const [info, data] = await Promise.all([
+    get(ctx, `/v1/sessions/${enc(ctx.sid)}`).catch(() => null),
+    get(ctx, `/v1/sessions/${enc(ctx.sid)}/requests`),
+  ]);
+  const requests = data.requests || [];
+  known.set(ctx.sid, requests.map((r) => r.index));
+  show(ctx,
+    crumbs(ctx, info, "requests"),
+    requests.length ? chart(requests, { onPick: (i) => ctx.go("inspector", ctx.sid, String(i)) }) : null,
+    requestsTable(ctx.sid, requests),
+  );
+}
+
+async function compression(ctx) {
+  const [info, data] = await Promise.all([
+    get(ctx, `/v1/sessions/${enc(ctx.sid)}`).catch(() => null),
+    get(ctx, `/v1/sessions/${enc(ctx.sid)}/compression`),
+  ]);
+  show(ctx, crumbs(ctx, info, "compression"), compressionView(ctx.sid, data));
+}
+
+/** The compact list beside an open request: every request with its verdict, the open one marked. */
+function sideList(sid, requests, current) {
+  const items = requests.map((r) => h("li",
+    h(`a.insp-nav${r.index === current ? ".current" : ""}`,
+      { href: requestHref(sid, r.index), "aria-current": r.index === current ? "page" : null },
+      h("span.insp-side-no", `#${r.index}`),
+      h("span.muted.insp-side-tok", `${fmt(r.prompt_tokens)} tok`),
+      verdictBadge(r, { short: true })),
+  ));
+  return h("aside.insp-side-list", { "aria-label": "requests" }, h("ol", items));
+}
+
+function neighbours(indexes, index) {
+  const pos = indexes.indexOf(index);
+  return { prev: pos > 0 ? indexes[pos - 1] : null, next: pos >= 0 && pos < indexes.length - 1 ? indexes[pos + 1] : null };
+}
+
+async function request(ctx, sub) {
+  const index = Number(sub);
+  if (!Number.isInteger(index) || index < 0) throw Object.assign(new Error(`no request "${sub}"`), { status: 404 });
+  ctx.nav = neighbours(known.get(ctx.sid) || [], index);
+  const base = `/v1/sessions/${enc(ctx.sid)}`;
+  const [info, list, data] = await Promise.all([
+    get(ctx, base).catch(() => null),
+    get(ctx, `${base}/requests`),
+    get(ctx, `${base}/requests/${index}`),
+  ]);
+  if (ctx.signal.aborted) return;
+  const requests = list.requests || [];
+  known.set(ctx.sid, requests.map((r) => r.index));
+  const { prev, next } = (ctx.nav = neighbours(known.get(ctx.sid), index));
+  const { node, reveal } = requestView(data, {
+    prev: prev === null ? null : requestHref(ctx.sid, prev),
+    next: next === null ? null : requestHref(ctx.sid, next),
+  });
+  const pick = (i) => ctx.go("inspector", ctx.sid, String(i));
+  show(ctx,
+    crumbs(ctx, info, null),
+    chart(requests, { current: index, onPick: pick, compact: true }),
+    h("div.insp-layout", sideList(ctx.sid, requests, index), node),
+  );
+  const current = ctx.root.querySelector(".insp-side-list a.current");
+  if (current) current.scrollIntoView({ block: "nearest" });
+  reveal("nearest");
+}
+
+function typing(ev) {
+  const t = ev.target;
+  return ev.ctrlKey || ev.metaKey || ev.altKey || (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)));
+}
+
+function keys(ev, ctx) {
+  if (typing(ev)) return;
+  const down = ev.key === "j" || ev.key === "ArrowRight";
+  const up = ev.key === "k" || ev.key === "ArrowLeft";
+  if (ctx.nav) {
+    const to = down ? ctx.nav.next : up ? ctx.nav.prev : null;
+    if (to !== null && (down || up)) {
+      ev.preventDefault();
+      ctx.go("inspector", ctx.sid, String(to));
+    } else if (ev.key === "u" || ev.key === "Escape") {
+      ev.preventDefault();
+      ctx.go("inspector", ctx.sid);
+    }
+    return;
+  }
+  if (ev.key !== "j" && ev.key !== "k") return;
+  const links = [...ctx.root.querySelectorAll("a.insp-nav")];
+  if (!links.length) return;
+  ev.preventDefault();
+  const at = links.indexOf(document.activeElement);
+  const to = at < 0 ? 0 : Math.max(0, Math.min(links.length - 1, at + (ev.key === "j" ? 1 : -1)));
+  links[to].focus();
 }
