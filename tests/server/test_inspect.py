@@ -80,3 +80,41 @@ async def test_a_request_whose_tool_set_changed_shows_the_divergence_and_why(tmp
     note = third["parts"][added[0]["parts"][0]]
     assert note["text"] == "remember: be brief" and note["origin"] == {"kind": "harness", "source": "reminder"}
     assert missing.status_code == 404 and "has no request 7" in missing.json()["error"]["message"]
+
+
+async def test_the_compression_view_gives_each_replacement_with_its_original(tmp_path: Path) -> None:
+    big = "line of a long build log\n" * 2000
+    history = [
+        Message.user("run the build"),
+        Message.assistant("", (call("bash", {"cmd": "make"}),)),
+        Message.tool("c1", big, "bash"),
+    ]
+    async with Runtime(Agent(ScriptedModel()), SessionStore(tmp_path)) as rt:
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(create_app(rt)), base_url="http://127.0.0.1:8765")
+        sid = rt.create_session("logs", history=history)
+        empty = (await client.get(f"/v1/sessions/{sid}/compression")).json()
+        rt.store.trajectories.freeze(sid, "kairos.compression/spill/2", "[spilled to .kairos/spill/2.txt] line of…")
+        rt.store.trajectories.freeze(sid, "kairos.compression/round/0", "round 0: ran the build")
+        rt.store.trajectories.freeze(sid, "kairos.compression/error/2", "bash")  # a mark, not a replacement
+        view = (await client.get(f"/v1/sessions/{sid}/compression")).json()["replacements"]
+        unknown = await client.get("/v1/sessions/nope/compression")
+        await client.aclose()
+    assert empty == {"replacements": []}
+    assert [(r["seq"], r["layer"]) for r in view] == [(0, "round"), (2, "spill")]
+    assert view[1]["original"] == big and view[1]["text"].startswith("[spilled")
+    assert view[0]["original"] is None
+    assert unknown.status_code == 404
+
+
+async def test_a_session_is_renamed_and_an_unknown_one_is_a_404(tmp_path: Path) -> None:
+    async with Runtime(Agent(ScriptedModel()), SessionStore(tmp_path)) as rt:
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(create_app(rt)), base_url="http://127.0.0.1:8765")
+        sid = rt.create_session("old")
+        renamed = await client.patch(f"/v1/sessions/{sid}", json={"title": "Release notes"})
+        listed = (await client.get("/v1/sessions")).json()["sessions"]
+        missing = await client.patch("/v1/sessions/nope", json={"title": "x"})
+        too_long = await client.patch(f"/v1/sessions/{sid}", json={"title": "x" * 501})
+        await client.aclose()
+    assert renamed.status_code == 200 and renamed.json()["title"] == "Release notes"
+    assert listed[0]["title"] == "Release notes"
+    assert missing.status_code == 404 and too_long.status_code == 422

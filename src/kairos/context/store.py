@@ -205,6 +205,13 @@ class TrajectoryStore:
         self._write(statements)
         return sid
 
+    def set_title(self, session_id: str, title: str) -> bool:
+        """Rename a session; False when there is no such session."""
+        if not self.has_session(session_id):
+            return False
+        self._write([("UPDATE sessions SET title = ? WHERE id = ?", (title, session_id), False)])
+        return True
+
     def has_session(self, session_id: str) -> bool:
         """Whether ``session_id`` exists."""
         return bool(self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)))
