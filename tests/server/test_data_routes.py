@@ -148,7 +148,10 @@ async def test_an_mcp_server_whose_listing_changed_says_which_tools(workspace: P
             assert any(line.startswith("-tool retired") for line in server["diff"])
             offered = {t["name"] for t in server["tools"] if t["offered"]}
             assert "echo" not in offered and "boom" not in offered and "big" in offered
-            approved = (await client.post("/v1/mcp/servers/bad/approve")).json()
+            stale = await client.post("/v1/mcp/servers/bad/approve", params={"digest": "0" * 64})
+            assert "changed its listing since it was shown" in _is_error(stale, 409)  # not what the user read
+            assert (await client.get("/v1/mcp/servers")).json()["servers"][0]["approval"] == "changed"
+            approved = (await client.post("/v1/mcp/servers/bad/approve", params={"digest": server["digest"]})).json()
             assert approved["approval"] == "approved" and all(t["offered"] for t in approved["tools"])
             assert approved["changes"] == {"added": [], "removed": [], "changed": []} and approved["diff"] == []
     finally:

@@ -159,6 +159,7 @@ def _mcp_record(source: McpServerSource) -> dict[str, Any]:
     offered = {t.name for t in source.offered()}
     return {
         "name": source.name, "target": source.config.target, "state": source.state, "error": source.error,
+        "digest": source.digest,
         "approval": source.review_status(), "summary": source.describe(),
         "tools": [{"name": t.name, "description": t.description, "read_only": t.read_only,
                    "offered": tool_name(source.name, t.name) in offered} for t in source.listing],
@@ -194,11 +195,18 @@ async def mcp_servers(request: Request) -> dict[str, Any]:
 
 
 @router.post("/v1/mcp/servers/{name}/approve", tags=["mcp"])
-async def mcp_approve(request: Request, name: str) -> dict[str, Any]:
-    """Approve the server's listing as it is now (what ``GET`` showed): its tools are offered from the next turn."""
+async def mcp_approve(
+    request: Request, name: str, digest: Annotated[str | None, Query(max_length=128)] = None
+) -> dict[str, Any]:
+    """Approve the server's listing as it is now: its tools are offered from the next turn.
+
+    ``digest`` (from ``GET``): approve only the listing the user read; 409 when the server listed anew since.
+    """
     source = _mcp_source(request, name)
     if not source.listing:
         raise ApiError(409, f"MCP server {name!r} has listed no tools yet ({source.describe()})")
+    if digest is not None and digest != source.digest:
+        raise ApiError(409, f"MCP server {name!r} changed its listing since it was shown: read it again")
     source.review.approve(source.name, source.config.target, source.listing)
     return _mcp_record(source)
 

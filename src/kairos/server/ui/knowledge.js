@@ -21,6 +21,7 @@ export function mount(main, args) {
   q.value = q0;
   const mode = h("select#kb-mode", Object.entries(MODES).map(([v, label]) => h("option", { value: v }, label)));
   mode.value = MODES[mode0] ? mode0 : "hybrid";
+  mode.addEventListener("change", () => { if (q.value.trim()) search(); });  // compare retrievers at once
   const k = h("input#kb-k", { type: "number", min: "1", max: "50", value: String(Number(k0) || 5) });
   const form = h("form.kb-search", { role: "search", on: { submit: (ev) => { ev.preventDefault(); search(); } } },
     h("div.row", q, h("button.primary", { type: "submit" }, "Search")),

@@ -47,7 +47,10 @@ export function mount(main) {
   async function act(s, action, section) {
     for (const b of section.querySelectorAll("button")) b.disabled = true;
     try {
-      const rec = await api(`/v1/mcp/servers/${encodeURIComponent(s.name)}/${action}`, { method: "POST", signal });
+      // an approval names the listing the user read: the server refuses it (409) if it listed anew since
+      const query = action === "approve" ? `?digest=${encodeURIComponent(s.digest)}` : "";
+      const path = `/v1/mcp/servers/${encodeURIComponent(s.name)}/${action}${query}`;
+      const rec = await api(path, { method: "POST", signal });
       const fresh = card(rec);
       section.replaceWith(fresh);
       fresh.querySelector("h2").focus();
@@ -59,6 +62,7 @@ export function mount(main) {
       if (signal.aborted) return;
       for (const b of section.querySelectorAll("button")) b.disabled = false;
       toast(`${s.name}: ${action} failed: ${e.message}`);
+      if (e.status === 409) load();  // show the listing as it is now
     }
   }
 
