@@ -26,6 +26,7 @@ from kairos.config import KairosConfig
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.runtime import Runtime
+from kairos.runtime.outbound import AgentRequest, AgentToolStarted
 from kairos.tools.base import Tool
 
 N_CTX = 8192
@@ -78,12 +79,13 @@ def usage_since(rt: Runtime, session: str, cursor: int) -> Usage:
     while True:
         page = history(session, after)
         for ev in page:
-            if ev.type == "agent.request":
-                calls += 1
-                prompt += int(ev.data.get("prompt_tokens") or 0)
-                completion += int(ev.data.get("completion_tokens") or 0)
-            elif ev.type == "agent.tool_started":
-                tools += 1
+            match ev.payload:
+                case AgentRequest() as req:
+                    calls += 1
+                    prompt += req.prompt_tokens
+                    completion += req.completion_tokens
+                case AgentToolStarted():
+                    tools += 1
             after = ev.cursor
         if len(page) < 1000:
             return Usage(calls, tools, prompt, completion)
@@ -94,11 +96,8 @@ def calls_since(rt: Runtime, session: str, cursor: int, limit: int = 160) -> lis
     history = getattr(rt.bus, "history", None)
     if history is None:
         return []
-    return [
-        f"{ev.data.get('name')}({str(ev.data.get('arguments', ''))[:limit]})"
-        for ev in history(session, cursor, 10_000)
-        if ev.type == "agent.tool_started"
-    ]
+    started = [ev.payload for ev in history(session, cursor, 10_000)]
+    return [f"{p.name}({p.arguments[:limit]})" for p in started if isinstance(p, AgentToolStarted)]
 
 
 def calls_in(messages: Sequence[Message]) -> list[tuple[int, str, dict[str, Any]]]:

@@ -53,6 +53,7 @@ from kairos.runtime.calendar import tools as calendar_tools
 from kairos.runtime.handlers import Case, EventHandler, Handlers
 from kairos.runtime.mail import MailSource
 from kairos.runtime.mail import tools as mail_tools
+from kairos.runtime.outbound import AgentFinal
 from kairos.runtime.outbox import Outbox, notify_user
 from kairos.testing.mailserver import ADDRESS, PASSWORD_ENV, MailServer
 from kairos_bench._agent_bench import (
@@ -336,7 +337,7 @@ async def run_trial(
                 done = arrived and await settle(rt, sid, mail_timeout_s)
                 seconds = time.perf_counter() - t0
                 usage = usage_since(rt, sid, cursor)
-                finals = [e for e in rt.bus.history(sid, cursor) if e.type == "agent.final"]
+                finals = [p for e in rt.bus.history(sid, cursor) if isinstance(p := e.payload, AgentFinal)]
                 sent.append(
                     (
                         mail,
@@ -346,7 +347,7 @@ async def run_trial(
                             **usage.to_record(),
                             "timed_out": not done,
                             "calls": calls_since(rt, sid, cursor),
-                            "answer": str(finals[-1].data.get("text", ""))[:300] if finals else "",
+                            "answer": finals[-1].text[:300] if finals else "",
                         },
                     )
                 )

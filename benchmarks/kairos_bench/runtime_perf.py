@@ -131,9 +131,9 @@ async def _interrupt_latencies(mode: str, trials: int, root: Path) -> list[float
 
             await rt.submit(Event("user.input", f"task {i}", {"type": "user"}, "bench", session=sid))
             await asyncio.wait_for(model.started.wait(), 30)
-            worker = rt._workers[sid]
-            assert worker.session is not None
-            worker.session.tool_context.resources[_STOPPED] = mark
+            session = rt.open_session(sid)
+            assert session is not None
+            session.tool_context.resources[_STOPPED] = mark
             await asyncio.sleep(rng.uniform(0.002, 0.02))
             t0 = time.perf_counter()
             await rt.submit(Event("user.input", f"{STOP}: do something else", {"type": "user"}, "bench", session=sid,

@@ -31,6 +31,14 @@ from kairos.cli._output import EventPrinter, _text, console, err_console, finish
 from kairos.errors import KairosError
 from kairos.runtime import Event, Outbox, Runtime
 from kairos.runtime.bus import BusEvent, SubscriberTooSlow
+from kairos.runtime.outbound import (
+    EventAccepted,
+    OutboxClosed,
+    OutboxMessage,
+    ParallelAnswer,
+    RunEnded,
+    SessionError,
+)
 
 T = TypeVar("T")
 GRACE_S = 2.0
@@ -176,40 +184,37 @@ class Chat:
                 continue
 
     def _on_bus(self, ev: BusEvent) -> None:
-        data = ev.data
-        if ev.type == "outbox.message" and data.get("kind") == "question":
-            self.questions[str(data["id"])] = data
-            self._say_question(data)
-        elif ev.type == "outbox.message":
-            if data.get("kind") == "notify":
-                priority = str(data.get("priority", "normal"))
+        match ev.payload:
+            case OutboxMessage(kind="question") as q:
+                self.questions[q.id] = q.to_data()
+                self._say_question(q.to_data())
+            case OutboxMessage() as m:
+                if m.kind == "notify":
+                    with self._printing():
+                        console.print(f"[bold yellow]notification ({_text(m.priority)}):[/] {_text(m.text)}")
+                if self.outbox is not None:  # shown here (an answer was streamed already): read
+                    self.outbox.mark_read([m.id])
+            case OutboxClosed() as q if self.questions.pop(q.id, None) is not None:
+                if q.answered_by != "user":
+                    said = f"; the agent uses the default: {q.answer}" if q.answer else ""
+                    with self._printing():
+                        console.print(f"[yellow]question {_text(q.id)} is {_text(str(q.status))}{said}[/]")
+            case EventAccepted() as e if e.channel != "cli":  # what wakes the agent besides you
+                first = (e.content.strip().splitlines() or [""])[0]
+                with self._printing():
+                    console.print(f"[dim]» {_text(e.type)}: {_text(first[:160])} ({_text(e.strategy)})[/]")
+            case ParallelAnswer(question=question, answer=answer):
                 with self._printing():
                     console.print(
-                        f"[bold yellow]notification ({_text(priority)}):[/] {_text(str(data.get('text', '')))}"
+                        f"[dim](answered beside the running task)[/] {_text(question)}\n[bold]{_text(answer)}[/]"
                     )
-            if self.outbox is not None:  # shown here (an answer was streamed already): read
-                self.outbox.mark_read([str(data["id"])])
-        elif ev.type == "outbox.closed" and self.questions.pop(str(data.get("id")), None) is not None:
-            if data.get("answered_by") != "user":
-                said = f"; the agent uses the default: {data['answer']}" if data.get("answer") else ""
+            case SessionError(message=message):
                 with self._printing():
-                    console.print(f"[yellow]question {_text(str(data['id']))} is {_text(str(data['status']))}{said}[/]")
-        elif ev.type == "event.accepted" and data.get("channel") != "cli":  # what wakes the agent besides you
-            first = (str(data.get("content", "")).strip().splitlines() or [""])[0]
-            kind, how = _text(str(data.get("type", "event"))), _text(str(data.get("strategy", "")))
-            with self._printing():
-                console.print(f"[dim]» {kind}: {_text(first[:160])} ({how})[/]")
-        elif ev.type == "parallel.answer":
-            question, answer = _text(str(data.get("question", ""))), _text(str(data.get("answer", "")))
-            with self._printing():
-                console.print(f"[dim](answered beside the running task)[/] {question}\n[bold]{answer}[/]")
-        elif ev.type == "session.error":
-            with self._printing():
-                err_console.print(f"[bold red]error:[/] {_text(str(data.get('message', '')))}")
-        elif ev.type == "run.ended" and not self.runtime.busy(self.session):
-            self.printer.status.clear()  # also after a run that failed before its final answer
-            if self.interactive:
-                self._show_prompt()
+                    err_console.print(f"[bold red]error:[/] {_text(message)}")
+            case RunEnded() if not self.runtime.busy(self.session):
+                self.printer.status.clear()  # also after a run that failed before its final answer
+                if self.interactive:
+                    self._show_prompt()
         self._update_prompt_open()
 
     def _say_question(self, q: dict[str, Any]) -> None:

@@ -9,8 +9,9 @@ from kairos.runtime.calendar import Calendar
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.events import Event, Strategy
 from kairos.runtime.mail import MailSource
+from kairos.runtime.outbound import OutboundPayload, UnknownPayload, parse_payload
 from kairos.runtime.outbox import Outbox
-from kairos.runtime.runtime import RUNTIME_RESOURCE, Component, Receipt, Runtime, RuntimeHandle
+from kairos.runtime.runtime import RUNTIME_RESOURCE, Component, Receipt, Runtime, RuntimeContext, RuntimeHandle
 from kairos.runtime.tasks import TaskManager
 from kairos.runtime.timers import Timers
 from kairos.runtime.toolsets import runtime_tools
@@ -28,11 +29,13 @@ __all__ = [
     "EventBus",
     "FileWatch",
     "MailSource",
+    "OutboundPayload",
     "Outbox",
     "Receipt",
     "Router",
     "RuleRouter",
     "Runtime",
+    "RuntimeContext",
     "RuntimeDB",
     "RuntimeHandle",
     "SqliteBus",
@@ -40,6 +43,8 @@ __all__ = [
     "SubscriberTooSlow",
     "TaskManager",
     "Timers",
+    "UnknownPayload",
     "UrgencyRule",
+    "parse_payload",
     "runtime_tools",
 ]

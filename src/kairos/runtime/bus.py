@@ -17,10 +17,11 @@ import json
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kairos.runtime.db import RuntimeDB
+from kairos.runtime.outbound import OutboundPayload, UnknownPayload, parse_payload
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS bus (
@@ -40,13 +41,30 @@ _QUEUE_LIMIT = 50_000
 
 @dataclass(frozen=True, slots=True)
 class BusEvent:
-    """One published record."""
+    """One published record; :attr:`payload` is its typed form."""
 
     cursor: int
     session: str
     type: str
     data: dict[str, Any]
     at: float
+    _payload: OutboundPayload | UnknownPayload | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def payload(self) -> OutboundPayload | UnknownPayload:
+        """The typed payload (:mod:`kairos.runtime.outbound`), parsed on first use and kept.
+
+        Every subscriber of a live record gets this same object, so a record is parsed once.
+        """
+        payload = self._payload
+        if payload is None:
+            payload = parse_payload(self.type, self.data)
+            object.__setattr__(self, "_payload", payload)
+        return payload
+
+    def attach(self, payload: OutboundPayload) -> None:
+        """Keep the payload this record was published from, so live subscribers need not parse ``data``."""
+        object.__setattr__(self, "_payload", payload)
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form sent to clients."""

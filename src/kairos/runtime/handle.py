@@ -4,16 +4,88 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from kairos.agent.events import FinalAnswer
+from kairos.context.inbox import InboxEvent
 from kairos.errors import KairosError
-from kairos.runtime.events import Strategy
+from kairos.runtime.bus import EventBus
+from kairos.runtime.db import RuntimeDB
+from kairos.runtime.events import Event, Strategy
+from kairos.runtime.outbound import OutboundPayload
 from kairos.tools.base import RUNTIME_RESOURCE, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from kairos.runtime.runtime import Runtime
 
 T = TypeVar("T")
+
+
+class RuntimeContext(Protocol):
+    """What a component sees of the runtime: events in, records out, its database, other services.
+
+    Narrower than :class:`~kairos.runtime.Runtime` (which satisfies it), so a component cannot reach
+    the runtime's workers or sessions' internals, and a test can hand it a small fake.
+    """
+
+    @property
+    def db(self) -> RuntimeDB:
+        """The runtime's database (a component keeps its state in tables of its own)."""
+        ...
+
+    @property
+    def bus(self) -> EventBus:
+        """What the runtime publishes (to follow it, as telemetry does)."""
+        ...
+
+    @property
+    def accepting(self) -> bool:
+        """False once the runtime stops (a failed submit is then no error worth reporting)."""
+        ...
+
+    @property
+    def state_dir(self) -> Path:
+        """The sessions' state directory (a component's own files go below it)."""
+        ...
+
+    @property
+    def model_name(self) -> str:
+        """The name of the model the agent runs."""
+        ...
+
+    @property
+    def answer_listeners(self) -> list[Callable[[str, FinalAnswer], None]]:
+        """Called with (session, final answer) whenever a run ends; add and remove your own."""
+        ...
+
+    async def submit(self, event: Event) -> Receipt:
+        """Route, decide and queue an event (see :meth:`kairos.runtime.Runtime.submit`)."""
+        ...
+
+    def post(self, session_id: str, event: InboxEvent, key: str | None = None) -> int | None:
+        """Persist an inbox event for a session directly (no routing); None for a duplicate ``key``."""
+        ...
+
+    def publish(self, session: str, payload: OutboundPayload) -> None:
+        """Put a record on the session's stream (``""``: the runtime's own)."""
+        ...
+
+    def service(self, kind: type[T]) -> T | None:
+        """Another component, by type."""
+        ...
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        ...
+
+    def create_session(self, title: str = "", meta: dict[str, Any] | None = None) -> str:
+        """A new, empty session."""
+        ...
+
+    def session_meta(self, session_id: str) -> dict[str, Any]:
+        """A session's metadata (empty for an unknown one)."""
+        ...
 
 
 @runtime_checkable
@@ -26,7 +98,7 @@ class Component(Protocol):
 
     name: str
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self, runtime: RuntimeContext) -> None:
         """Work until cancelled."""
         ...
 
@@ -111,6 +183,7 @@ __all__ = [
     "RUNTIME_RESOURCE",
     "Component",
     "Receipt",
+    "RuntimeContext",
     "RuntimeHandle",
     "runtime_handle",
     "runtime_service",

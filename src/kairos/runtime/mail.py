@@ -36,7 +36,7 @@ from kairos.tools.function import tool
 if TYPE_CHECKING:
     from imapclient import IMAPClient  # type: ignore[import-untyped]
 
-    from kairos.runtime.runtime import Runtime
+    from kairos.runtime.handle import RuntimeContext
 
 log = logging.getLogger("kairos.runtime.mail")
 IDEMPOTENCY_RESOURCE = "kairos.idempotency_key"
@@ -70,11 +70,11 @@ class MailSource:
         self.polls = 0
         self.dispatched: list[str] = []
         self.connected = asyncio.Event()
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeContext | None = None
 
     # -- the source ----------------------------------------------------------------------------
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self, runtime: RuntimeContext) -> None:
         """Connect and deliver new mail until cancelled; connection errors end it (the runtime restarts it)."""
         self._runtime = runtime
         runtime.db.ensure(SCHEMA)
@@ -90,7 +90,7 @@ class MailSource:
             self.mode = ""
             mc.close(client)
 
-    async def _serve(self, runtime: Runtime, client: IMAPClient) -> None:
+    async def _serve(self, runtime: RuntimeContext, client: IMAPClient) -> None:
         cfg = self.config
         try:
             info = await asyncio.to_thread(client.select_folder, cfg.folder)
@@ -141,7 +141,7 @@ class MailSource:
             self.idle_wakeups += 1
 
     async def _deliver(
-        self, runtime: Runtime, client: IMAPClient, validity: int, criteria: list[str], last: int
+        self, runtime: RuntimeContext, client: IMAPClient, validity: int, criteria: list[str], last: int
     ) -> int:
         """Submit every message matching ``criteria`` above ``last``; returns the new highest uid."""
         uids = sorted(u for u in await asyncio.to_thread(client.search, criteria) if u > last)
@@ -187,7 +187,7 @@ class MailSource:
         )
         return str(rows[0][0]) if rows else None
 
-    def _thread_session(self, runtime: Runtime, mail: ParsedMail) -> str:
+    def _thread_session(self, runtime: RuntimeContext, mail: ParsedMail) -> str:
         """The session of the mail's thread: its parent's (by In-Reply-To), else a new one; recorded first.
 
         Recorded before the event is submitted, so a mail delivered again after a crash finds the
@@ -204,13 +204,13 @@ class MailSource:
         )
         return sid
 
-    def _last(self, runtime: Runtime, validity: int) -> int:
+    def _last(self, runtime: RuntimeContext, validity: int) -> int:
         rows = runtime.db.read(
             "SELECT last_uid FROM mail_state WHERE account = ? AND uidvalidity = ?", (self.config.account, validity)
         )
         return int(rows[0][0]) if rows else 0
 
-    def _save(self, runtime: Runtime, validity: int, last: int) -> None:
+    def _save(self, runtime: RuntimeContext, validity: int, last: int) -> None:
         runtime.db.write(
             "INSERT OR REPLACE INTO mail_state (account, uidvalidity, last_uid) VALUES (?, ?, ?)",
             (self.config.account, validity, last),

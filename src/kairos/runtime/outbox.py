@@ -31,7 +31,9 @@ from typing import Any, Literal
 from kairos.agent.events import FinalAnswer
 from kairos.errors import KairosError
 from kairos.runtime.events import Event
-from kairos.runtime.runtime import Runtime, runtime_service
+from kairos.runtime.handle import RuntimeContext
+from kairos.runtime.outbound import OutboxClosed, OutboxMessage, OutboxRead
+from kairos.runtime.runtime import runtime_service
 from kairos.security.approval import ApprovalRequest
 from kairos.security.approval import Decision as ApprovalDecision
 from kairos.tools.base import Tool, ToolContext, ToolResult
@@ -122,13 +124,13 @@ class Outbox:
     def __init__(self, *, store_answers: bool = True, default_user: str = "local") -> None:
         self.store_answers = store_answers
         self.default_user = default_user
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeContext | None = None
         self._waiters: dict[str, asyncio.Future[str]] = {}
         self._ready = asyncio.Event()
 
     # -- life cycle -------------------------------------------------------------------------------
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self, runtime: RuntimeContext) -> None:
         """Close the questions a restart left open, listen for final answers, then idle until cancelled."""
         runtime.db.ensure(SCHEMA)
         self._runtime = runtime
@@ -149,7 +151,7 @@ class Outbox:
         async with asyncio.timeout(timeout_s):
             await self._ready.wait()
 
-    async def _restore(self, runtime: Runtime) -> None:
+    async def _restore(self, runtime: RuntimeContext) -> None:
         rows = runtime.db.read(
             f"SELECT {_COLUMNS} FROM outbox_messages WHERE kind = 'question' AND delivered = 0 "
             "AND status IN ('pending', 'answered') ORDER BY seq"
@@ -178,7 +180,7 @@ class Outbox:
                 log.warning("question %s: %s", q["id"], e)
             runtime.db.write("UPDATE outbox_messages SET delivered = 1 WHERE id = ?", (q["id"],))
 
-    def _bound(self) -> Runtime:
+    def _bound(self) -> RuntimeContext:
         if self._runtime is None:
             raise KairosError("the outbox component is not running (add it to the runtime's components)")
         return self._runtime
@@ -186,7 +188,7 @@ class Outbox:
     def user_of(self, session: str) -> str:
         """The user a session's messages go to."""
         rt = self._bound()
-        user = rt.store.trajectories.session_meta(session).get("user") if session else None
+        user = rt.session_meta(session).get("user") if session else None
         return user if isinstance(user, str) and user else self.default_user
 
     # -- writing ----------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ class Outbox:
         )  # fmt: skip
         record = self.get(mid)
         assert record is not None
-        rt.publish(session, "outbox.message", record)
+        rt.publish(session, OutboxMessage.model_validate(record))
         return record
 
     def notify(self, session: str, text: str, priority: Priority = "normal") -> dict[str, Any]:
@@ -308,7 +310,7 @@ class Outbox:
         if changed:
             record = self.get(qid)
             if record is not None:
-                rt.publish(record["session"], "outbox.closed", record)
+                rt.publish(record["session"], OutboxClosed.model_validate(record))
         return bool(changed)
 
     def _delivered(self, qid: str) -> None:
@@ -349,7 +351,7 @@ class Outbox:
             args.append(user)
         changed = rt.db.write(sql, args)
         if changed:
-            rt.publish("", "outbox.read", {"ids": wanted, "user": user})
+            rt.publish("", OutboxRead(ids=wanted, user=user))
         return changed
 
 

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from kairos.agent import Agent
@@ -46,11 +47,26 @@ from kairos.runtime.handle import (
     RUNTIME_RESOURCE,
     Component,
     Receipt,
+    RuntimeContext,
     RuntimeHandle,
     runtime_handle,
     runtime_service,
 )
 from kairos.runtime.handlers import Handlers
+from kairos.runtime.outbound import (
+    AgentError,
+    ComponentError,
+    EventAccepted,
+    EventDropped,
+    OutboundPayload,
+    ParallelAnswer,
+    ParallelStarted,
+    RunEnded,
+    RunStarted,
+    SessionCreated,
+    SessionError,
+    SessionRecovered,
+)
 from kairos.runtime.records import agent_record
 from kairos.runtime.urgency import Router, RuleRouter
 from kairos.tools.executor import BACKGROUND_RESOURCE
@@ -81,7 +97,7 @@ class _Worker:
         try:
             self.session = session = rt.store.resume(self.session_id)
         except Exception as e:  # busy elsewhere, unreadable: report, keep its events for later
-            rt.publish(self.session_id, "session.error", {"message": f"cannot open the session: {e}"})
+            rt.publish(self.session_id, SessionError(message=f"cannot open the session: {e}"))
             rt._workers.pop(self.session_id, None)
             return
         handle = RuntimeHandle(rt, self.session_id)
@@ -125,20 +141,20 @@ class _Worker:
         rt = self.runtime
         self.running = True
         failed = False
-        rt.publish(self.session_id, "run.started", {"pending": len(session.inbox)})
+        rt.publish(self.session_id, RunStarted(pending=len(session.inbox)))
         try:
             async for event in rt.agent.run(session):
                 rt._on_agent_event(self.session_id, event)
                 if isinstance(event, RunError):
                     failed = True
-                record = agent_record(event)
-                if record is not None:
-                    rt.publish(self.session_id, *record)
+                payload = agent_record(event)
+                if payload is not None:
+                    rt.publish(self.session_id, payload)
                 if isinstance(event, FinalAnswer):
                     rt._on_answer(self.session_id, event)
         except Exception as e:  # a bug must not kill the worker: the session stays valid
             log.exception("run of session %s failed", self.session_id)
-            rt.publish(self.session_id, "agent.error", {"message": f"internal error: {e}"})
+            rt.publish(self.session_id, AgentError(message=f"internal error: {e}"))
             failed = True
         finally:
             self.running = False
@@ -148,7 +164,7 @@ class _Worker:
                 session.consume_interrupts()
             except Exception:  # the database failed: the next opening of the session drops them
                 log.exception("dropping the interrupts left by a run of session %s failed", self.session_id)
-            rt.publish(self.session_id, "run.ended", {"pending": len(session.inbox)})
+            rt.publish(self.session_id, RunEnded(pending=len(session.inbox)))
         return failed
 
 
@@ -219,7 +235,7 @@ class Runtime:
         self._known: set[str] = set()
         """Sessions seen to exist (sessions are never deleted, so a hit needs no query)."""
         self._named_ready = False  # named_sessions made (and the old openai table carried over) once
-        self._posts: list[tuple[str, InboxEvent, str | None, dict[str, Any], asyncio.Future[int | None]]] = []
+        self._posts: list[tuple[str, InboxEvent, str | None, EventAccepted, asyncio.Future[int | None]]] = []
         """Events submitted in this loop tick, written in one transaction (group commit)."""
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -270,7 +286,7 @@ class Runtime:
                 raise
             except Exception as e:
                 log.exception("runtime component %s failed", component.name)
-                self.publish("", "component.error", {"component": component.name, "message": str(e)})
+                self.publish("", ComponentError(component=component.name, message=str(e)))
             backoff = 1.0 if time.monotonic() - started > 60 else min(backoff * 2, 60.0)
             await asyncio.sleep(backoff)
 
@@ -283,7 +299,7 @@ class Runtime:
             if not self.store.trajectories.has_session(sid):
                 self.db.write("DELETE FROM active WHERE session = ?", (sid,))
                 continue
-            self.publish(sid, "session.recovered", {})
+            self.publish(sid, SessionRecovered())
             self._ensure_worker(sid)
         return sorted(ids)
 
@@ -339,7 +355,7 @@ class Runtime:
         no worker until its first event, so nothing else writes to it meanwhile.
         """
         sid = self.store.trajectories.create_session(title, meta, history=history)
-        self.publish(sid, "session.created", {"title": title})
+        self.publish(sid, SessionCreated(title=title))
         return sid
 
     def named_session(self, namespace: str, name: str, title: str, meta: dict[str, Any] | None = None) -> str:
@@ -357,6 +373,25 @@ class Runtime:
         self.db.write("INSERT OR REPLACE INTO named_sessions (namespace, name, session) VALUES (?, ?, ?)",
                       (namespace, name, sid))  # fmt: skip
         return sid
+
+    @property
+    def state_dir(self) -> Path:
+        """The sessions' state directory (components keep their files below it)."""
+        return self.store.state_dir
+
+    @property
+    def model_name(self) -> str:
+        """The name of the model the agent runs."""
+        return str(getattr(self.agent.model, "name", "") or "unknown")
+
+    def session_meta(self, session_id: str) -> dict[str, Any]:
+        """The meta a session was created with ({} for an unknown one)."""
+        return self.store.trajectories.session_meta(session_id)
+
+    def open_session(self, session_id: str) -> Session | None:
+        """The session as its worker holds it open now (None: no worker has it open), e.g. for its tools' resources."""
+        w = self._workers.get(session_id)
+        return None if w is None or w.closing else w.session
 
     def sessions(self, limit: int = 50) -> list[SessionInfo]:
         """Sessions, newest first."""
@@ -469,21 +504,21 @@ class Runtime:
         busy = self.busy(sid)
         decision = await self.router.decide(event, busy=busy)
         strategy = decision.strategy
-        base = {**event.to_record(), "session": sid, "strategy": strategy, "reason": decision.reason}
         if strategy == "drop" or (not busy and event.type == "user.interrupt" and not event.content.strip()):
             reason = decision.reason if strategy == "drop" else "nothing is running"
-            self.publish(sid, "event.dropped", {**base, "reason": reason})
+            self.publish(sid, EventDropped.of(event, sid, strategy, reason))
             return Receipt(sid, "drop", reason)
+        accepted = EventAccepted.of(event, sid, strategy, decision.reason)
         if strategy == "parallel":
             side = asyncio.get_running_loop().create_task(self._parallel(sid, event), name=f"parallel:{sid}")
             self._side.add(side)
             side.add_done_callback(self._side.discard)
-            self.publish(sid, "event.accepted", base)
+            self.publish(sid, accepted)
             return Receipt(sid, strategy, decision.reason)
         guidance = await self.handlers.guidance(event) if self.handlers.handlers else ""
         posted = inbox_event(event, strategy, guidance)
         key = idempotency_key(sid, event)
-        seq = await self._post_durably(sid, posted, key, base)
+        seq = await self._post_durably(sid, posted, key, accepted)
         if seq is None:
             assert key is not None
             if not same_payload(self.store.trajectories.posted_record(key), event_record(posted)):
@@ -539,9 +574,9 @@ class Runtime:
         return done[0]
 
     async def _post_durably(
-        self, session_id: str, event: InboxEvent, key: str | None, accepted: dict[str, Any]
+        self, session_id: str, event: InboxEvent, key: str | None, accepted: EventAccepted
     ) -> int | None:
-        """Queue for the tick's group commit; ``event.accepted`` is published with ``accepted`` once stored."""
+        """Queue for the tick's group commit; ``accepted`` is published (with its ``seq``) once stored."""
         fut: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self._posts.append((session_id, event, key, accepted, fut))
         if len(self._posts) == 1:
@@ -561,7 +596,7 @@ class Runtime:
             return
         for (sid, event, _, accepted, fut), done in zip(batch, results, strict=True):
             if done is not None:
-                self.publish(sid, "event.accepted", {**accepted, "seq": done[0]})
+                self.publish(sid, accepted.model_copy(update={"seq": done[0]}))
                 self._deliver(sid, Posted(done[0], event, done[1]))
             if not fut.done():
                 fut.set_result(None if done is None else done[0])
@@ -586,13 +621,13 @@ class Runtime:
         """Answer ``event`` in a side session now; log the exchange in the main one (ch6 §3.2)."""
         side = self.store.new(f"parallel: {event.content[:60]}", {"parallel_of": session_id})
         side.tool_context.resources[RUNTIME_RESOURCE] = RuntimeHandle(self, side.id)
-        self.publish(session_id, "parallel.started", {"question": event.content, "side_session": side.id})
+        self.publish(session_id, ParallelStarted(question=event.content, side_session=side.id))
         answer = ""
         try:
             async for ev in self.agent.run(side, event.content):
-                record = agent_record(ev)
-                if record is not None:
-                    self.publish(side.id, *record)
+                payload = agent_record(ev)
+                if payload is not None:
+                    self.publish(side.id, payload)
                 if isinstance(ev, FinalAnswer):
                     answer = ev.text
                 elif isinstance(ev, RunError):
@@ -602,9 +637,7 @@ class Runtime:
             answer = f"(the side session failed: {e})"
         finally:
             await side.aclose()
-        self.publish(
-            session_id, "parallel.answer", {"question": event.content, "answer": answer, "side_session": side.id}
-        )
+        self.publish(session_id, ParallelAnswer(question=event.content, answer=answer, side_session=side.id))
         self.post(session_id, ParallelExchange(event.content, answer, side.id))
 
     def _on_agent_event(self, session_id: str, event: AgentEvent) -> None:
@@ -621,12 +654,12 @@ class Runtime:
             except Exception:
                 log.exception("answer listener failed")
 
-    def publish(self, session: str, type: str, data: dict[str, Any]) -> None:
+    def publish(self, session: str, payload: OutboundPayload) -> None:
         """Put a record on the session's stream (best effort: the trajectory, not the stream, is the record)."""
         try:
-            self.bus.publish(session, type, data)
+            self.bus.publish(session, payload.TYPE, payload.to_data()).attach(payload)  # subscribers run later
         except Exception:  # the stream is best effort; the trajectory is the record
-            log.exception("publishing %s failed", type)
+            log.exception("publishing %s failed", payload.TYPE)
 
 
 __all__ = [
@@ -635,6 +668,7 @@ __all__ = [
     "Component",
     "Receipt",
     "Runtime",
+    "RuntimeContext",
     "RuntimeHandle",
     "runtime_handle",
     "runtime_service",

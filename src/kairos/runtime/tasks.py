@@ -33,7 +33,7 @@ from typing import Any
 from kairos.errors import KairosError
 from kairos.runtime import _tasks_proc as proc
 from kairos.runtime.events import Event, inbox_event
-from kairos.runtime.runtime import Runtime
+from kairos.runtime.handle import RuntimeContext
 from kairos.tools.base import Tool
 
 log = logging.getLogger("kairos.runtime.tasks")
@@ -137,18 +137,18 @@ class TaskManager:
         self.kill_grace_s = kill_grace_s
         self.tail_chars = tail_chars
         self.stop_on_exit = stop_on_exit
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeContext | None = None
         self._dir: Path | None = None
         self._live: dict[str, _Live] = {}
         self._ready = asyncio.Event()
 
     # -- the component ------------------------------------------------------------------------
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self, runtime: RuntimeContext) -> None:
         """Restore running tasks (re-attach or report them lost), then serve until cancelled."""
         self._runtime = runtime
         runtime.db.ensure(SCHEMA)
-        self._dir = runtime.store.state_dir / "tasks"
+        self._dir = runtime.state_dir / "tasks"
         self._dir.mkdir(parents=True, exist_ok=True)
         for info in self._rows("status = 'running'", ()):
             if info.id not in self._live:

@@ -34,7 +34,8 @@ from croniter import croniter
 
 from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime.events import Event
-from kairos.runtime.runtime import Runtime, runtime_service
+from kairos.runtime.handle import RuntimeContext
+from kairos.runtime.runtime import runtime_service
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -160,7 +161,7 @@ class Timers:
         self.heartbeat_message = heartbeat_message
         self.min_interval_s = min_interval_s
         self.max_per_session = max_per_session
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeContext | None = None
         self._timers: dict[str, Timer] = {}
         self._heap: list[tuple[float, int, str]] = []
         self._counter = itertools.count()
@@ -169,7 +170,7 @@ class Timers:
 
     # -- life cycle -------------------------------------------------------------------------------
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self, runtime: RuntimeContext) -> None:
         """Restore the stored timers, then fire them as they come due (until cancelled)."""
         runtime.db.ensure(SCHEMA)
         self._restore(runtime)
@@ -189,7 +190,7 @@ class Timers:
         async with asyncio.timeout(timeout_s):
             await self._ready.wait()
 
-    def _restore(self, runtime: Runtime) -> None:
+    def _restore(self, runtime: RuntimeContext) -> None:
         self._timers.clear()
         self._heap.clear()
         now = self._now().timestamp()
@@ -237,7 +238,7 @@ class Timers:
         if delay > 0:
             await self._sleep(delay)
 
-    async def _fire_due(self, runtime: Runtime) -> None:
+    async def _fire_due(self, runtime: RuntimeContext) -> None:
         now = self._now().timestamp()
         while self._heap and self._heap[0][0] <= now:
             when, _, tid = heapq.heappop(self._heap)
@@ -272,7 +273,7 @@ class Timers:
             return t.next_due + t.every_s * (math.floor(max(now - t.next_due, 0.0) / t.every_s) + 1)
         return _cron_next(t.cron, t.timezone, max(now, t.next_due))
 
-    async def _fire(self, runtime: Runtime, t: Timer) -> Literal["ok", "gone", "retry", "stopping"]:
+    async def _fire(self, runtime: RuntimeContext, t: Timer) -> Literal["ok", "gone", "retry", "stopping"]:
         due = _iso(t.next_due)
         context: dict[str, Any]
         if t.id == HEARTBEAT_ID:
@@ -301,14 +302,14 @@ class Timers:
             return "retry"
         return "ok"
 
-    def _drop(self, runtime: Runtime, t: Timer) -> None:
+    def _drop(self, runtime: RuntimeContext, t: Timer) -> None:
         self._timers.pop(t.id, None)
         if t.id != HEARTBEAT_ID:
             runtime.db.write("DELETE FROM timers_timers WHERE id = ?", (t.id,))
 
     # -- the service ----------------------------------------------------------------------------
 
-    def _bound(self) -> Runtime:
+    def _bound(self) -> RuntimeContext:
         if self._runtime is None:
             raise KairosError("the timers component is not running (add it to the runtime's components)")
         return self._runtime

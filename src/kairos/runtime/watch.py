@@ -24,7 +24,9 @@ from watchfiles import Change, DefaultFilter, awatch
 
 from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime.events import Event
-from kairos.runtime.runtime import Runtime, runtime_service
+from kairos.runtime.handle import RuntimeContext
+from kairos.runtime.outbound import WatchFailed
+from kairos.runtime.runtime import runtime_service
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -113,13 +115,13 @@ class FileWatch:
         self.debounce_ms = debounce_ms
         self.step_ms = step_ms
         self.max_per_session = max_per_session
-        self._runtime: Runtime | None = None
+        self._runtime: RuntimeContext | None = None
         self._group: asyncio.TaskGroup | None = None
         self._watches: dict[str, Watch] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._ready = asyncio.Event()
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self, runtime: RuntimeContext) -> None:
         """Restore the stored watches and report their changes until cancelled."""
         runtime.db.ensure(SCHEMA)
         self._watches.clear()
@@ -134,7 +136,7 @@ class FileWatch:
             self._ready.clear()
             self._runtime = self._group = None
 
-    def _restore(self, runtime: Runtime) -> None:
+    def _restore(self, runtime: RuntimeContext) -> None:
         for r in runtime.db.read("SELECT id, session, path, root, pattern, ignore FROM watch_watches"):
             w = Watch(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), tuple(json.loads(r[5])))
             if Path(w.path).exists():
@@ -174,7 +176,7 @@ class FileWatch:
             log.info("watch %s ended: %s", w.id, e)
         except Exception as e:  # the path vanished, too many inotify watches …: this watch ends, not the others
             log.exception("watch %s failed", w.id)
-            rt.publish(w.session, "watch.failed", {"watch_id": w.id, "message": str(e)})
+            rt.publish(w.session, WatchFailed(watch_id=w.id, message=str(e)))
             self._forget(w.id)
         finally:
             self._tasks.pop(w.id, None)
@@ -201,7 +203,7 @@ class FileWatch:
         mine = [w for w in self._watches.values() if w.session == session]
         if len(mine) >= self.max_per_session:
             raise ValueError(f"this session already has {len(mine)} watches; remove some first (unwatch_files)")
-        state = {str(p) for p in ignore} | {str(rt.store.state_dir.resolve())}
+        state = {str(p) for p in ignore} | {str(rt.state_dir.resolve())}
         w = Watch(f"w-{uuid.uuid4().hex[:10]}", session, str(path), str(root), pattern.strip(), tuple(sorted(state)))
         rt.db.write(
             "INSERT INTO watch_watches (id, session, path, root, pattern, ignore, created) "

@@ -41,6 +41,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from kairos.errors import SessionNotFoundError
 from kairos.models.types import Message
 from kairos.runtime import BusEvent
+from kairos.runtime.outbound import (
+    AgentActivity,
+    AgentError,
+    AgentFinal,
+    AgentRequest,
+    AgentText,
+    AgentToolStarted,
+    ParallelAnswer,
+)
 from kairos.server.middleware import ApiError, error_body
 from kairos.server.state import ServerState, state_of, submit_user
 from kairos.server.streams import follow
@@ -121,32 +130,33 @@ def _session_for(state: ServerState, body: ChatRequest, header: str | None) -> s
 
 def _apply(answer: _Answer, ev: BusEvent, question: str) -> str | None:
     """Fold one record into the answer; returns a text delta to stream, or None. Sets ``finish`` at the end."""
-    data = ev.data
-    if ev.type == "agent.text":
-        text = str(data.get("text", ""))
-        answer.streamed += text
-        answer.text += text
-        return text
-    if ev.type == "agent.tool_started":
-        answer.streamed = ""
-    elif ev.type == "agent.request":
-        answer.prompt_tokens += int(data.get("prompt_tokens") or 0)
-        answer.completion_tokens += int(data.get("completion_tokens") or 0)
-    elif ev.type == "agent.error":
-        message = _URL.sub("<the model endpoint>", str(data.get("message", "")))  # never the internal address
-        raise ApiError(502, f"the agent failed: {message[:500]}", "agent_error")
-    elif ev.type in ("agent.final", "parallel.answer") and (
-        ev.type == "agent.final" or data.get("question") == question
-    ):
-        final = str(data.get("text", data.get("answer", "")))
-        answer.finish = _FINISH.get(str(data.get("stop_reason", "answer")), "stop")
-        rest = (
-            final[len(answer.streamed) :] if final.startswith(answer.streamed) else ("" if answer.streamed else final)
-        )
-        answer.text += rest
-        answer.done = True
-        return rest
+    match ev.payload:
+        case AgentText(text=text):
+            answer.streamed += text
+            answer.text += text
+            return text
+        case AgentToolStarted():
+            answer.streamed = ""
+        case AgentRequest() as req:
+            answer.prompt_tokens += req.prompt_tokens
+            answer.completion_tokens += req.completion_tokens
+        case AgentError(message=message):
+            message = _URL.sub("<the model endpoint>", message)  # never the internal address
+            raise ApiError(502, f"the agent failed: {message[:500]}", "agent_error")
+        case AgentFinal(text=final, stop_reason=reason):
+            return _finish(answer, final, _FINISH.get(reason, "stop"))
+        case ParallelAnswer(question=asked, answer=final) if asked == question:
+            return _finish(answer, final, "stop")
     return None
+
+
+def _finish(answer: _Answer, final: str, finish: str) -> str:
+    """End the answer with ``final``; returns what of it was not streamed yet."""
+    answer.finish = finish
+    rest = final[len(answer.streamed) :] if final.startswith(answer.streamed) else ("" if answer.streamed else final)
+    answer.text += rest
+    answer.done = True
+    return rest
 
 
 async def _submit(state: ServerState, sid: str, text: str, key: str | None) -> AsyncGenerator[BusEvent | None, None]:
@@ -179,8 +189,8 @@ async def _answers(
             if ev is None:
                 yield answer, "", "keep-alive"
                 continue
-            if ev.type == "agent.activity":
-                yield answer, "", str(ev.data.get("text", ""))
+            if isinstance(ev.payload, AgentActivity):
+                yield answer, "", ev.payload.text
                 continue
             delta = _apply(answer, ev, text)
             if delta:

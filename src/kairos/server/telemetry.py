@@ -17,7 +17,17 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 
-from kairos.runtime import BusEvent, Runtime, SubscriberTooSlow
+from kairos.runtime import BusEvent, SubscriberTooSlow
+from kairos.runtime.handle import RuntimeContext
+from kairos.runtime.outbound import (
+    AgentError,
+    AgentFinal,
+    AgentRequest,
+    AgentToolFinished,
+    AgentToolStarted,
+    RunEnded,
+    RunStarted,
+)
 
 log = logging.getLogger("kairos.server.telemetry")
 AGENT_NAME = "kairos"
@@ -46,10 +56,10 @@ class GenAITelemetry:
         self._usage: dict[str, list[int]] = {}
         self._tools: dict[tuple[str, str], Span] = {}
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self, runtime: RuntimeContext) -> None:
         """Follow the bus until the runtime stops; open spans are ended then."""
         if self.model is None:
-            self.model = str(getattr(runtime.agent.model, "name", "") or "unknown")
+            self.model = runtime.model_name
         after: int | None = None
         try:
             while True:
@@ -64,7 +74,7 @@ class GenAITelemetry:
             self.close("the runtime stopped")
 
     def record(self, ev: BusEvent) -> None:
-        """Turn one bus record into span starts and ends (never raises on odd data)."""
+        """Turn one bus record into span starts and ends (never raises; unknown records are skipped)."""
         try:
             self._record(ev)
         except Exception:
@@ -82,54 +92,57 @@ class GenAITelemetry:
         return trace.set_span_in_context(run) if run is not None else None
 
     def _record(self, ev: BusEvent) -> None:
-        sid, data, at = ev.session, ev.data, ev.at
-        if ev.type == "run.started":
-            self._end_run(sid, at, "a new run started")
-            attrs = {**self._base(sid, "invoke_agent"), "gen_ai.agent.name": AGENT_NAME}
-            name = f"invoke_agent {AGENT_NAME}"
-            self._runs[sid] = self.tracer.start_span(name, kind=SpanKind.INTERNAL, start_time=_ns(at), attributes=attrs)
-            self._usage[sid] = [0, 0]
-        elif ev.type == "agent.request":
-            prompt, completion = int(data.get("prompt_tokens") or 0), int(data.get("completion_tokens") or 0)
-            attrs = {
-                **self._base(sid, "chat"),
-                "gen_ai.usage.input_tokens": prompt,
-                "gen_ai.usage.output_tokens": completion,
-            }
-            if data.get("cached_prompt_tokens") is not None:
-                attrs["gen_ai.usage.cache_read.input_tokens"] = int(data["cached_prompt_tokens"])
-            total = float(data.get("total_s") or 0.0)
-            span = self.tracer.start_span(
-                f"chat {self.model}",
-                context=self._parent(sid),
-                kind=SpanKind.CLIENT,
-                start_time=_ns(at - total),
-                attributes=attrs,
-            )
-            span.end(end_time=_ns(at))
-            if sid in self._usage:
-                self._usage[sid][0] += prompt
-                self._usage[sid][1] += completion
-        elif ev.type == "agent.tool_started":
-            name, call_id = str(data.get("name", "")), str(data.get("id", ""))
-            attrs = {**self._base(sid, "execute_tool"), "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
-            self._tools[(sid, call_id)] = self.tracer.start_span(
-                f"execute_tool {name}", context=self._parent(sid), start_time=_ns(at), attributes=attrs
-            )
-        elif ev.type == "agent.tool_finished":
-            tool_span = self._tools.pop((sid, str(data.get("id", ""))), None)
-            if tool_span is not None:
-                if data.get("is_error"):
-                    tool_span.set_attribute("error.type", "tool_error")
-                    tool_span.set_status(Status(StatusCode.ERROR, str(data.get("content", ""))[:200]))
-                tool_span.end(end_time=_ns(at))
-        elif ev.type == "agent.error" and sid in self._runs:
-            self._runs[sid].set_attribute("error.type", "agent_error")
-            self._runs[sid].set_status(Status(StatusCode.ERROR, str(data.get("message", ""))[:200]))
-        elif ev.type == "agent.final" and sid in self._runs:
-            self._runs[sid].set_attribute("kairos.stop_reason", str(data.get("stop_reason", "")))
-        elif ev.type == "run.ended":
-            self._end_run(sid, at, "")
+        sid, at = ev.session, ev.at
+        match ev.payload:
+            case RunStarted():
+                self._end_run(sid, at, "a new run started")
+                attrs = {**self._base(sid, "invoke_agent"), "gen_ai.agent.name": AGENT_NAME}
+                name = f"invoke_agent {AGENT_NAME}"
+                self._runs[sid] = self.tracer.start_span(
+                    name, kind=SpanKind.INTERNAL, start_time=_ns(at), attributes=attrs
+                )
+                self._usage[sid] = [0, 0]
+            case AgentRequest() as req:
+                self._request(sid, at, req)
+            case AgentToolStarted(name=name, id=call_id):
+                attrs = {**self._base(sid, "execute_tool"), "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
+                self._tools[(sid, call_id)] = self.tracer.start_span(
+                    f"execute_tool {name}", context=self._parent(sid), start_time=_ns(at), attributes=attrs
+                )
+            case AgentToolFinished() as done:
+                tool_span = self._tools.pop((sid, done.id), None)
+                if tool_span is not None:
+                    if done.is_error:
+                        tool_span.set_attribute("error.type", "tool_error")
+                        tool_span.set_status(Status(StatusCode.ERROR, done.content[:200]))
+                    tool_span.end(end_time=_ns(at))
+            case AgentError(message=message) if sid in self._runs:
+                self._runs[sid].set_attribute("error.type", "agent_error")
+                self._runs[sid].set_status(Status(StatusCode.ERROR, message[:200]))
+            case AgentFinal(stop_reason=stop_reason) if sid in self._runs:
+                self._runs[sid].set_attribute("kairos.stop_reason", stop_reason)
+            case RunEnded():
+                self._end_run(sid, at, "")
+
+    def _request(self, sid: str, at: float, req: AgentRequest) -> None:
+        """A ``chat`` span for a model request that ended at ``at`` (it began ``total_s`` earlier)."""
+        attrs = {
+            **self._base(sid, "chat"),
+            "gen_ai.usage.input_tokens": req.prompt_tokens,
+            "gen_ai.usage.output_tokens": req.completion_tokens,
+            "gen_ai.usage.cache_read.input_tokens": req.cached_prompt_tokens,
+        }
+        span = self.tracer.start_span(
+            f"chat {self.model}",
+            context=self._parent(sid),
+            kind=SpanKind.CLIENT,
+            start_time=_ns(at - req.total_s),
+            attributes=attrs,
+        )
+        span.end(end_time=_ns(at))
+        if sid in self._usage:
+            self._usage[sid][0] += req.prompt_tokens
+            self._usage[sid][1] += req.completion_tokens
 
     def _end_run(self, sid: str, at: float, why: str) -> None:
         for key in [k for k in self._tools if k[0] == sid]:

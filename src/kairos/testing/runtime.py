@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 from kairos.runtime import Runtime
+from kairos.runtime.outbound import AgentFinal
 
 
 async def gather_answers(
@@ -15,8 +16,8 @@ async def gather_answers(
     answers: list[str] = []
     async with asyncio.timeout(timeout_s):
         async for ev in runtime.bus.subscribe(session_id, after=runtime.bus.last_cursor()):
-            if ev.type == "agent.final":
-                answers.append(str(ev.data.get("text", "")))
+            if isinstance(ev.payload, AgentFinal):
+                answers.append(ev.payload.text)
                 if until(answers):
                     return answers
     return answers
