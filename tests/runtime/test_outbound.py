@@ -41,6 +41,7 @@ from kairos.runtime.outbound import (
     parse_payload,
     record_schemas,
     stream_record,
+    vocabulary_table,
 )
 from kairos.runtime.records import agent_record
 from kairos.testing import ScriptedModel, call, reply
@@ -48,6 +49,7 @@ from kairos.tools.base import ToolResult
 from kairos.tools.function import tool
 
 SRC = Path(kairos.__file__).parent
+README = SRC.parents[1] / "README.md"
 _EVENT = {"type": "user.input", "content": "hi", "source": {"type": "user"}, "channel": "cli", "context": {},
           "session": "s1", "id": "", "strategy": "queue", "reason": "default for user.input"}  # fmt: skip
 _NOTE = {"id": "n-1", "user": "local", "session": "s1", "kind": "notify", "text": "done", "priority": "normal",
@@ -250,6 +252,15 @@ async def test_every_record_of_a_scripted_session_parses_to_a_known_type(tmp_pat
     assert isinstance(queued, EventAccepted) and queued.seq is not None and queued.type == "user.input"
     note = next(e.payload for e in records if e.type == "outbox.message" and e.data["kind"] == "notify")
     assert isinstance(note, OutboxMessage) and "options" not in note.to_data()
+
+
+def test_the_readme_lists_exactly_the_vocabulary() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert vocabulary_table() in text, "the README's events table is stale: paste outbound.vocabulary_table()"
+    start = text.index("<!-- events table")
+    rows = text[start : text.index("<!-- end of the events table -->")].splitlines()
+    listed = {r.split("`")[1] for r in rows if r.startswith("| `")}
+    assert listed == {c.TYPE for c in PAYLOADS}
 
 
 def test_the_json_schema_is_self_contained_and_names_every_type() -> None:

@@ -1,5 +1,8 @@
 """A session's bus records to clients: SSE and WebSocket, both resumable from a cursor.
 
+A record is ``{"cursor", "session", "type", "data", "at"}``; what ``data`` holds for each ``type`` is
+the OpenAPI document's ``StreamRecord`` schema (from :mod:`kairos.runtime.outbound`).
+
 Each record carries the bus cursor (SSE ``id:``; ``cursor`` in the WebSocket frame). A client that
 reconnects with the last cursor it saw (SSE ``Last-Event-ID`` or ``?after=``; WebSocket ``?after=``
 or a first ``{"resume": cursor}`` frame) gets everything after it, first from storage, then live:
@@ -20,6 +23,7 @@ from fastapi.responses import StreamingResponse
 from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime import BusEvent, Runtime, SubscriberTooSlow
 from kairos.runtime.events import STRATEGIES
+from kairos.runtime.outbound import stream_record
 from kairos.server.middleware import ApiError, error_body, kairos_error_reply
 from kairos.server.state import ServerState, state_of, submit_user
 
@@ -94,7 +98,40 @@ def _known(state: ServerState, session: str) -> None:
         raise SessionNotFoundError(session)
 
 
-@router.get("/v1/sessions/{session_id}/events", tags=["streams"])
+_SSE_DOC: dict[str, Any] = {
+    "responses": {
+        "200": {
+            "description": "An event stream; each event's data is a StreamRecord (JSON), its id the cursor.",
+            "content": {
+                "text/event-stream": {
+                    "itemSchema": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string", "description": "the record's cursor"},
+                            "data": {
+                                "type": "string",
+                                "contentMediaType": "application/json",
+                                "contentSchema": {"$ref": "#/components/schemas/StreamRecord"},
+                            },
+                            "event": {"type": "string", "description": "error: the last frame, why the stream ends"},
+                            "retry": {"type": "integer"},
+                        },
+                    }
+                }
+            },
+        }
+    }
+}
+"""The stream's 200 in the OpenAPI document (``response_model`` puts ``StreamRecord`` in its components)."""
+
+
+@router.get(
+    "/v1/sessions/{session_id}/events",
+    tags=["streams"],
+    response_model=stream_record(),
+    response_class=StreamingResponse,
+    openapi_extra=_SSE_DOC,
+)
 async def session_events(
     request: Request,
     session_id: str,
@@ -103,8 +140,9 @@ async def session_events(
 ) -> StreamingResponse:
     """Server-sent events: every bus record of the session (``id:`` is its cursor), heartbeats as comments.
 
-    Without a cursor the stream starts at the session's first record. ``Last-Event-ID`` (set by
-    reconnecting EventSource clients) wins over ``?after=``.
+    Each event's data is a ``StreamRecord``: its ``type`` says what its ``data`` holds. Without a cursor
+    the stream starts at the session's first record. ``Last-Event-ID`` (set by reconnecting
+    EventSource clients) wins over ``?after=``.
     """
     state = state_of(request)
     _known(state, session_id)
@@ -130,7 +168,7 @@ async def session_events(
 
 @router.websocket("/v1/sessions/{session_id}/ws")
 async def session_socket(websocket: WebSocket, session_id: str, after: str | None = None) -> None:
-    """The session's records as JSON frames, and the client's messages in.
+    """The session's records as JSON frames (each a ``StreamRecord``), and the client's messages in.
 
     Client frames: ``{"resume": cursor|null}`` (first frame, when ``?after=`` is absent; null: new
     records only), ``{"text": ..., "strategy"?, "id"?, "ref"?}`` (a message; answered with a
