@@ -101,7 +101,10 @@ async def test_bad_edits_are_refused(tmp_path: Path, memory: UserMemory) -> None
         _is_error(await client.put("/v1/memory/not-a-number", json={"content": "x"}), 422)
         assert len((await client.get("/v1/memory", params={"history": 1})).json()["memories"]) == 2  # nothing written
     async with api(tmp_path / "none", ScriptedModel()) as (_, client):
-        _is_error(await client.put("/v1/memory/1", json={"content": "x"}), 503)
+        off = await client.put("/v1/memory/1", json={"content": "x"})
+        assert "[memory] enabled = false" in _is_error(off, 503) and off.json()["error"]["type"] == "not_enabled"
+        for path in ("/v1/memory", "/v1/knowledge/documents", "/v1/knowledge/search?q=x"):
+            assert (await client.get(path)).json()["error"]["type"] == "not_enabled"  # the UI says "not here"
 
 
 async def test_documents_page_with_a_next_offset(tmp_path: Path) -> None:

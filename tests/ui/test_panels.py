@@ -199,6 +199,28 @@ async def test_each_page_says_when_its_part_does_not_run_here(tmp_path: Path, pa
         await page.get_by_text("This server was started without its settings.").wait_for()
 
 
+class _DamagedMemory:
+    """A memory whose store cannot be read (a 503 that is a failure, not a part switched off)."""
+
+    def current(self) -> list[Any]:
+        from kairos.memory.records import MemoryStoreError
+
+        raise MemoryStoreError("the memory database is damaged")
+
+    history = current
+
+
+async def test_a_failing_store_is_an_error_with_a_retry_not_a_part_switched_off(tmp_path: Path, page: Any) -> None:
+    async with serve(tmp_path, ScriptedModel(), memory=_DamagedMemory()) as (_, url):
+        await page.goto(url + "/#/memory")
+        failed = page.locator(".failed")
+        await failed.wait_for()
+        assert "User memory could not be loaded: the memory database is damaged" in await failed.inner_text()
+        assert not await page.locator(".unavailable").count()
+        await failed.locator("button", has_text="Try again").click()
+        await page.locator(".failed").wait_for()
+
+
 async def test_the_pages_fit_a_phone(tmp_path: Path, browser: Any, memory: UserMemory) -> None:
     context = await browser.new_context(viewport={"width": 390, "height": 844})
     pg = await context.new_page()

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from kairos.memory.records import MemoryCard
 
 router = APIRouter()
+NOT_ENABLED = "not_enabled"
+"""The error type of a 503 for a part that does not run in this server (not a failure: nothing to retry)."""
 
 
 @router.get("/v1/settings", tags=["server"])
@@ -35,7 +37,7 @@ async def settings(request: Request) -> dict[str, Any]:
 def _memory(request: Request) -> UserMemory:
     memory = state_of(request).memory
     if memory is None:
-        raise ApiError(503, "no user memory runs in this server ([memory] enabled = false)")
+        raise ApiError(503, "no user memory runs in this server ([memory] enabled = false)", NOT_ENABLED)
     return memory
 
 
@@ -110,7 +112,9 @@ async def edit_memory(request: Request, memory_id: int, body: MemoryEdit) -> dic
 def _knowledge(request: Request) -> KnowledgeBase:
     kb = state_of(request).knowledge
     if kb is None:
-        raise ApiError(503, "no knowledge base in this server (kairos kb add fills one; [knowledge] tools)")
+        raise ApiError(
+            503, "no knowledge base in this server (kairos kb add fills one; [knowledge] tools)", NOT_ENABLED
+        )
     return kb
 
 

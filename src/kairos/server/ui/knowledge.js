@@ -3,7 +3,7 @@
 // the address (#/knowledge/QUERY/MODE/K) so a reload or a shared link shows the same passages.
 import { api } from "./api.js";
 import { clear, h } from "./dom.js";
-import { badge, dateTime, empty, failure, header, loading, plural } from "./panels.js";
+import { badge, dateTime, empty, failure, header, loading, notEnabled, plural } from "./panels.js";
 
 const MODES = { hybrid: "hybrid (words + meaning)", bm25: "BM25 (words)", dense: "dense (meaning)" };
 const PAGE = 50;
@@ -96,7 +96,7 @@ export function mount(main, args) {
       data = await api(`/v1/knowledge/documents?offset=${offset}&limit=${PAGE}`, { signal });
     } catch (e) {
       if (signal.aborted) return;
-      if (e.status === 503) {
+      if (notEnabled(e)) {
         clear(page).append(failure(e, "The knowledge base"));
         return;
       }

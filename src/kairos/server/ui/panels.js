@@ -17,11 +17,12 @@ export function empty(first, ...more) {
 }
 
 /**
- * A failed load: a 503 means the part does not run in this server (the server's message says how to turn it
- * on); anything else is an error, with `retry` offered as a button.
+ * A failed load: a 503 of type `not_enabled` means the part does not run in this server (the server's message
+ * says how to turn it on); anything else (a damaged store, a lost connection) is an error, with `retry`
+ * offered as a button.
  */
 export function failure(e, what, retry) {
-  if (e && e.status === 503) {
+  if (notEnabled(e)) {
     return h("div.card.unavailable", { role: "status" },
       h("p", h("strong", `${what} does not run in this server.`)),
       h("p.muted", e.message),
@@ -31,6 +32,10 @@ export function failure(e, what, retry) {
     h("p.error", `${what} could not be loaded: ${e ? e.message : "unknown error"}`),
     retry ? h("button", { type: "button", on: { click: retry } }, "Try again") : null,
   );
+}
+
+export function notEnabled(e) {
+  return Boolean(e) && e.status === 503 && e.type === "not_enabled";
 }
 
 export function badge(text, kind) {
