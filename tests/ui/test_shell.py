@@ -16,7 +16,7 @@ async def test_page_loads_offline_with_every_asset_from_the_server(tmp_path: Pat
         response = await page.goto(url + "/")
         assert response.status == 200
         assert "script-src 'self'" in response.headers["content-security-policy"]
-        await page.wait_for_selector("#nav a[aria-current]")
+        await page.wait_for_selector("main[data-ready]")  # the default view (chat) loaded: nothing in flight
         assert loaded and all(u.startswith(url) for u in loaded), loaded
 
 
@@ -30,6 +30,6 @@ async def test_a_token_protected_server_asks_for_the_token_and_keeps_it_out_of_t
         await page.click("form.login button")
         await page.wait_for_selector("form.login")  # refused: asked again
         await page.goto(url + "/#token=ui-secret-token")
-        await page.wait_for_selector("#nav a[aria-current]")
+        await page.wait_for_selector("main[data-ready]")
         assert "ui-secret-token" not in page.url
         assert not await page.query_selector("form.login")
