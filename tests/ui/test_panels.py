@@ -43,6 +43,10 @@ async def _focused(page: Any) -> str:
     return str(await page.evaluate("document.activeElement.className"))
 
 
+async def _focused_id(page: Any) -> str:
+    return str(await page.evaluate("document.activeElement.id"))
+
+
 async def _contents(url: str) -> list[str]:
     async with httpx.AsyncClient() as client:
         return [m["content"] for m in (await client.get(url + "/v1/memory")).json()["memories"]]
@@ -125,6 +129,28 @@ async def test_knowledge_search_shows_passages_with_their_ranks(tmp_path: Path, 
             await page.fill("#kb-q", "zebra")
             await page.press("#kb-q", "Enter")
             await page.get_by_text("No passage matches “zebra”.").wait_for()
+    finally:
+        kb.close()
+
+
+async def test_the_documents_are_paged(tmp_path: Path, page: Any) -> None:
+    kb = KnowledgeBase.open(tmp_path / "kb", HashEmbedder())
+    notes = [tmp_path / f"note{i:02}.md" for i in range(51)]
+    for i, note in enumerate(notes):
+        note.write_text(f"# Note {i}\n\nThis is note number {i}.\n")
+    kb.ingest(notes)
+    try:
+        async with serve(tmp_path, ScriptedModel(), knowledge=kb) as (_, url):
+            await page.goto(url + "/#/knowledge")
+            rows = page.locator("table.kb-table tbody tr")
+            await rows.nth(49).wait_for()
+            assert await rows.count() == 50 and await page.locator(".pager button", has_text="Previous").is_disabled()
+            await page.locator(".pager button", has_text="Next").click()
+            await page.locator(".pager", has_text="51–51").wait_for()
+            assert await rows.count() == 1 and await _focused_id(page) == "kb-docs-title"
+            assert await page.locator(".pager button", has_text="Next").is_disabled()
+            await page.locator(".pager button", has_text="Previous").click()
+            await rows.nth(49).wait_for()
     finally:
         kb.close()
 

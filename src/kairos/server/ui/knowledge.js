@@ -89,7 +89,7 @@ export function mount(main, args) {
     ))));
   }
 
-  async function listDocuments(offset) {
+  async function listDocuments(offset, focus = false) {
     clear(docs).append(loading("documents"));
     let data;
     try {
@@ -104,7 +104,8 @@ export function mount(main, args) {
       return;
     }
     if (!body.isConnected) page.append(body);
-    clear(docs).append(h("h2#kb-docs-title", "Documents"), vectorState(data));
+    const title = h("h2#kb-docs-title", { tabindex: "-1" }, "Documents");
+    clear(docs).append(title, vectorState(data));
     if (!data.documents.length) {
       docs.append(offset
         ? empty("No more documents.")
@@ -124,14 +125,15 @@ export function mount(main, args) {
       const last = offset + data.documents.length;
       docs.append(h("nav.row.pager", { "aria-label": "Documents pages" },
         h("button", {
-          type: "button", disabled: offset === 0, on: { click: () => listDocuments(Math.max(0, offset - PAGE)) },
+          type: "button", disabled: offset === 0, on: { click: () => listDocuments(Math.max(0, offset - PAGE), true) },
         }, "Previous"),
         h("span.muted", data.documents.length ? `${first}–${last}` : ""),
         h("button", {
-          type: "button", disabled: data.next_offset === null, on: { click: () => listDocuments(data.next_offset) },
+          type: "button", disabled: data.next_offset === null, on: { click: () => listDocuments(data.next_offset, true) },
         }, "Next"),
       ));
     }
+    if (focus) title.focus();  // a new page: the reader starts again at its top
   }
 
   listDocuments(0).then(() => {

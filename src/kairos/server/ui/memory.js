@@ -17,7 +17,7 @@ export function mount(main) {
   const signal = ctl.signal;
   const state = {
     current: [], byKey: new Map(), query: "", showPast: false,
-    editing: null, confirming: null, open: new Set(),
+    editing: null, draft: null, confirming: null, open: new Set(),
   };
 
   const filter = h("input.grow", {
@@ -130,13 +130,25 @@ export function mount(main) {
     return h("div.row.mem-actions",
       isPast || state.editing === m.id ? null : h("button.edit", {
         type: "button", "aria-label": `Edit memory ${m.id}`,
-        on: { click: () => { state.editing = m.id; state.confirming = null; render(); focusIn(m, "textarea"); } },
+        on: { click: () => { edit(m); } },
       }, "Edit"),
       h("button.danger.forget", {
         type: "button", "aria-label": `Forget memory ${m.id}`,
-        on: { click: () => { state.confirming = m.id; state.editing = null; render(); focusIn(m, ".cancel"); } },
+        on: {
+          click: () => {
+            Object.assign(state, { confirming: m.id, editing: null, draft: null });
+            render();
+            focusIn(m, ".cancel");
+          },
+        },
       }, "Forget…"),
     );
+  }
+
+  function edit(m) {
+    Object.assign(state, { editing: m.id, draft: null, confirming: null });
+    render();
+    focusIn(m, "textarea");
   }
 
   function focusIn(m, selector) {
@@ -144,12 +156,15 @@ export function mount(main) {
   }
 
   function editor(m) {
-    const area = h("textarea.mem-edit", { rows: 3, maxlength: "4000", "aria-label": `New text of memory ${m.id}` });
-    area.value = m.content;
+    const area = h("textarea.mem-edit", {
+      rows: 3, maxlength: "4000", "aria-label": `New text of memory ${m.id}`,
+      on: { input: () => { state.draft = area.value; } },
+    });
+    area.value = state.draft ?? m.content;  // a draft survives the list being drawn again (the filter)
     const problem = h("p.error", { role: "alert" });
     const save = h("button.primary.save", { type: "button", on: { click: () => submit() } }, "Save as a new version");
     const cancel = h("button.cancel", { type: "button", on: { click: () => stop() } }, "Cancel");
-    const stop = () => { state.editing = null; render(); focusIn(m, "button.edit"); };
+    const stop = () => { state.editing = state.draft = null; render(); focusIn(m, "button.edit"); };
     async function submit() {
       const text = area.value.trim();
       if (!text) {
@@ -160,7 +175,7 @@ export function mount(main) {
       save.disabled = cancel.disabled = true;
       try {
         const { memory } = await api(`/v1/memory/${m.id}`, { method: "PUT", body: { content: text }, signal });
-        state.editing = null;
+        state.editing = state.draft = null;
         toast(memory.id === m.id ? "Nothing changed." : `Saved as version ${memory.version}.`, "info");
         await load(m.key);
       } catch (e) {
