@@ -136,7 +136,11 @@ export function mount(main, args, { go }) {
     } },
   });
   const status = h("p.composer-status.small.muted#composer-status", { role: "status", "aria-live": "polite" });
-  const form = h("form.composer", { "aria-label": "Send a message", on: { submit: (ev) => { ev.preventDefault(); send(); } } },
+  const submit = (ev) => {
+    ev.preventDefault();
+    send();
+  };
+  const form = h("form.composer", { "aria-label": "Send a message", on: { submit } },
     h("label.vh", { for: "composer-text" }, "Message"),
     text,
     h("button.primary#composer-send", { type: "submit" }, "Send"),
@@ -151,6 +155,7 @@ export function mount(main, args, { go }) {
   function setBusy(value) {
     busy = value;
     conv.busy = value;
+    if (!value && document.activeElement === stop) text.focus(); // the button goes: keep the keyboard here
     stop.hidden = !value;
     state.hidden = !value;
     state.textContent = "working";
@@ -251,7 +256,10 @@ export function mount(main, args, { go }) {
   /** The sidebar, the outbox, then the session: ready (main[data-ready]) once all of it is on the page. */
   async function load() {
     timers.push(setInterval(() => {
-      if (document.visibilityState === "visible") sessions.refresh();
+      if (document.visibilityState === "visible") {
+        sessions.refresh();
+        inbox.refresh();
+      }
     }, REFRESH_MS));
     const side = Promise.all([
       sessions.load().catch((e) => toast(`The session list did not load: ${e.message}`)),

@@ -82,7 +82,8 @@ export class Inbox {
     this.count = h("span.badge", "0 unread");
     this.list = h("ul.outbox-list");
     this.note = h("p.muted.small", "Loading…");
-    this.all = h("button.small", { type: "button", on: { click: () => this.markRead(this.unread()) } }, "Mark all read");
+    this.all = h("button.small", { type: "button", on: { click: () => this.markRead(this.unread()) } },
+      "Mark all read");
     this.controls = h("span.row", this.count, this.all,
       h("button.small", { type: "button", "aria-label": "Refresh the outbox", on: { click: () => this.load() } },
         "Refresh"));
@@ -93,12 +94,15 @@ export class Inbox {
   async load() {
     try {
       const data = await api("/v1/outbox?limit=100");
+      const same = JSON.stringify(data.messages) === JSON.stringify([...this.messages.values()]);
+      if (same && this.note.hidden) return;
       this.messages = new Map(data.messages.map((m) => [m.id, m]));
       this.note.hidden = true;
       this.controls.hidden = false;
     } catch (e) {
       this.note.hidden = false;
-      this.controls.hidden = e.status === 503;
+      this.missing = e.status === 503;
+      this.controls.hidden = this.missing;
       if (e.status === 503) {
         this.note.textContent = "No outbox runs on this server.";
         this.note.className = "muted small";
@@ -108,6 +112,11 @@ export class Inbox {
       }
     }
     this.render();
+  }
+
+  /** Reload on a timer (not where the server has no outbox: that does not change while it runs). */
+  refresh() {
+    if (!this.missing) this.load();
   }
 
   /** A message from the session's stream (outbox.message / outbox.closed). */

@@ -43,10 +43,12 @@ function lines(text) {
 /** A result block, folded in a <details> when long. */
 export function resultBlock(content, truncated = false) {
   const pre = h("pre.result", withSpills(content));
-  const note = truncated ? h("p.muted.small", "Cut at 4,000 characters here; the whole result is in the session.") : null;
+  const note = truncated
+    ? h("p.muted.small", "Cut at 4,000 characters here; the whole result is in the session.") : null;
   const n = lines(content);
   if (content.length <= FOLD_CHARS && n <= FOLD_LINES) return [pre, note];
-  return h("details.fold", h("summary", `Result: ${content.length.toLocaleString()} characters, ${n} lines`), pre, note);
+  const size = `Result: ${content.length.toLocaleString()} characters, ${n} lines`;
+  return h("details.fold", h("summary", size), pre, note);
 }
 
 /** One tool call: name, state, arguments, then its result. */
@@ -59,7 +61,11 @@ class ToolCard {
     const argBlock = pretty.length > FOLD_CHARS || lines(pretty) > FOLD_LINES
       ? h("details.fold", h("summary", "Arguments"), h("pre.args", pretty))
       : [h("div.label", "Arguments"), h("pre.args", pretty)];
-    this.el = h("div.tool.card", { dataset: { call: id, state: "running" }, role: "group", "aria-label": `Tool call ${name}` },
+    this.el = h("div.tool.card", {
+      dataset: { call: id, state: "running" },
+      role: "group",
+      "aria-label": `Tool call ${name}`,
+    },
       h("div.tool-head", h("span.tool-name", name), this.state, this.time),
       argBlock,
     );
@@ -76,7 +82,9 @@ class ToolCard {
     if (this.done) return;
     this.done = true;
     const interrupted = content.startsWith("[interrupted:");
-    this.set(isError ? "error" : interrupted ? "interrupted" : "done", isError ? "error" : interrupted ? "interrupted" : "ok");
+    if (isError) this.set("error", "error");
+    else if (interrupted) this.set("interrupted", "interrupted");
+    else this.set("done", "ok");
     if (duration !== undefined && duration !== null) this.time.textContent = secs(duration);
     append(this.el, [h("div.label", isError ? "Error" : "Result"), resultBlock(content, truncated)]);
   }
@@ -252,7 +260,8 @@ export class Conversation {
     if (dropped) return null; // an event nobody asked for: the timeline shows it
     const from = source(d.source);
     return this.append(h("div.msg.event", h("details",
-      h("summary", `${d.type}${from ? ` from ${from}` : ""}${d.channel ? ` (${d.channel})` : ""} · ${how || d.strategy}`),
+      h("summary", `${d.type}${from ? ` from ${from}` : ""}${d.channel ? ` (${d.channel})` : ""} · ` +
+        (how || d.strategy)),
       h("pre", d.content))));
   }
 

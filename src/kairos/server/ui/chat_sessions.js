@@ -28,8 +28,9 @@ export class Sessions {
 
   async load() {
     const data = await api("/v1/sessions?limit=500");
+    const same = JSON.stringify(data.sessions) === JSON.stringify(this.list);
     this.list = data.sessions;
-    this.render();
+    if (!same || !this.ul.firstChild) this.render();
     return this.list;
   }
 
@@ -53,10 +54,13 @@ export class Sessions {
   render() {
     if (this.renaming) return; // do not pull the rename field from under the user's fingers
     const shown = this.shown();
+    const focused = this.ul.contains(document.activeElement) ? document.activeElement : null;
+    const where = focused && [focused.closest("li")?.dataset.session, focused.matches("a") ? "a" : "button.rename"];
     const frag = document.createDocumentFragment();
     for (const s of shown) frag.append(this.item(s));
     clear(this.ul).append(frag);
     if (!shown.length) this.ul.append(h("li.muted", this.list.length ? "No session matches." : "No sessions yet."));
+    if (where) this.ul.querySelector(`li[data-session="${CSS.escape(where[0] || "")}"] ${where[1]}`)?.focus();
   }
 
   item(s) {
@@ -90,7 +94,12 @@ export class Sessions {
   }
 
   startRename(li, s) {
-    const input = h("input", { type: "text", value: s.title || "", maxlength: "500", "aria-label": `New title for ${s.id}` });
+    const input = h("input", {
+      type: "text",
+      value: s.title || "",
+      maxlength: "500",
+      "aria-label": `New title for ${s.id}`,
+    });
     const done = (focus = true) => {
       this.renaming = null;
       this.render();

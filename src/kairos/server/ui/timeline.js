@@ -156,7 +156,8 @@ export class Timeline {
         on: {
           toggle: (ev) => {
             if (ev.target.open && !body.firstChild) {
-              const d = entry.text !== undefined ? { ...entry.rec.data, text: entry.text, deltas: entry.count } : entry.rec.data;
+              const d = entry.text !== undefined
+                ? { ...entry.rec.data, text: entry.text, deltas: entry.count } : entry.rec.data;
               body.textContent = JSON.stringify(d, null, 2);
             }
           },
