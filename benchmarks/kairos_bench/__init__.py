@@ -118,3 +118,8 @@ KB_INGEST = Bench(
     "kb add of 29 real documents (HTML, text, PDF) into a fresh workspace: chunks/s, docs/s, seconds per stage",
     options=("docs", "embedder"),
 )
+UI = Bench(
+    "ui",
+    "web UI in chromium: 5k-record session load, streamed delta to paint p95, inspector open (scripted model)",
+    True,
+)
