@@ -19,7 +19,7 @@ from kairos.server.outbox import RuntimeOutbox
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import Tool
 from kairos.tools.function import tool
-from tests.server.conftest import live
+from tests.server.conftest import live, until
 from tests.ui.conftest import SHOTS, serve
 
 
@@ -327,3 +327,46 @@ async def test_the_chat_fits_a_phone(tmp_path: Path, page: Any) -> None:
         assert wide <= 0, f"the page is {wide}px wider than a phone"
         assert await page.locator("#composer-text").is_visible()
         assert await page.locator(".timeline").is_visible()
+
+
+async def test_a_session_opened_mid_run_shows_the_running_call_and_what_waits_then_goes_on_live(
+    tmp_path: Path, page: Any
+) -> None:
+    release, lookup = _gate()
+    model = ScriptedModel([reply("Checking the weather.", call("lookup", {"city": "Oslo"})), reply("Sunny in both.")])
+    async with serve(tmp_path, model, [lookup]) as (rt, url):
+        sid = rt.create_session("mid-run")
+        await rt.submit(_user("weather in Oslo?", sid))
+        await until_record(rt, sid, "agent.tool_started")
+        await rt.submit(_user("and in Bergen?", sid))  # waits for the next safe point
+        await open_chat(page, url, sid)
+        assert await page.locator(".tool[data-state=running]").count() == 1
+        assert await page.locator("#chat-stop").is_visible()
+        await page.locator("#chat-activity", has_text="running lookup").wait_for()
+        waiting = page.locator(".msg.user", has_text="and in Bergen?")
+        assert await waiting.locator(".badge").text_content() == "queued: joins at the next safe point"
+        release.set()
+        await page.locator(".msg.assistant .body", has_text="Sunny in both.").wait_for()
+        await page.locator("#chat-stop").wait_for(state="hidden")
+        assert await page.locator(".msg.user .body").all_text_contents() == ["weather in Oslo?", "and in Bergen?"]
+        assert await page.locator(".msg.assistant .body").all_text_contents() == [
+            "Checking the weather.", "Sunny in both.",
+        ]  # fmt: skip
+        assert await page.locator(".tool[data-state=ok]").count() == 1
+
+
+async def test_an_answer_streaming_when_the_page_opens_is_shown_once_and_whole(tmp_path: Path, page: Any) -> None:
+    text = "The forecast for the whole week is sunny and warm."
+    model = ScriptedModel([reply(text)], chunk=2, delay_s=0.05)
+    async with serve(tmp_path, model) as (rt, url):
+        sid = rt.create_session("streaming")
+        await rt.submit(_user("forecast?", sid))
+        await until_record(rt, sid, "agent.text")
+        await open_chat(page, url, sid)
+        await page.locator(".msg.assistant:not(.streaming) .body", has_text=text).wait_for()
+        assert await page.locator(".msg.assistant .body").all_text_contents() == [text]
+
+
+async def until_record(rt: Runtime, sid: str, type: str) -> None:
+    """Until the session's stream has a record of ``type``."""
+    await until(lambda: any(r.type == type for r in rt.timeline(sid, 0, 5000)))
