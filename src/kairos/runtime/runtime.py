@@ -36,10 +36,9 @@ from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RunError
 from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
 from kairos.context.session import Session, SessionStore
-from kairos.context.store import SessionInfo
 from kairos.errors import IdempotencyConflictError, KairosError, MessageTooLongError, SessionNotFoundError
 from kairos.models.types import Message, estimate_tokens
-from kairos.runtime.bus import BusEvent, EventBus, SqliteBus
+from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.events import Event, idempotency_key, inbox_event, same_payload
 from kairos.runtime.handle import (
@@ -69,6 +68,7 @@ from kairos.runtime.outbound import (
 )
 from kairos.runtime.records import agent_record
 from kairos.runtime.urgency import Router, RuleRouter
+from kairos.runtime.views import SessionQueries
 from kairos.tools.executor import BACKGROUND_RESOURCE
 
 log = logging.getLogger("kairos.runtime")
@@ -178,7 +178,7 @@ INSERT OR IGNORE INTO named_sessions SELECT 'openai', user, session FROM server_
 """Sessions kept per name (``server_openai_users``: where the OpenAI endpoint kept them before)."""
 
 
-class Runtime:
+class Runtime(SessionQueries):
     """Runs an agent on many sessions, driven by events; see the module docstring.
 
     Use as ``async with Runtime(agent, store) as rt:``; ``await rt.submit(event)`` from anywhere in
@@ -384,66 +384,10 @@ class Runtime:
         """The name of the model the agent runs."""
         return str(getattr(self.agent.model, "name", "") or "unknown")
 
-    def session_meta(self, session_id: str) -> dict[str, Any]:
-        """The meta a session was created with ({} for an unknown one)."""
-        return self.store.trajectories.session_meta(session_id)
-
     def open_session(self, session_id: str) -> Session | None:
         """The session as its worker holds it open now (None: no worker has it open), e.g. for its tools' resources."""
         w = self._workers.get(session_id)
         return None if w is None or w.closing else w.session
-
-    def sessions(self, limit: int = 50) -> list[SessionInfo]:
-        """Sessions, newest first."""
-        return self.store.list(limit)
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        """One session's title, creation time and message count.
-
-        Raises:
-            SessionNotFoundError: no such session.
-        """
-        info = self.store.trajectories.session_info(session_id)
-        if info is None:
-            raise SessionNotFoundError(session_id)
-        return info
-
-    def history(self, session_id: str, offset: int = 0, limit: int | None = None) -> list[Message]:
-        """The session's messages in order (``offset`` and ``limit`` page through a long one).
-
-        Raises:
-            SessionNotFoundError: no such session.
-        """
-        if not self.has_session(session_id):
-            raise SessionNotFoundError(session_id)
-        messages = self.store.trajectories.load_messages(session_id)
-        return messages[offset : None if limit is None else offset + limit]
-
-    def requests(self, session_id: str) -> list[dict[str, Any]]:
-        """What each model request of the session cost: tokens, cached tokens, times, the prefix audit.
-
-        Raises:
-            SessionNotFoundError: no such session.
-        """
-        if not self.has_session(session_id):
-            raise SessionNotFoundError(session_id)
-        return self.store.trajectories.load_requests(session_id)
-
-    def timeline(self, session_id: str, after: int = 0, limit: int = 500) -> list[BusEvent]:
-        """What reached and happened in the session, as published, oldest first after the cursor ``after``.
-
-        Events accepted or dropped (and why), runs, tool calls, requests: the event timeline.
-
-        Raises:
-            SessionNotFoundError: no such session.
-        """
-        if not self.has_session(session_id):
-            raise SessionNotFoundError(session_id)
-        return self.bus.history(session_id, after, limit)
-
-    def pending(self, session_id: str) -> int:
-        """Events queued for the session and not yet taken up."""
-        return len(self.store.trajectories.pending_events(session_id))
 
     def busy(self, session_id: str) -> bool:
         """Whether the session is working on a turn."""

@@ -1,56 +1,122 @@
-"""Read and rename operations on a runtime's sessions that front ends need beside :class:`Runtime`'s own.
+"""What a runtime tells about its sessions without touching their workers, and renaming one.
 
-Kept apart from the runtime's event machinery: nothing here touches a running session's worker. The
-server calls these instead of reaching into the stores.
+Lists, history, requests, the timeline, compression: :class:`Runtime` has these methods, and front ends call
+them instead of reaching into the stores.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kairos.context.session import SessionStore
+from kairos.context.store import SessionInfo
 from kairos.errors import SessionNotFoundError
-
-if TYPE_CHECKING:
-    from kairos.runtime.runtime import Runtime
+from kairos.models.types import Message
+from kairos.runtime.bus import BusEvent, EventBus
 
 _COMPRESSION = "kairos.compression/"
 _LAYERS = ("spill", "noise", "compressed", "round")
 
 
-def rename_session(runtime: Runtime, session_id: str, title: str) -> None:
-    """Give a session a new title.
+class SessionQueries:
+    """The read side of :class:`~kairos.runtime.runtime.Runtime` (and renaming), over its stores."""
 
-    Raises:
-        SessionNotFoundError: no such session.
-    """
-    if not runtime.store.trajectories.set_title(session_id, title):
-        raise SessionNotFoundError(session_id)
+    store: SessionStore
+    bus: EventBus
+
+    def has_session(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        return self.store.trajectories.has_session(session_id)
+
+    def session_meta(self, session_id: str) -> dict[str, Any]:
+        """The meta a session was created with ({} for an unknown one)."""
+        return self.store.trajectories.session_meta(session_id)
+
+    def sessions(self, limit: int = 50) -> list[SessionInfo]:
+        """Sessions, newest first."""
+        return self.store.list(limit)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        """One session's title, creation time and message count.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        info = self.store.trajectories.session_info(session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        return info
+
+    def history(self, session_id: str, offset: int = 0, limit: int | None = None) -> list[Message]:
+        """The session's messages in order (``offset`` and ``limit`` page through a long one).
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        messages = self.store.trajectories.load_messages(session_id)
+        return messages[offset : None if limit is None else offset + limit]
+
+    def requests(self, session_id: str) -> list[dict[str, Any]]:
+        """What each model request of the session cost: tokens, cached tokens, times, the prefix audit.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        return self.store.trajectories.load_requests(session_id)
+
+    def timeline(self, session_id: str, after: int = 0, limit: int = 500) -> list[BusEvent]:
+        """What reached and happened in the session, as published, oldest first after the cursor ``after``.
+
+        Events accepted or dropped (and why), runs, tool calls, requests: the event timeline.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        return self.bus.history(session_id, after, limit)
+
+    def pending(self, session_id: str) -> int:
+        """Events queued for the session and not yet taken up."""
+        return len(self.store.trajectories.pending_events(session_id))
+
+    def rename_session(self, session_id: str, title: str) -> None:
+        """Give a session a new title.
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.store.trajectories.set_title(session_id, title):
+            raise SessionNotFoundError(session_id)
+
+    def compression(self, session_id: str) -> list[dict[str, Any]]:
+        """What compression replaced in the session's view, each with the stored original (never changed).
+
+        ``{"seq", "layer", "text", "original"}`` per replaced message, oldest first: ``spill`` (a long result
+        moved to a file, a preview left), ``noise`` (a stale result shrunk to a pointer), ``compressed`` (a
+        summary), and ``round`` entries (an archived round: ``seq`` is the round number, no single original).
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        frozen = self.store.trajectories.frozen_items(session_id, _COMPRESSION)
+        messages = self.history(session_id) if frozen else []
+        out: list[dict[str, Any]] = []
+        for key, text in frozen.items():
+            layer, _, number = key.removeprefix(_COMPRESSION).partition("/")
+            if layer not in _LAYERS or not number.isdigit():
+                continue
+            seq = int(number)
+            original = messages[seq].content if layer != "round" and seq < len(messages) else None
+            out.append({"seq": seq, "layer": layer, "text": text, "original": original})
+        out.sort(key=lambda r: (r["seq"], _LAYERS.index(r["layer"])))
+        return out
 
 
-def compression(runtime: Runtime, session_id: str) -> list[dict[str, Any]]:
-    """What compression replaced in the session's view, each with the stored original (never changed).
-
-    ``{"seq", "layer", "text", "original"}`` per replaced message, oldest first: ``spill`` (a long result
-    moved to a file, a preview left), ``noise`` (a stale result shrunk to a pointer), ``compressed`` (a
-    summary), and ``round`` entries (an archived round: ``seq`` is the round number, no single original).
-
-    Raises:
-        SessionNotFoundError: no such session.
-    """
-    if not runtime.has_session(session_id):
-        raise SessionNotFoundError(session_id)
-    frozen = runtime.store.trajectories.frozen_items(session_id, _COMPRESSION)
-    messages = runtime.history(session_id) if frozen else []
-    out: list[dict[str, Any]] = []
-    for key, text in frozen.items():
-        layer, _, number = key.removeprefix(_COMPRESSION).partition("/")
-        if layer not in _LAYERS or not number.isdigit():
-            continue
-        seq = int(number)
-        original = messages[seq].content if layer != "round" and seq < len(messages) else None
-        out.append({"seq": seq, "layer": layer, "text": text, "original": original})
-    out.sort(key=lambda r: (r["seq"], _LAYERS.index(r["layer"])))
-    return out
-
-
-__all__ = ["compression", "rename_session"]
+__all__ = ["SessionQueries"]

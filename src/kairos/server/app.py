@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from kairos.context.store import SessionInfo
 from kairos.errors import SessionNotFoundError
-from kairos.runtime import Event, Runtime, views
+from kairos.runtime import Event, Runtime
 from kairos.runtime.events import URGENT_TYPES, Strategy
 from kairos.server import auth
 from kairos.server.auth import LOOPBACK_NAMES, host_name
@@ -129,7 +129,7 @@ async def get_session(request: Request, session_id: str) -> dict[str, Any]:
 async def rename_session(request: Request, session_id: str, body: NewSession) -> dict[str, Any]:
     """Rename a session (its title in lists and the web UI)."""
     state = state_of(request)
-    views.rename_session(state.runtime, session_id, body.title)
+    state.runtime.rename_session(session_id, body.title)
     return _session_record(state, state.runtime.session_info(session_id))
 
 

@@ -13,7 +13,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from kairos.context.layout import LAYOUT_KEY, LayoutMissingError, Prompt, digest, divergence_point, expand
-from kairos.runtime.views import compression
 from kairos.server.middleware import ApiError
 from kairos.server.state import state_of
 
@@ -57,7 +56,7 @@ async def session_request(request: Request, session_id: str, index: int) -> dict
 @router.get("/v1/sessions/{session_id}/compression", tags=["sessions"])
 async def session_compression(request: Request, session_id: str) -> dict[str, Any]:
     """What compression replaced in what the model sees (spilled, shrunk, summarised, archived), with the original."""
-    return {"replacements": compression(state_of(request).runtime, session_id)}
+    return {"replacements": state_of(request).runtime.compression(session_id)}
 
 
 def _parts(p: Prompt) -> list[dict[str, Any]]:
