@@ -132,12 +132,30 @@ async def test_a_call_that_needs_approval_runs_once_approved_in_the_chat(tmp_pat
         question = page.locator(".question", has_text="Allow save_note(")
         await question.wait_for()
         assert await question.locator(".badge").text_content() == "approval needed"
+        assert await page.locator(".tool .badge").text_content() == "waiting for approval"
         assert notes == []  # nothing runs before the answer
         await question.get_by_role("button", name="approve").click()
         await page.locator(".tool[data-state=ok] pre.result", has_text="saved").wait_for()
         await page.locator(".msg.assistant .body", has_text="Noted: buy milk.").wait_for()
         assert await question.locator(".q-status").text_content() == "Answered: approve"
         assert notes == ["buy milk"]
+
+
+async def test_a_denied_call_does_not_run_and_its_card_says_why(tmp_path: Path, page: Any) -> None:
+    @tool(side_effects=True)
+    async def delete_backups() -> str:
+        """Delete the backups."""
+        raise AssertionError("a denied call must not run")
+
+    model = ScriptedModel([reply("", call("delete_backups")), reply("I left the backups alone.")])
+    async with serve_outbox(tmp_path, model, [delete_backups], approvals=True) as (rt, url):
+        sid = rt.create_session("cleanup")
+        await open_chat(page, url, sid)
+        await say(page, "clean up")
+        await page.locator(".question", has_text="Allow delete_backups(").get_by_role("button", name="deny").click()
+        card = page.locator(".tool[data-state=error]")
+        await card.locator("pre.result", has_text="the user said no").wait_for()
+        await page.locator(".msg.assistant .body", has_text="I left the backups alone.").wait_for()
 
 
 async def test_questions_of_ask_user_are_answered_inline(tmp_path: Path, page: Any) -> None:

@@ -4,7 +4,8 @@ import { clear, h, toast } from "./dom.js";
 
 const CLOSED = { answered: "Answered", expired: "No answer in time; the default was used", cancelled: "Cancelled" };
 
-function isApproval(q) {
+/** Whether a question is a tool call's approval (the outbox approver asks approve or deny). */
+export function isApproval(q) {
   const opts = q.options || [];
   return opts.length === 2 && opts[0] === "approve" && opts[1] === "deny";
 }

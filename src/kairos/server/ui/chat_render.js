@@ -1,7 +1,7 @@
 // The conversation: the stored messages, then the session's live records (text deltas, tool cards, answers,
 // events, questions). Everything goes in as text (dom.js); callers batch records per animation frame.
 import { append, h, secs } from "./dom.js";
-import { questionCard } from "./chat_outbox.js";
+import { isApproval, questionCard } from "./chat_outbox.js";
 
 const SPILL = /(\S*\.kairos\/spill\/[^\s'"`:,;)\]]+)/;
 const FOLD_CHARS = 700;
@@ -55,6 +55,7 @@ export function resultBlock(content, truncated = false) {
 class ToolCard {
   constructor(id, name, args) {
     this.id = id;
+    this.name = name;
     this.state = h("span.badge", "running");
     this.time = h("span.muted.tool-time");
     const pretty = prettyArgs(args);
@@ -272,9 +273,20 @@ export class Conversation {
     return strategy || "";
   }
 
-  question(q, onClosed) {
+  /** A question card; an approval also marks its call as waiting for it. */
+  question(q) {
     if (this.questions.has(q.id)) return;
-    const card = questionCard(q, onClosed);
+    const card = questionCard(q);
+    const calls = [...this.cards.values()].reverse();
+    const call = isApproval(q) ? calls.find((c) => !c.done && q.text.startsWith(`Allow ${c.name}(`)) : null;
+    if (call && (!q.status || q.status === "pending")) {
+      call.set("waiting for approval", "running");
+      const close = card.close;
+      card.close = (rec) => {
+        close(rec);
+        if (!call.done) call.set("running", "running");
+      };
+    }
     this.questions.set(q.id, card);
     this.append(card.el);
   }
