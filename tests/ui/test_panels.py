@@ -248,16 +248,24 @@ async def test_a_failing_store_is_an_error_with_a_retry_not_a_part_switched_off(
 
 
 async def test_the_pages_fit_a_phone(tmp_path: Path, browser: Any, memory: UserMemory) -> None:
+    """At 390×844 nothing is wider than the screen (long paths and tables wrap or scroll inside their box)."""
+    kb = KnowledgeBase.open(tmp_path / "kb", HashEmbedder())
+    deep = tmp_path / "a-rather-long-folder-name" / "with-another-long-folder-inside-it"
+    deep.mkdir(parents=True)
+    (deep / "deployment-procedures-for-the-production-cluster.md").write_text("# Deploy\n\nDeploys run on Friday.\n")
+    kb.ingest([deep / "deployment-procedures-for-the-production-cluster.md"])
     context = await browser.new_context(viewport={"width": 390, "height": 844})
     pg = await context.new_page()
     settings = {"settings": {"tools": {"builtins": ["bash", "read_file"]}}, "sources": ["defaults"], "notices": []}
     try:
-        async with serve(tmp_path, ScriptedModel(), memory=memory, settings=settings) as (_, url):
-            for view, ready in (("memory", "article.memory"), ("settings", "table.settings-table"),
-                                ("knowledge", ".unavailable"), ("tools", ".empty")):  # fmt: skip
+        async with serve(tmp_path, ScriptedModel(), memory=memory, knowledge=kb, settings=settings) as (_, url):
+            for view, shown in (("memory", "article.memory"), ("settings", "table.settings-table"),
+                                ("knowledge/deploys/hybrid/5", "li.hit"), ("tools", ".empty")):  # fmt: skip
                 await pg.goto(f"{url}/#/{view}")
-                await pg.locator(ready).first.wait_for()
+                await pg.locator(f"main[data-ready='{view.split('/')[0]}']").wait_for(state="attached")
+                await pg.locator(shown).first.wait_for()
                 width = await pg.evaluate("document.documentElement.scrollWidth")
                 assert width <= 390, (view, width)
     finally:
         await context.close()
+        kb.close()

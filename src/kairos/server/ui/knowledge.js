@@ -3,7 +3,7 @@
 // the address (#/knowledge/QUERY/MODE/K) so a reload or a shared link shows the same passages.
 import { api } from "./api.js";
 import { clear, h } from "./dom.js";
-import { badge, dateTime, empty, failure, header, loading, notEnabled, plural } from "./panels.js";
+import { badge, dateTime, empty, failure, header, loading, notEnabled, plural, ready } from "./panels.js";
 
 const MODES = { hybrid: "hybrid (words + meaning)", bm25: "BM25 (words)", dense: "dense (meaning)" };
 const PAGE = 50;
@@ -136,9 +136,11 @@ export function mount(main, args) {
     if (focus) title.focus();  // a new page: the reader starts again at its top
   }
 
-  listDocuments(0).then(() => {
-    if (q0 && body.isConnected) search();
+  delete main.dataset.ready;
+  listDocuments(0).then(async () => {
+    if (q0 && body.isConnected) await search();
     else if (body.isConnected) q.focus();
+    ready(main, "knowledge", signal);
   });
   return () => ctl.abort();
 }

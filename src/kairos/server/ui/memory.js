@@ -3,7 +3,7 @@
 // or forgets one (every version erased, after a confirm step).
 import { api } from "./api.js";
 import { append, clear, h, toast } from "./dom.js";
-import { badge, dateTime, empty, failure, header, loading, plural } from "./panels.js";
+import { badge, dateTime, empty, failure, header, loading, plural, ready } from "./panels.js";
 
 const SOURCES = {
   user: ["said by the user", "ok"],
@@ -240,7 +240,8 @@ export function mount(main) {
     return details;
   }
 
-  load();
+  delete main.dataset.ready;
+  load().then(() => ready(main, "memory", signal));
   return () => ctl.abort();
 }
 

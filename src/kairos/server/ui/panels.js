@@ -11,6 +11,11 @@ export function loading(what) {
   return h("p.muted.loading", { role: "status" }, `Loading ${what}…`);
 }
 
+/** Mark the view loaded (main[data-ready], what tests and benches wait for), unless it was left meanwhile. */
+export function ready(main, view, signal) {
+  if (!signal.aborted) main.dataset.ready = view;
+}
+
 /** A panel with nothing to show: the first line says so, the others say how it gets filled. */
 export function empty(first, ...more) {
   return h("div.card.empty", { role: "status" }, h("p", h("strong", first)), more.map((m) => h("p.muted", m)));

@@ -3,7 +3,7 @@
 // workspace may not widen what the agent may do on its own).
 import { api } from "./api.js";
 import { append, clear, h } from "./dom.js";
-import { badge, empty, failure, header, loading, plural } from "./panels.js";
+import { badge, empty, failure, header, loading, plural, ready } from "./panels.js";
 
 export function mount(main) {
   const ctl = new AbortController();
@@ -79,7 +79,8 @@ export function mount(main) {
     }
   }
 
-  load();
+  delete main.dataset.ready;
+  load().then(() => ready(main, "settings", signal));
   return () => ctl.abort();
 }
 

@@ -4,7 +4,7 @@
 // approves it again.
 import { api } from "./api.js";
 import { append, clear, h, toast } from "./dom.js";
-import { badge, empty, failure, header, loading, plural } from "./panels.js";
+import { badge, empty, failure, header, loading, plural, ready } from "./panels.js";
 
 const APPROVAL = {
   approved: ["approved", "ok"],
@@ -100,7 +100,8 @@ export function mount(main) {
     return section;
   }
 
-  load();
+  delete main.dataset.ready;
+  load().then(() => ready(main, "tools", signal));
   return () => ctl.abort();
 }
 
