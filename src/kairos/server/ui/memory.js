@@ -216,7 +216,7 @@ export function mount(main) {
       filter.focus();
     }
     const box = h("div.confirm", { role: "group", "aria-label": `Forget memory ${m.id}` },
-      h("p", `Forget this memory? All ${plural(n, "version")} are erased from this computer; `
+      h("p", `Forget this memory? ${n === 1 ? "It is" : `All ${n} versions are`} erased from this computer; `
         + "this cannot be undone."),
       h("div.row", yes, cancel),
     );
