@@ -61,12 +61,12 @@ def test_refuses_a_public_address_without_a_token(workspace: Path, user_config_d
     assert "refusing to listen on 0.0.0.0 without a bearer token" in err and "KAIROS_API_TOKEN" in err
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
 def _answered(client: httpx.Client, sid: str) -> bool:
     messages = client.get(f"/v1/sessions/{sid}/messages").json()["messages"]
     return any(m["role"] == "assistant" and m["content"] for m in messages)
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
 def test_serves_answers_and_drains_on_a_stop_signal(
     workspace: Path, user_config_dir: Path, tmp_path: Path, stop: signal.Signals
 ) -> None:
