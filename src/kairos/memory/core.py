@@ -93,6 +93,10 @@ class MemoryHit:
     """A conversation round's place in its session."""
 
 
+EDITED = "edited by the user"
+"""The provenance note of a version the user wrote (in the web UI or over HTTP)."""
+
+
 class UserMemory:
     """The memory of one user (see the module docstring).
 
@@ -432,6 +436,34 @@ class UserMemory:
     def history(self) -> list[MemoryCard]:
         """Every version of every memory of the user (superseded, deleted and archived ones too)."""
         return self.store.history(self.user)
+
+    def edit(self, memory_id: int, content: str) -> MemoryCard:
+        """The user's correction of a memory: a new current version (provenance "edited by the user").
+
+        The old version stays in history as superseded. The text passes the scrubber's fast layer like every
+        stored memory. A JSON card's ``value`` restated the old text, so it is dropped (the card then reads
+        the new text); its path and a person card's fields stay. The same text writes no new version.
+
+        Raises:
+            LookupError: no memory ``memory_id``.
+            ValueError: the text is empty, or ``memory_id`` is not the current version.
+        """
+        content = self.scrub(content.strip())
+        if not content:
+            raise ValueError("a memory needs some text (to remove one, forget it)")
+        old = self.store.get(self.user, memory_id)
+        if old is None:
+            raise LookupError(f"no memory {memory_id}")
+        if old.status != "current":
+            raise ValueError(f"memory {memory_id} is {old.status}, not current: edit its current version")
+        if content == old.content:
+            return old
+        data = {k: v for k, v in old.data.items() if k != "value"}
+        valid_from = max(time.time(), old.valid_from or 0.0)  # the edit is the newest news: it must win
+        new = MemoryIn(old.kind, old.format, old.category, content, data, old.importance, valid_from, old.expires_at,
+                       MemoryProvenance(source="user", note=EDITED))  # fmt: skip
+        vector = self.kb.embedder.embed_passages([searchable(content, data)])[0]
+        return self.store.revise(self.user, memory_id, new, vector, op="update")
 
     def forget(self, memory_id: int | None = None) -> int:
         """Erase a memory (all its versions) or, with None, everything of the user: memories and conversations."""

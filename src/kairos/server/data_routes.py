@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from kairos.knowledge.base import KnowledgeBase
     from kairos.mcp.client import McpServerSource
     from kairos.memory import UserMemory
-    from kairos.memory.records import MemoryCard
 
 router = APIRouter()
 NOT_ENABLED = "not_enabled"
@@ -71,41 +69,18 @@ class MemoryEdit(BaseModel):
     content: str = Field(min_length=1, max_length=4000, description="the memory's new text")
 
 
-EDITED = "edited by the user"
-"""The provenance note of a version the user wrote (in the web UI or over HTTP)."""
-
-
-def _edit(memory: UserMemory, memory_id: int, content: str) -> MemoryCard:
-    """A new current version with the user's text; the old one stays in history as superseded.
-
-    The text passes the scrubber's fast layer like every stored memory. A JSON card's ``value`` restated
-    the old text, so it is dropped (the card then reads the new text); its path and a person card's fields stay.
-    """
-    from kairos.memory.records import MemoryIn, MemoryProvenance, searchable
-
-    old = memory.store.get(memory.user, memory_id)
-    if old is None:
-        raise ApiError(404, f"no memory {memory_id}")
-    if old.status != "current":
-        raise ApiError(409, f"memory {memory_id} is {old.status}, not current: edit its current version")
-    content = memory.scrub(content)
-    if content == old.content:
-        return old
-    data = {k: v for k, v in old.data.items() if k != "value"}
-    valid_from = max(time.time(), old.valid_from or 0.0)  # the edit is the newest news: it must win
-    new = MemoryIn(old.kind, old.format, old.category, content, data, old.importance, valid_from, old.expires_at,
-                   MemoryProvenance(source="user", note=EDITED))  # fmt: skip
-    vector = memory.kb.embedder.embed_passages([searchable(content, data)])[0]
-    return memory.store.revise(memory.user, memory_id, new, vector, op="update")
-
-
 @router.put("/v1/memory/{memory_id}", tags=["memory"])
 async def edit_memory(request: Request, memory_id: int, body: MemoryEdit) -> dict[str, Any]:
     """Correct a memory: a new version with the user's text (provenance "edited by the user"), history kept."""
-    content = body.content.strip()
-    if not content:
+    memory = _memory(request)
+    if not body.content.strip():
         raise ApiError(400, "a memory needs some text (to remove one, forget it)")
-    card = await asyncio.to_thread(_edit, _memory(request), memory_id, content)
+    try:
+        card = await asyncio.to_thread(memory.edit, memory_id, body.content)
+    except LookupError as e:
+        raise ApiError(404, str(e)) from None
+    except ValueError as e:  # not the current version
+        raise ApiError(409, str(e)) from None
     return {"memory": dataclasses.asdict(card)}
 
 
