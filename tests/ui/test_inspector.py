@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from kairos.agent import Agent, Plugin, RunContext, SafePoint
 from kairos.context.compression import CompressionConfig
@@ -199,9 +198,6 @@ async def test_compression_shows_a_spilled_result_with_its_original(tmp_path: Pa
     async with serve_agent(tmp_path, agent) as (rt, url):
         sid = rt.create_session("a big result")
         await say(rt, url, sid, "dump the table")
-        async with httpx.AsyncClient(base_url=url) as client:
-            if (await client.get(f"/v1/sessions/{sid}/compression")).status_code == 404:
-                pytest.skip("GET /v1/sessions/{id}/compression is not served yet")
         await opened(page, f"{url}/#/inspector/{sid}/compression")
         card = page.locator(".insp-replacement").first
         assert "spilled to a file" in await card.inner_text()

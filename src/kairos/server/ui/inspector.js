@@ -10,7 +10,8 @@ import { requestView } from "./inspector_request.js";
 import { chart, compressionView, requestHref, requestsTable, verdictBadge, fmt } from "./inspector_session.js";
 
 const enc = encodeURIComponent;
-const known = new Map(); // session id → its request indexes as last loaded (j/k work before a view has loaded)
+// session id → {info, requests} as last loaded: j/k work at once and a request opens on one fetch
+const known = new Map();
 const sessionHref = (sid) => `#/inspector/${enc(sid)}`;
 
 /** Mount the view; returns its cleanup at once (loading goes on behind it and stops when cleaned up). */
@@ -70,7 +71,8 @@ async function sessions(ctx) {
   const data = await get(ctx, "/v1/sessions?limit=200");
   const list = data.sessions || [];
   if (!list.length) {
-    show(ctx, h("h2", "Inspector"), h("p.muted", "No sessions yet: start one in Chat, then see here what the model saw."));
+    show(ctx, h("h2", "Inspector"),
+      h("p.muted", "No sessions yet: start one in Chat, then see here what the model saw."));
     return;
   }
   const rows = list.map((s) => h("tr",
@@ -95,7 +97,7 @@ async function overview(ctx) {
     get(ctx, `/v1/sessions/${enc(ctx.sid)}/requests`),
   ]);
   const requests = data.requests || [];
-  known.set(ctx.sid, requests.map((r) => r.index));
+  known.set(ctx.sid, { info, requests });
   show(ctx,
     crumbs(ctx, info, "requests"),
     requests.length ? chart(requests, { onPick: (i) => ctx.go("inspector", ctx.sid, String(i)) }) : null,
@@ -123,43 +125,68 @@ function sideList(sid, requests, current) {
   return h("aside.insp-side-list", { "aria-label": "requests" }, h("ol", items));
 }
 
-function neighbours(indexes, index) {
-  const pos = indexes.indexOf(index);
-  return { prev: pos > 0 ? indexes[pos - 1] : null, next: pos >= 0 && pos < indexes.length - 1 ? indexes[pos + 1] : null };
+function neighbours(requests, index) {
+  const pos = requests.findIndex((r) => r.index === index);
+  const at = (i) => (i >= 0 && i < requests.length ? requests[i].index : null);
+  return pos < 0 ? { prev: null, next: null } : { prev: at(pos - 1), next: at(pos + 1) };
 }
 
 async function request(ctx, sub) {
   const index = Number(sub);
   if (!Number.isInteger(index) || index < 0) throw Object.assign(new Error(`no request "${sub}"`), { status: 404 });
-  ctx.nav = neighbours(known.get(ctx.sid) || [], index);
   const base = `/v1/sessions/${enc(ctx.sid)}`;
-  const [info, list, data] = await Promise.all([
-    get(ctx, base).catch(() => null),
-    get(ctx, `${base}/requests`),
-    get(ctx, `${base}/requests/${index}`),
-  ]);
+  const lists = () => Promise.all([get(ctx, base).catch(() => null), get(ctx, `${base}/requests`)]);
+  let seen = known.get(ctx.sid);
+  ctx.nav = neighbours(seen?.requests || [], index);
+  let data;
+  if (seen && seen.requests.some((r) => r.index === index)) {
+    data = await get(ctx, `${base}/requests/${index}`); // the list is known: show first, refresh it after
+  } else {
+    const [[info, list], one] = await Promise.all([lists(), get(ctx, `${base}/requests/${index}`)]);
+    seen = { info, requests: list.requests || [] };
+    known.set(ctx.sid, seen);
+    data = one;
+  }
   if (ctx.signal.aborted) return;
-  const requests = list.requests || [];
-  known.set(ctx.sid, requests.map((r) => r.index));
-  const { prev, next } = (ctx.nav = neighbours(known.get(ctx.sid), index));
-  const { node, reveal } = requestView(data, {
-    prev: prev === null ? null : requestHref(ctx.sid, prev),
-    next: next === null ? null : requestHref(ctx.sid, next),
-  });
-  const pick = (i) => ctx.go("inspector", ctx.sid, String(i));
-  show(ctx,
-    crumbs(ctx, info, null),
-    chart(requests, { current: index, onPick: pick, compact: true }),
-    h("div.insp-layout", sideList(ctx.sid, requests, index), node),
-  );
-  const current = ctx.root.querySelector(".insp-side-list a.current");
-  if (current) current.scrollIntoView({ block: "nearest" });
+  const { node, reveal } = requestView(data);
+  const nav = h("div.insp-nav-slot");
+  show(ctx, crumbs(ctx, seen.info, null), nav, h("div.insp-layout", h("div.insp-side-slot"), node));
+  const place = ({ info, requests }) => {
+    ctx.nav = neighbours(requests, index);
+    const href = (i) => (i === null ? null : requestHref(ctx.sid, i));
+    ctx.root.querySelector(".insp-crumbs").replaceWith(crumbs(ctx, info, null));
+    const pick = (i) => ctx.go("inspector", ctx.sid, String(i));
+    nav.replaceChildren(chart(requests, { current: index, onPick: pick, compact: true }));
+    ctx.root.querySelector(".insp-side-slot").replaceChildren(sideList(ctx.sid, requests, index));
+    for (const [dir, label, key] of [["prev", "← previous", "k"], ["next", "next →", "j"]]) {
+      const a = node.querySelector(`.insp-step.${dir}`);
+      const to = href(ctx.nav[dir]);
+      a.hidden = !to;
+      if (to) a.href = to;
+      a.title = `${label} (${key})`;
+    }
+    const current = ctx.root.querySelector(".insp-side-list a.current");
+    if (current) current.scrollIntoView({ block: "nearest" });
+  };
+  place(seen);
   reveal("nearest");
+  // a live session goes on: once the view is painted, the list is fetched again and placed again if it grew
+  const last = (l) => JSON.stringify(l.requests.at(-1) || null) + l.requests.length + (l.info?.title || "");
+  requestAnimationFrame(() => setTimeout(() => {
+    if (ctx.signal.aborted) return;
+    lists().then(([info, list]) => {
+      const fresh = { info, requests: list.requests || [] };
+      if (ctx.signal.aborted) return;
+      known.set(ctx.sid, fresh);
+      if (last(fresh) !== last(seen)) place(fresh);
+    }).catch(() => {});
+  }, 0));
 }
 
 function typing(ev) {
   const t = ev.target;
-  return ev.ctrlKey || ev.metaKey || ev.altKey || (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)));
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return true;
+  return Boolean(t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName)));
 }
 
 function keys(ev, ctx) {

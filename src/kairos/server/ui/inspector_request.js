@@ -209,10 +209,11 @@ function numbers(r) {
 }
 
 /**
- * The request view's content for `data` = {request, parts, divergence, added}; `nav` = {prev, next} hrefs or null.
+ * The request view's content for `data` = {request, parts, divergence, added} (its previous / next links, hidden,
+ * are `.insp-step.prev` / `.next` for the caller to point).
  * Returns {node, reveal}: reveal() (after the node is in the page) opens and scrolls to the diverging part.
  */
-export function requestView(data, nav) {
+export function requestView(data) {
   const r = data.request;
   const parts = data.parts || [];
   const addedBy = new Map();
@@ -243,8 +244,8 @@ export function requestView(data, nav) {
     h("h2", `Request #${r.index}`),
     verdictBadge(r, { long: true }),
     h("span.grow"),
-    nav.prev ? h("a.insp-step", { href: nav.prev, title: "previous request (k)" }, "← previous") : null,
-    nav.next ? h("a.insp-step", { href: nav.next, title: "next request (j)" }, "next →") : null,
+    h("a.insp-step.prev", { hidden: true }, "← previous"),
+    h("a.insp-step.next", { hidden: true }, "next →"),
   );
   const audit = h(`section.card.insp-audit.v-${v.key}`, h("h3", "Prefix audit"));
   if (v.key === "first" || v.key === "ok") {
@@ -258,6 +259,7 @@ export function requestView(data, nav) {
       audit.append(h("p.muted", "The server kept no text of the previous request for this item."));
     }
   }
+  if (at >= 0) opener.get(details[at])(); // opened off-DOM: one layout when the view goes in
   const node = h("div.insp-request", { dataset: { index: r.index } },
     head, numbers(r), audit, promptMap(parts, r, details),
     h("section.insp-parts", { "aria-label": "the prompt in its parts" }, list),

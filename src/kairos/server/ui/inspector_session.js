@@ -3,7 +3,8 @@ import { h, secs } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
-export const fmt = (n) => (n === null || n === undefined ? "–" : Number(n).toLocaleString("en-US"));
+const NUMBER = new Intl.NumberFormat("en-US"); // one formatter: toLocaleString per number is slow on 1,000s
+export const fmt = (n) => (n === null || n === undefined ? "–" : NUMBER.format(n));
 export const fresh = (r) => Math.max(0, (r.prompt_tokens || 0) - (r.cached_prompt_tokens || 0));
 export const requestHref = (sid, index) => `#/inspector/${encodeURIComponent(sid)}/${index}`;
 
@@ -55,18 +56,31 @@ export function chart(requests, { current = null, onPick = null, compact = false
     const added = (fresh(r) / top) * BODY;
     const v = verdict(r);
     const g = svg("g", { class: `insp-bar v-${v.key}${r.index === current ? " current" : ""}`, "data-index": r.index });
-    const tip = `request ${r.index}: ${fmt(r.prompt_tokens)} prompt tokens, ${fmt(r.cached_prompt_tokens)} cached, `
-      + `${fmt(fresh(r))} new · prefix ${v.key === "deliberate" ? v.detail : v.label}`;
-    g.append(svg("title", {}, tip));
     g.append(svg("rect", { x: x - 1.5, y: 0, width: 10, height: H, class: "insp-hit" }));
     g.append(svg("rect", { x, y: H - cached, width: 7, height: cached, class: "insp-cached" }));
     g.append(svg("rect", { x, y: H - cached - added, width: 7, height: added, class: "insp-new" }));
     if (v.key === "broken" || v.key === "deliberate") {
       g.append(svg("rect", { x: x - 1, y: 0, width: 9, height: 7, class: "insp-break" }));
     }
-    if (onPick) g.addEventListener("click", () => onPick(r.index));
     root.append(g);
   });
+  // one listener each for the whole chart: a bar's tooltip is written when the pointer first reaches it
+  const barOf = (ev) => ev.target.closest?.("g.insp-bar");
+  root.addEventListener("mouseover", (ev) => {
+    const g = barOf(ev);
+    if (!g || g.firstChild.nodeName === "title") return;
+    const r = requests.find((x) => String(x.index) === g.dataset.index);
+    const v = verdict(r);
+    g.prepend(svg("title", {}, `request ${r.index}: ${fmt(r.prompt_tokens)} prompt tokens, `
+      + `${fmt(r.cached_prompt_tokens)} cached, ${fmt(fresh(r))} new · prefix `
+      + (v.key === "deliberate" ? v.detail : v.label)));
+  });
+  if (onPick) {
+    root.addEventListener("click", (ev) => {
+      const g = barOf(ev);
+      if (g) onPick(Number(g.dataset.index));
+    });
+  }
   const reused = requests.reduce((a, r) => a + (r.cached_prompt_tokens || 0), 0);
   const prompt = requests.reduce((a, r) => a + (r.prompt_tokens || 0), 0);
   const breaks = requests.filter((r) => verdict(r).key === "broken").length;
@@ -101,7 +115,9 @@ export function requestsTable(sid, requests) {
   return h("div.insp-scroll", h("table.insp-requests", h("thead", head), h("tbody", body)));
 }
 
-const LAYER_LABEL = { spill: "spilled to a file", noise: "noise removed", compressed: "compressed", round: "summarised" };
+const LAYER_LABEL = {
+  spill: "spilled to a file", noise: "noise removed", compressed: "summarised", round: "round archived",
+};
 
 function folded(text, limit = 1500) {
   const pre = h("pre.insp-text");
@@ -119,20 +135,30 @@ function folded(text, limit = 1500) {
 }
 
 /** One replacement: what the model now sees, and the stored original one click away (built when opened). */
-function replacement(sid, r) {
-  const original = h("details.insp-original", h("summary", `original (${fmt((r.original || "").length)} chars)`));
-  original.addEventListener("toggle", () => {
-    if (original.open && original.childElementCount === 1) original.append(folded(r.original || "", 20000));
-  });
+function replacement(r) {
+  const text = r.text || "";
+  const hasOriginal = typeof r.original === "string";
+  let original;
+  if (hasOriginal) {
+    original = h("details.insp-original", h("summary", `the original (${fmt(r.original.length)} chars, as stored)`));
+    original.addEventListener("toggle", () => {
+      if (original.open && original.childElementCount === 1) original.append(folded(r.original, 20000));
+    });
+  } else {
+    original = h("p.muted", r.layer === "round"
+      ? "An archived round: it stands for several messages, no single original."
+      : "The original is not stored.");
+  }
+  const what = r.layer === "round" ? `round ${r.seq}` : `message ${r.seq}`;
   return h("article.card.insp-replacement", { dataset: { seq: r.seq, layer: r.layer } },
     h("div.row",
-      h("strong", `message ${r.seq}`), h("span.badge", LAYER_LABEL[r.layer] || r.layer),
+      h("strong", what), h("span.badge", LAYER_LABEL[r.layer] || r.layer),
       r.spill_path ? h("code.insp-path", r.spill_path) : null,
       h("span.grow"),
-      h("span.muted", `${fmt((r.text || "").length)} chars seen, ${fmt((r.original || "").length)} stored`),
+      h("span.muted", `${fmt(text.length)} chars seen` + (hasOriginal ? ` of ${fmt(r.original.length)}` : "")),
     ),
     h("div.muted.insp-label", "what the model sees now"),
-    folded(r.text || ""),
+    folded(text),
     original,
   );
 }
@@ -166,7 +192,7 @@ export function compressionView(sid, data) {
     ));
   }
   if (repl.length) {
-    out.append(h("h3", "Replaced messages"), ...repl.map((r) => replacement(sid, r)));
+    out.append(h("h3", "Replaced messages"), ...repl.map(replacement));
   }
   return out;
 }
