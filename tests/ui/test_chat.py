@@ -111,6 +111,30 @@ async def test_a_tool_call_shows_as_a_card_with_its_arguments_then_its_result(tm
         await page.screenshot(path=str(SHOTS / "chat.png"))
 
 
+async def test_a_long_result_is_folded_and_its_spill_file_is_marked(tmp_path: Path, page: Any) -> None:
+    @tool
+    async def grep_logs(pattern: str) -> str:
+        """Search the logs.
+
+        Args:
+            pattern: what to look for.
+        """
+        lines = "\n".join(f"app.log:{i}: {pattern} timed out" for i in range(40))
+        return f"{lines}\n[40 of 900 matches; all of them are in .kairos/spill/grep-1f2e.txt]"
+
+    model = ScriptedModel([reply("", call("grep_logs", {"pattern": "ERROR"})), reply("Forty timeouts.")])
+    async with serve(tmp_path, model, [grep_logs]) as (rt, url):
+        sid = rt.create_session("logs")
+        await open_chat(page, url, sid)
+        await say(page, "any errors?")
+        fold = page.locator(".tool[data-state=ok] details.fold")
+        await fold.wait_for()
+        assert not await fold.locator("pre.result").is_visible()  # folded until opened
+        await fold.locator("summary", has_text="41 lines").click()
+        assert await fold.locator("code.spill").text_content() == ".kairos/spill/grep-1f2e.txt"
+        assert await fold.locator("pre.result").is_visible()
+
+
 async def test_a_call_that_needs_approval_runs_once_approved_in_the_chat(tmp_path: Path, page: Any) -> None:
     notes: list[str] = []
 
@@ -177,6 +201,23 @@ async def test_questions_of_ask_user_are_answered_inline(tmp_path: Path, page: A
         await page.locator(".tool pre.result", has_text="The user answered: yes").wait_for()
         await page.locator(".msg.assistant .body", has_text="Merging main now.").wait_for()
         assert await free.locator(".q-status").text_content() == "Answered: main"
+
+
+async def test_a_question_asked_before_the_page_opened_is_shown_once_and_answered(tmp_path: Path, page: Any) -> None:
+    model = ScriptedModel([
+        reply("", call("ask_user", {"question": "Deploy now?", "options": ["yes", "no"], "timeout_s": 0})),
+        reply("Deploying."),
+    ])  # fmt: skip
+    async with serve_outbox(tmp_path, model) as (rt, url):
+        sid = rt.create_session("deploy")
+        await rt.submit(_user("ship it", sid))
+        await until_record(rt, sid, "outbox.message")
+        await open_chat(page, url, sid)
+        question = page.locator(".question", has_text="Deploy now?")
+        assert await question.count() == 1  # from the records and from /v1/questions: one card
+        await question.get_by_role("button", name="yes").click()
+        await page.locator(".msg.assistant .body", has_text="Deploying.").wait_for()
+        assert await question.locator(".q-status").text_content() == "Answered: yes"
 
 
 async def test_stop_interrupts_a_running_tool(tmp_path: Path, page: Any) -> None:

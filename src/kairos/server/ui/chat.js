@@ -86,6 +86,18 @@ function queued(records, pending) {
   return out.reverse();
 }
 
+/** Show the questions the records leave open (asked and not closed); returns the ids of the closed ones. */
+function questionsIn(records, show) {
+  const open = new Map();
+  const shut = new Set();
+  for (const { type, data } of records) {
+    if (type === "outbox.message" && data.kind === "question" && data.status === "pending") open.set(data.id, data);
+    else if (type === "outbox.closed") shut.add(data.id);
+  }
+  for (const [id, q] of open) if (!shut.has(id)) show(q);
+  return shut;
+}
+
 function activityText(d) {
   if (!d) return "";
   const pct = d.total ? ` ${Math.round((100 * d.done) / d.total)}%` : "";
@@ -276,6 +288,10 @@ export function mount(main, args, { go }) {
       return;
     }
     conv.el.setAttribute("aria-busy", "true");
+    const asked = api("/v1/questions").then((data) => data.questions, (e) => {
+      if (e.status !== 503 && !closed()) toast(`Open questions did not load: ${e.message}`);
+      return [];
+    });
     let snap;
     try {
       snap = await snapshot(sid);
@@ -299,6 +315,7 @@ export function mount(main, args, { go }) {
     conv.showHistory(messages, facts, run ? run.running : new Set());
     setBusy(Boolean(run));
     for (const r of queued(records, info.pending || 0)) conv.apply(r);
+    const shut = questionsIn(records, (q) => conv.question(q));
     if (run) {
       if (run.text) conv.text(run.text);
       activity.textContent = activityText(run.activity) || "working…";
@@ -311,21 +328,11 @@ export function mount(main, args, { go }) {
     follow(sid, cursor, onRecord, ctl.signal, (s) => {
       stream.textContent = s === "live" ? "" : s === "reconnecting" ? "reconnecting…" : "stream closed";
     });
-    await Promise.all([side, questions()]);
+    const [open] = await Promise.all([asked, side]);
     if (closed()) return;
+    for (const q of open) if (q.session === sid && !shut.has(q.id)) conv.question(q); // older than the stream keeps
     conv.follow();
     main.dataset.ready = "chat";
-  }
-
-  /** Open questions of this session (an approval waiting, an ask_user) as cards. */
-  async function questions() {
-    try {
-      const data = await api("/v1/questions");
-      if (closed()) return;
-      for (const q of data.questions) if (q.session === sid) conv.question(q);
-    } catch (e) {
-      if (e.status !== 503 && !closed()) toast(`Open questions did not load: ${e.message}`);
-    }
   }
 
   load().catch((e) => {

@@ -3,7 +3,7 @@
 import { append, h, secs } from "./dom.js";
 import { isApproval, questionCard } from "./chat_outbox.js";
 
-const SPILL = /(\S*\.kairos\/spill\/[^\s'"`:,;)\]]+)/;
+const SPILL = /([^\s'"`(\[]*\.kairos\/spill\/[^\s'"`:,;)\]]+)/;
 const FOLD_CHARS = 700;
 const FOLD_LINES = 12;
 const PAGE_MESSAGES = 120;
