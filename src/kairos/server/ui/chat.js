@@ -163,6 +163,8 @@ export function mount(main, args, { go }) {
   const aside = h("aside.chat-aside", { "aria-label": "Outbox and event timeline" }, inbox.el, timeline.el);
   const layout = h("div.chat.split3", sessions.el, center, aside);
   main.append(layout);
+  const resized = new ResizeObserver(() => conv.follow()); // a phone's keyboard opening keeps the last turn in view
+  resized.observe(conv.el);
 
   function setBusy(value) {
     busy = value;
@@ -344,6 +346,7 @@ export function mount(main, args, { go }) {
     ctl.abort();
     for (const t of timers) clearInterval(t);
     timeline.close();
+    resized.disconnect();
     if (frame) cancelAnimationFrame(frame);
     delete main.dataset.ready;
     clear(main);
