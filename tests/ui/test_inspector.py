@@ -167,7 +167,13 @@ async def test_the_session_has_a_table_and_a_chart_with_one_bar_per_request(tmp_
         verdicts = await page.locator("table.insp-requests .insp-verdict").all_inner_texts()
         assert verdicts == ["first", "ok", "changed on purpose (tools: added fetch)"]
         await page.locator(".insp-chart g.insp-bar[data-index='1']").click()
-        await page.wait_for_selector(".insp-request[data-index='1']")
+        await page.wait_for_selector("main[data-ready='request-1']")
+        await page.go_back()  # the rows by keyboard: j/k move between them, Enter opens one
+        await page.wait_for_selector("main[data-ready='session']")
+        for key in ("j", "j", "j", "k"):
+            await page.keyboard.press(key)
+        await page.keyboard.press("Enter")
+        await page.wait_for_selector("main[data-ready='request-1']")
 
 
 async def test_an_unknown_request_says_so(tmp_path: Path, page: Any) -> None:

@@ -13,6 +13,21 @@ const enc = encodeURIComponent;
 // session id → {info, requests} as last loaded: j/k work at once and a request opens on one fetch
 const known = new Map();
 const sessionHref = (sid) => `#/inspector/${enc(sid)}`;
+// "sid/index" → the request laid out (a promise): a past request never changes, so its neighbours are fetched
+// ahead and j/k open them at once; the newest few are kept
+const laidOut = new Map();
+
+function layout(sid, index) {
+  const key = `${sid}/${index}`;
+  let p = laidOut.get(key);
+  if (!p) {
+    p = api(`/v1/sessions/${enc(sid)}/requests/${index}`);
+    p.catch(() => laidOut.delete(key));
+    laidOut.set(key, p);
+    while (laidOut.size > 12) laidOut.delete(laidOut.keys().next().value);
+  }
+  return p;
+}
 
 /** Mount the view; returns its cleanup at once (loading goes on behind it and stops when cleaned up). */
 export function mount(main, args, { go }) {
@@ -140,9 +155,9 @@ async function request(ctx, sub) {
   ctx.nav = neighbours(seen?.requests || [], index);
   let data;
   if (seen && seen.requests.some((r) => r.index === index)) {
-    data = await get(ctx, `${base}/requests/${index}`); // the list is known: show first, refresh it after
+    data = await layout(ctx.sid, index); // the list is known: show first, refresh it after
   } else {
-    const [[info, list], one] = await Promise.all([lists(), get(ctx, `${base}/requests/${index}`)]);
+    const [[info, list], one] = await Promise.all([lists(), layout(ctx.sid, index)]);
     seen = { info, requests: list.requests || [] };
     known.set(ctx.sid, seen);
     data = one;
@@ -174,6 +189,7 @@ async function request(ctx, sub) {
   const last = (l) => JSON.stringify(l.requests.at(-1) || null) + l.requests.length + (l.info?.title || "");
   requestAnimationFrame(() => setTimeout(() => {
     if (ctx.signal.aborted) return;
+    for (const i of [ctx.nav.next, ctx.nav.prev]) if (i !== null) layout(ctx.sid, i).catch(() => {});
     lists().then(([info, list]) => {
       const fresh = { info, requests: list.requests || [] };
       if (ctx.signal.aborted) return;

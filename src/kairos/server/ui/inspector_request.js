@@ -102,7 +102,8 @@ function comparison(record, divergence) {
   );
   return h("div.insp-divergence",
     reasonLine(record, divergence),
-    h("p.muted", `first difference at byte ${fmt(divergence.byte)} of ${divergence.part} ${divergence.item}`),
+    h("p.muted", `first difference at byte ${fmt(divergence.byte)} of `
+      + (divergence.part === "system" ? "the system prompt" : `${divergence.part}s[${divergence.item}]`)),
     h("div.insp-compare",
       side("previous request", divergence.previous || ""),
       side("this request", divergence.current || ""),
