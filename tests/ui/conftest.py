@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,8 +29,13 @@ ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
 ]  # fmt: skip
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-"""Where the README's screenshots are written (by the tests that take them)."""
+SHOTS = (
+    Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+    if os.environ.get("KAIROS_SCREENSHOTS")
+    else Path(tempfile.gettempdir()) / "kairos-ui-screenshots"
+)
+"""Where the tests that take screenshots write them: the README's (``KAIROS_SCREENSHOTS=1 pytest tests/ui``), else
+a temporary folder, so that a test run leaves the repository as it was."""
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="playwright is missing (make test installs it)")
 if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
@@ -57,8 +63,13 @@ async def browser() -> AsyncIterator[Any]:
 
 
 def _refused(text: str) -> bool:
-    """Chromium logs every 4xx/5xx reply as a console error; the page shows those itself (tests check it)."""
-    return text.startswith("Failed to load resource: the server responded with a status of")
+    """Chromium logs every 4xx/5xx reply as a console error; the page shows those itself (tests check it).
+
+    A refused connection is the stream reconnecting after the test stopped its server.
+    """
+    return text.startswith("Failed to load resource: the server responded with a status of") or text.startswith(
+        "Failed to load resource: net::ERR_CONNECTION_REFUSED"
+    )
 
 
 @pytest.fixture
