@@ -118,3 +118,16 @@ async def test_a_session_is_renamed_and_an_unknown_one_is_a_404(tmp_path: Path) 
     assert renamed.status_code == 200 and renamed.json()["title"] == "Release notes"
     assert listed[0]["title"] == "Release notes"
     assert missing.status_code == 404 and too_long.status_code == 422
+
+
+async def test_an_untitled_session_takes_the_start_of_its_first_message_as_title(tmp_path: Path) -> None:
+    async with Runtime(Agent(ScriptedModel([reply("ok"), reply("ok")])), SessionStore(tmp_path)) as rt:
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(create_app(rt)), base_url="http://127.0.0.1:8765")
+        untitled, named = rt.create_session(), rt.create_session("kept")
+        long = "Which files are in this folder, and what do the release notes say about the date?\nsecond line"
+        await client.post(f"/v1/sessions/{untitled}/messages", json={"text": long})
+        await client.post(f"/v1/sessions/{named}/messages", json={"text": "hello"})
+        await client.aclose()
+        titles = {s.id: s.title for s in rt.sessions()}
+    assert titles[untitled] == "Which files are in this folder, and what do the release…"
+    assert titles[named] == "kept"

@@ -165,7 +165,18 @@ async def send_message(
     """Queue the user's message (durable when this returns); a repeated ``Idempotency-Key`` is queued once."""
     state = state_of(request)
     receipt = await submit_user(state, session_id, body.text, body.strategy, idempotency_key)
+    if not receipt.duplicate and not state.runtime.session_info(session_id).title:
+        state.runtime.rename_session(session_id, _title_from(body.text))  # an untitled session reads as its start
     return receipt.to_record()
+
+
+def _title_from(text: str, limit: int = 60) -> str:
+    """The first line of a message, cut at a word near ``limit`` characters."""
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0]
+    return (cut if len(cut) > limit // 2 else line[:limit]) + "…"
 
 
 @router.post("/v1/sessions/{session_id}/interrupt", tags=["sessions"])
