@@ -72,6 +72,11 @@ def _refused(text: str) -> bool:
     )
 
 
+def _aborted(url: str, failure: str | None) -> bool:
+    """A request the page gave up on itself (a view left, a stream closed): not a failure of the server."""
+    return "/events?" in url or (failure or "").startswith("net::ERR_ABORTED")
+
+
 @pytest.fixture
 async def page(browser: Any) -> AsyncIterator[Any]:
     """A 1280×800 page; console errors and failed requests fail the test (a broken page is a failed test)."""
@@ -80,7 +85,7 @@ async def page(browser: Any) -> AsyncIterator[Any]:
     problems: list[str] = []
     pg.on("console", lambda m: problems.append(m.text) if m.type == "error" and not _refused(m.text) else None)
     pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    pg.on("requestfailed", lambda r: None if "/events?" in r.url else problems.append(f"{r.url}: {r.failure}"))
+    pg.on("requestfailed", lambda r: None if _aborted(r.url, r.failure) else problems.append(f"{r.url}: {r.failure}"))
     pg.set_default_timeout(15_000)
     try:
         yield pg
