@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -131,3 +132,34 @@ async def test_an_untitled_session_takes_the_start_of_its_first_message_as_title
         titles = {s.id: s.title for s in rt.sessions()}
     assert titles[untitled] == "Which files are in this folder, and what do the release…"
     assert titles[named] == "kept"
+
+
+async def test_the_background_route_lists_the_session_s_tasks_and_timers(tmp_path: Path) -> None:
+    from kairos.runtime.tasks import TaskManager
+    from kairos.runtime.timers import Timers
+
+    manager, timers = TaskManager(), Timers()
+    release = asyncio.Event()
+
+    async def work() -> str:
+        await release.wait()
+        return "done"
+
+    rt = Runtime(Agent(ScriptedModel([reply("ok")] * 3)), SessionStore(tmp_path), components=[manager, timers])
+    async with rt:
+        await manager.ready()
+        await timers.wait_ready()
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(create_app(rt)), base_url="http://127.0.0.1:8765")
+        sid, other = rt.create_session("ops"), rt.create_session("other")
+        task = manager.spawn_coroutine(sid, "compute the report", work)
+        timers.add(sid, "check the build", every_s=3600)
+        timers.add(other, "not this session's", after_s=600)
+        seen = (await client.get(f"/v1/sessions/{sid}/background")).json()
+        missing = await client.get("/v1/sessions/nope/background")
+        release.set()
+        await client.aclose()
+    (t,) = seen["tasks"]
+    assert t["id"] == task.id and t["title"] == "compute the report" and t["status"] == "running"
+    (timer,) = seen["timers"]
+    assert timer["message"] == "check the build" and timer["schedule"] == "every 3600 s"
+    assert missing.status_code == 404

@@ -73,8 +73,9 @@ def _refused(text: str) -> bool:
 
 
 def _aborted(url: str, failure: str | None) -> bool:
-    """A request the page gave up on itself (a view left, a stream closed): not a failure of the server."""
-    return "/events?" in url or (failure or "").startswith("net::ERR_ABORTED")
+    """A request the page gave up on itself (a view left, a stream closed), or one made after the test stopped
+    its server (a refresh due then): not a failure of the server."""
+    return "/events?" in url or (failure or "").startswith(("net::ERR_ABORTED", "net::ERR_CONNECTION_REFUSED"))
 
 
 @pytest.fixture

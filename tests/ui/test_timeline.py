@@ -89,3 +89,38 @@ async def test_a_long_timeline_shows_its_newest_rows_and_earlier_ones_on_demand(
         await page.get_by_role("button", name="Show earlier records").wait_for(state="hidden")
         assert await rows.count() == total  # each record a row (no text deltas here: one per answer)
         assert await rows.first.get_attribute("data-type") == "session.created"
+
+
+async def test_the_session_s_async_tasks_and_timers_show_above_the_records(tmp_path: Path, page: Any) -> None:
+    import asyncio
+
+    from kairos.agent import Agent
+    from kairos.context.session import SessionStore
+    from kairos.runtime import Runtime
+    from kairos.runtime.tasks import TaskManager
+    from kairos.runtime.timers import Timers
+    from kairos.server import create_app
+    from tests.server.conftest import live
+
+    manager, timers = TaskManager(), Timers()
+    release = asyncio.Event()
+
+    async def work() -> str:
+        await release.wait()
+        return "report ready"
+
+    rt = Runtime(Agent(ScriptedModel([reply("ok")] * 4)), SessionStore(tmp_path), components=[manager, timers])
+    async with rt, live(create_app(rt)) as (_, url):
+        await manager.ready()
+        await timers.wait_ready()
+        sid = rt.create_session("ops")
+        manager.spawn_coroutine(sid, "compile the weekly report", work)
+        timers.add(sid, "check the build", every_s=3600)
+        await open_chat(page, url, sid)
+        work_box = page.locator(".tl-work")
+        await work_box.get_by_text("compile the weekly report").wait_for()
+        text = await work_box.text_content() or ""
+        assert "Async tasks: 1 running" in text and "running" in text
+        assert "every 3600 s" in text and "check the build" in text
+        release.set()
+        await page.locator(".tl-work .tl-task.s-done").wait_for()  # the task's result ran a turn: read again

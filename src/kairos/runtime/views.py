@@ -6,7 +6,7 @@ them instead of reaching into the stores.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from kairos.context.session import SessionStore
 from kairos.context.store import SessionInfo
@@ -14,6 +14,7 @@ from kairos.errors import SessionNotFoundError
 from kairos.models.types import Message
 from kairos.runtime.bus import BusEvent, EventBus
 
+T = TypeVar("T")
 _COMPRESSION = "kairos.compression/"
 _LAYERS = ("spill", "noise", "compressed", "round")
 
@@ -27,6 +28,34 @@ class SessionQueries:
     def has_session(self, session_id: str) -> bool:
         """Whether the session exists."""
         return self.store.trajectories.has_session(session_id)
+
+    def service(self, kind: type[T]) -> T | None:
+        """A runtime component of that type, if one runs."""
+        return None
+
+    def background(self, session_id: str) -> dict[str, list[dict[str, Any]]]:
+        """The session's async tasks (running or ended, with progress) and its timers (next due time).
+
+        Raises:
+            SessionNotFoundError: no such session.
+        """
+        from kairos.runtime.tasks import TaskManager
+        from kairos.runtime.timers import Timers
+
+        if not self.has_session(session_id):
+            raise SessionNotFoundError(session_id)
+        tasks, timers = self.service(TaskManager), self.service(Timers)
+        task_rows = [
+            {"id": t.id, "kind": t.kind, "title": t.title, "status": t.status, "progress": t.progress,
+             "exit_code": t.exit_code, "started": t.started, "ended": t.ended}
+            for t in (tasks.tasks_of(session_id) if tasks else [])
+        ]  # fmt: skip
+        timer_rows = [
+            {"id": t.id, "message": t.message, "schedule": t.schedule(), "next_due": t.next_due, "fired": t.fired,
+             "late": t.late}
+            for t in (timers.list(session_id) if timers else [])
+        ]  # fmt: skip
+        return {"tasks": task_rows, "timers": timer_rows}
 
     def session_meta(self, session_id: str) -> dict[str, Any]:
         """The meta a session was created with ({} for an unknown one)."""

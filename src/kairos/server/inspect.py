@@ -59,6 +59,12 @@ async def session_compression(request: Request, session_id: str) -> dict[str, An
     return {"replacements": state_of(request).runtime.compression(session_id)}
 
 
+@router.get("/v1/sessions/{session_id}/background", tags=["sessions"])
+async def session_background(request: Request, session_id: str) -> dict[str, Any]:
+    """The session's async tasks (state, progress, exit code) and timers (schedule, next due time)."""
+    return state_of(request).runtime.background(session_id)
+
+
 def _parts(p: Prompt) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"part": "system_static", "text": p.system_static}]
     if p.system_deployment:

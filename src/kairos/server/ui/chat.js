@@ -256,8 +256,20 @@ export function mount(main, args, { go }) {
     if (batch.length) conv.el.dataset.cursor = String(batch[batch.length - 1].cursor);
   }
 
+  /** Tasks and timers change when a tool runs (start_task, set_timer) or a run ends: read them again then. */
+  let backgroundDue = 0;
+  function refreshBackground() {
+    if (!sid || backgroundDue) return;
+    backgroundDue = setTimeout(() => {
+      backgroundDue = 0;
+      if (closed()) return;
+      api(path(sid, "/background"), { signal: ctl.signal }).then((b) => timeline.showBackground(b), () => {});
+    }, 200);
+  }
+
   function applyState(rec) {
     const d = rec.data || {};
+    if (rec.type === "agent.tool_finished" || rec.type === "run.ended") refreshBackground();
     if (rec.type === "run.started") setBusy(true);
     else if (rec.type === "run.ended") setBusy(false);
     else if (rec.type === "agent.activity" && busy) activity.textContent = activityText(d);
@@ -273,6 +285,7 @@ export function mount(main, args, { go }) {
       if (document.visibilityState === "visible") {
         sessions.refresh();
         inbox.refresh();
+        refreshBackground();
       }
     }, REFRESH_MS));
     const side = Promise.all([
@@ -323,6 +336,7 @@ export function mount(main, args, { go }) {
       activity.textContent = activityText(run.activity) || "working…";
     }
     timeline.load(records);
+    refreshBackground();
     conv.el.removeAttribute("aria-busy");
     conv.el.dataset.cursor = String(cursor);
     conv.toBottom();
@@ -343,6 +357,7 @@ export function mount(main, args, { go }) {
   if (sid) text.focus();
 
   return () => {
+    clearTimeout(backgroundDue);
     ctl.abort();
     for (const t of timers) clearInterval(t);
     timeline.close();

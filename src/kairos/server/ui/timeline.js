@@ -124,10 +124,30 @@ export class Timeline {
     this.pinned = 0;
     this.stale = new Set();
     this.timer = 0;
+    this.work = h("div.tl-work", { hidden: true, "aria-label": "Async tasks and timers" });
     this.el = h("section.timeline", { "aria-label": "Event timeline" },
       h("div.row", h("h2", "Timeline"), this.count, h("span.grow"),
         h("label.small", { for: "timeline-kind" }, "Show "), this.select),
+      this.work,
       this.scroller);
+  }
+
+  /** The session's async tasks (state, progress) and timers (schedule, next due), above the records. */
+  showBackground({ tasks = [], timers = [] } = {}) {
+    const live = tasks.filter((t) => t.status === "running");
+    const ended = tasks.length - live.length;
+    clear(this.work);
+    this.work.hidden = !tasks.length && !timers.length;
+    const task = (t) => h(`li.tl-task.s-${t.status}`, h("span.badge", t.status), " ", t.title || t.id,
+      t.progress ? h("span.muted", ` ${clip(t.progress, 40)}`) : null,
+      t.exit_code !== null && t.exit_code !== undefined ? h("span.muted", ` exit ${t.exit_code}`) : null);
+    const timer = (t) => h("li.tl-timer", h("span.badge", t.schedule), " ", clip(t.message, 60),
+      h("span.muted", ` next ${clock(t.next_due)}${t.late ? " (late)" : ""}`));
+    if (tasks.length) {
+      this.work.append(h("h3.small", `Async tasks: ${live.length} running, ${ended} ended`),
+        h("ul.tl-list", [...live, ...tasks.filter((t) => t.status !== "running").slice(-5)].map(task)));
+    }
+    if (timers.length) this.work.append(h("h3.small", `Timers: ${timers.length}`), h("ul.tl-list", timers.map(timer)));
   }
 
   /** Take a record in; a text delta right after another of its type joins that row. Returns [entry, isNew]. */
