@@ -167,6 +167,8 @@ async def test_network_deny_refuses_even_a_granted_call(ctx: ToolContext) -> Non
 
 
 def sleepers(tag: str) -> list[int]:
+    """Processes running ``sleep <tag>`` exactly (a substring would match other processes' arguments)."""
+    wanted = b"sleep\0" + tag.encode() + b"\0"
     out = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -174,7 +176,7 @@ def sleepers(tag: str) -> list[int]:
                 cmd = Path(entry.path, "cmdline").read_bytes()
             except OSError:
                 continue
-            if tag.encode() in cmd:
+            if cmd == wanted or cmd.endswith(b"/" + wanted):
                 out.append(int(entry.name))
     return out
 
