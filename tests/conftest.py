@@ -11,6 +11,13 @@ import pytest
 
 from kairos.context.session import Session, SessionStore
 from kairos.models.local import LocalModel
+from tests.support.servers import (  # noqa: F401  (pytest fixtures: real PostgreSQL and NATS on loopback)
+    nats_server_fixture,
+    nats_stream_fixture,
+    nats_url_fixture,
+    postgres_server_fixture,
+    postgres_url_fixture,
+)
 
 
 @pytest.fixture(autouse=True, scope="session")
