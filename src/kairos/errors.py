@@ -8,13 +8,20 @@ KairosError
 ├── ContextOverflowError        a request would not fit the model's window
 ├── SessionNotFoundError        ``--session ID`` names no stored session
 ├── SessionBusyError            another run (this process or another) holds the session
-└── StoreError                  a database kairos keeps is unusable (damaged, truncated, a folder in its place)
+└── StoreError                  a database kairos keeps is unusable (a folder or broken link in its place)
+    ├── StoreCorruptError       damaged, truncated, or not a kairos database
+    ├── StoreBusyError          another process keeps it locked past the busy timeout
+    ├── StoreReadOnlyError      it or its folder cannot be written (permissions, a read-only mount)
+    ├── StoreFullError          the disk is full
+    └── SchemaTooNewError       a newer kairos migrated it: this release does not know its tables
 
 Errors the *model* caused (bad JSON, unknown tool, failing tool) are not exceptions: they go
 back to the model as tool results.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 
 class KairosError(Exception):
@@ -89,4 +96,37 @@ class IdempotencyConflictError(KairosError):
 
 
 class StoreError(KairosError):
-    """A database kairos keeps cannot be used as it is; it is never replaced silently."""
+    """A database kairos keeps cannot be used as it is; it is never replaced silently.
+
+    The message names the file and says what to do; :attr:`path` is the file when one is known.
+    """
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreCorruptError(StoreError):
+    """The file is damaged, truncated or not a kairos database (SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_IOERR)."""
+
+
+class StoreBusyError(StoreError):
+    """Another process kept the database locked past the busy timeout: waiting, not moving it, is the fix."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The database or its folder cannot be written (permissions, a read-only mount)."""
+
+
+class StoreFullError(StoreError):
+    """The disk (or the database's size limit) is full."""
+
+
+class SchemaTooNewError(StoreError):
+    """A newer kairos migrated the database: this release would misread it, so it does not touch it."""
+
+    def __init__(self, message: str, *, path: Path | None, owner: str, found: int, known: int) -> None:
+        super().__init__(message, path=path)
+        self.owner = owner
+        self.found = found
+        self.known = known

@@ -67,6 +67,7 @@ def test_an_index_of_the_old_fts5_layout_is_migrated(tmp_path: Path) -> None:
     KnowledgeBase.open(tmp_path, emb).close()
     db = sqlite3.connect(tmp_path / DB_NAME)
     db.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5 (text)")  # what earlier versions kept
+    db.execute("DROP TABLE schema_versions")  # ... and they kept no schema versions
     db.commit()
     db.close()
     shutil.rmtree(tmp_path / BM25_NAME)

@@ -27,7 +27,7 @@ def test_no_route_touches_storage_or_private_members() -> None:
 async def test_a_user_session_kept_by_an_older_version_is_found_again(tmp_path: Path) -> None:
     async with Runtime(Agent(ScriptedModel()), SessionStore(tmp_path)) as rt:
         old = rt.create_session("openai user alice")
-        rt.db.ensure("CREATE TABLE IF NOT EXISTS server_openai_users (user TEXT PRIMARY KEY, session TEXT NOT NULL);")
+        rt.db.write("CREATE TABLE IF NOT EXISTS server_openai_users (user TEXT PRIMARY KEY, session TEXT NOT NULL)")
         rt.db.write("INSERT INTO server_openai_users (user, session) VALUES (?, ?)", ("alice", old))
         assert rt.named_session("openai", "alice", "openai user alice") == old
         bob = rt.named_session("openai", "bob", "openai user bob")

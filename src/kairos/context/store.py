@@ -7,7 +7,8 @@ go to ``frozen``, written once and never updated. Inbox events go to ``inbox`` w
 are marked consumed in the same transaction that appends the messages made from them.
 
 A database that cannot be read (corrupt, truncated, not a database, its folder a file) raises
-:class:`~kairos.errors.StoreError` with what to do; it is never replaced or rewritten.
+:class:`~kairos.errors.StoreError` with what to do (:mod:`kairos.storage` opens it and names it in
+every error); it is never replaced or rewritten.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from kairos.errors import ConfigError, SessionNotFoundError, StoreError
 from kairos.models.types import Message
 from kairos.paths import ensure_state_dir
+from kairos.storage import Migration, connect, migrate
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -66,6 +68,22 @@ CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (session_id, consumed_at);
 """
 
 
+def _add_late_columns(db: sqlite3.Connection) -> None:
+    """Version 2: the columns that came after the first schema, on a file that predates them.
+
+    ``messages.request`` (a reply's trace moved next to it) and ``inbox.key`` (idempotency keys).
+    """
+    if "request" not in {row[1] for row in db.execute("PRAGMA table_info(messages)")}:
+        db.execute("ALTER TABLE messages ADD COLUMN request TEXT")
+    if "key" not in {row[1] for row in db.execute("PRAGMA table_info(inbox)")}:
+        db.execute("ALTER TABLE inbox ADD COLUMN key TEXT")
+    db.execute("CREATE UNIQUE INDEX IF NOT EXISTS inbox_key ON inbox (key) WHERE key IS NOT NULL")
+
+
+MIGRATIONS: tuple[Migration, ...] = (_SCHEMA, _add_late_columns)
+"""The ``sessions`` owner's versions in ``kairos.db`` (kairos.storage.migrations)."""
+
+
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
     """One row of ``kairos sessions``."""
@@ -94,13 +112,6 @@ _LAST_SEQ_LIMIT = 100_000
 """Sessions whose newest inbox seq is remembered (past this the memory starts over)."""
 
 
-def _unusable(path: Path, e: Exception) -> StoreError:
-    return StoreError(
-        f"the session database {path} cannot be used ({type(e).__name__}: {e}). It was left as it is: "
-        f"move it away to start afresh (mv {path} {path}.broken), or restore it from a backup"
-    )
-
-
 def new_session_id() -> str:
     """A fresh session id (what :meth:`TrajectoryStore.create_session` gives when none is asked for)."""
     return uuid.uuid4().hex[:12]
@@ -125,24 +136,14 @@ class TrajectoryStore:
         """Newest inbox seq per session as this connection last saw it (group commits skip a query per
         session); valid while no other connection has committed: see ``PRAGMA data_version``."""
         self._last_seq_version = -1
+        # every error about the file, now or in any later statement, names it (kairos.storage)
+        self._db = connect(path, "the session database")
         try:
-            self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        except sqlite3.Error as e:
-            raise _unusable(self.path, e) from e
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(messages)")}
-            if "request" not in columns:  # a database from before the trace moved next to its reply
-                self._db.execute("ALTER TABLE messages ADD COLUMN request TEXT")
-            if "key" not in {row[1] for row in self._db.execute("PRAGMA table_info(inbox)")}:
-                self._db.execute("ALTER TABLE inbox ADD COLUMN key TEXT")  # idempotency keys came later
-            self._db.execute("CREATE UNIQUE INDEX IF NOT EXISTS inbox_key ON inbox (key) WHERE key IS NOT NULL")
+            migrate(self._db, "sessions", MIGRATIONS)
             self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()
-        except sqlite3.DatabaseError as e:
+        except StoreError:
             self._db.close()
-            raise _unusable(self.path, e) from e
+            raise
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -151,10 +152,7 @@ class TrajectoryStore:
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[Any]:
         with self._lock:
-            try:
-                return self._db.execute(sql, args).fetchall()
-            except sqlite3.DatabaseError as e:
-                raise _unusable(self.path, e) from e
+            return self._db.execute(sql, args).fetchall()
 
     def _write(self, statements: Sequence[tuple[str, Sequence[Any], bool]]) -> None:
         """Run ``(sql, args, many)`` statements in one transaction.
@@ -165,17 +163,9 @@ class TrajectoryStore:
         with self._lock:
             if len(statements) == 1 and (not statements[0][2] or len(statements[0][1]) == 1):
                 sql, args, many = statements[0]
-                try:
-                    self._db.execute(sql, args[0] if many else args)
-                except sqlite3.IntegrityError:
-                    raise
-                except sqlite3.DatabaseError as e:
-                    raise _unusable(self.path, e) from e
+                self._db.execute(sql, args[0] if many else args)
                 return
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.DatabaseError as e:
-                raise _unusable(self.path, e) from e
+            self._db.execute("BEGIN IMMEDIATE")
             try:
                 for sql, args, many in statements:
                     if many:
@@ -343,10 +333,7 @@ class TrajectoryStore:
         args = (session_id, now, kind, _encode(record), session_id)
         with self._lock:
             self._last_seq.pop(session_id, None)  # taken here without the cache: it is stale now
-            try:
-                rows = self._db.execute(sql, args).fetchall()
-            except sqlite3.DatabaseError as e:
-                raise _unusable(self.path, e) from e
+            rows = self._db.execute(sql, args).fetchall()
         return int(rows[0][0]), now
 
     def posted_record(self, key: str) -> dict[str, Any] | None:
@@ -368,10 +355,7 @@ class TrajectoryStore:
         insert = "INSERT INTO inbox (session_id, seq, posted_at, kind, record, key) VALUES (?, ?, ?, ?, ?, ?)"
         out: list[tuple[int, float] | None] = []
         with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")  # the write lock: the seqs taken below stay ours
-            except sqlite3.DatabaseError as e:
-                raise _unusable(self.path, e) from e
+            self._db.execute("BEGIN IMMEDIATE")  # the write lock: the seqs taken below stay ours
             try:
                 last = self._last_seqs(dict.fromkeys(item[0] for item in items))
                 rows = []

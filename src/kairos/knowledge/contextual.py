@@ -27,7 +27,6 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from kairos._sqlite import connect
 from kairos.errors import StoreError
 from kairos.knowledge.base import CONTEXT_TURNS, KnowledgeBase
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
@@ -35,6 +34,7 @@ from kairos.knowledge.ingest import FileResult, text_digest, walk_paths
 from kairos.knowledge.records import ChunkIn, DocumentIn
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest
+from kairos.storage import Migration, connect, migrate
 
 PROMPT_VERSION = "ctx-1"
 """Part of every cache key: a changed prompt must not serve contexts written for the old one."""
@@ -55,6 +55,13 @@ digest = text_digest
 """SHA-256 of a text (UTF-8), as hex: the cache keys of documents and chunks."""
 
 
+_MIGRATIONS: tuple[Migration, ...] = (
+    "CREATE TABLE IF NOT EXISTS contexts (model TEXT NOT NULL, document TEXT NOT NULL, chunk TEXT NOT NULL,"
+    " context TEXT NOT NULL, created_at REAL NOT NULL, PRIMARY KEY (model, document, chunk))",
+)
+"""The ``contexts`` owner's versions in ``knowledge-cache.db`` (kairos.storage.migrations)."""
+
+
 class ContextCache:
     """Generated contexts on disk (SQLite), keyed by model, document digest and chunk digest."""
 
@@ -62,14 +69,10 @@ class ContextCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        # every error about the file, now or in any later query, names it (kairos._sqlite)
-        self._db = connect(path, "the knowledge base's model cache", check_same_thread=False, isolation_level=None)
+        # every error about the file, now or in any later query, names it (kairos.storage)
+        self._db = connect(path, "the knowledge base's model cache")
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS contexts (model TEXT NOT NULL, document TEXT NOT NULL, chunk TEXT NOT NULL,"
-                " context TEXT NOT NULL, created_at REAL NOT NULL, PRIMARY KEY (model, document, chunk))"
-            )
+            migrate(self._db, "contexts", _MIGRATIONS)
         except StoreError:
             self._db.close()
             raise

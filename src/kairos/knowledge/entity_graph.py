@@ -51,6 +51,7 @@ from kairos.knowledge.store import SQLiteKnowledgeStore
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.retrieval.fusion import rrf_scores
+from kairos.storage import Migration
 
 PROMPT_VERSION = "graph-1"
 MAX_TRIPLES = 24
@@ -111,12 +112,13 @@ HOP_WEIGHT = (1.0, 0.5, 0.25)
 Triple = tuple[str, str, str]
 
 
+MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
+"""The ``graph`` owner's versions in ``knowledge.db``; 1 is the schema from before versions (kairos.storage)."""
+
+
 def ensure_schema(store: SQLiteKnowledgeStore) -> None:
-    """Create the graph tables in the store's database (idempotent)."""
-    with store.write() as db:
-        for statement in _SCHEMA.strip().split(";"):
-            if statement.strip():
-                db.execute(statement)
+    """Bring the graph tables in the store's database to their version (idempotent)."""
+    store.ensure("graph", MIGRATIONS)
 
 
 def _stem(word: str) -> str:

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy.typing as npt
 
-from kairos.errors import KairosError
-
 if TYPE_CHECKING:
     from kairos.retrieval.embeddings import Vectors
 
@@ -72,10 +70,6 @@ _STOPWORDS = frozenset(
     ]
 )
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-
-
-class StoreError(KairosError):
-    """The knowledge store cannot be used (a damaged database, an embedder of another model or size)."""
 
 
 @dataclass(slots=True)

@@ -1,8 +1,9 @@
 """The knowledge store: one SQLite database per state dir, tantivy for BM25, a usearch HNSW index for vectors.
 
 ``<state dir>/knowledge.db`` holds documents, their chunks (source, position, version, validity and
-expiry, owner, metadata), the chunks' vectors and, for user memory, memories. It is the source of
-truth; both indexes beside it are caches of its rows, rebuilt when they do not match it.
+expiry, owner, metadata) and the chunks' vectors; user memory keeps its own tables in the same file
+(:mod:`kairos.memory.store`). It is the source of truth; both indexes beside it are caches of its
+rows, rebuilt when they do not match it.
 
 BM25 is tantivy (``knowledge.tantivy/``, see :mod:`kairos.knowledge.bm25` for why and for its crash
 safety): written inside the chunks' write transaction and stamped with the generation it matches.
@@ -36,8 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from kairos._sqlite import connect
-from kairos.errors import KairosError
+from kairos.errors import KairosError, StoreError
 from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.records import (
     NO_FILTERS,
@@ -47,13 +47,13 @@ from kairos.knowledge.records import (
     Filters,
     KnowledgeStore,
     StoredDocument,
-    StoreError,
     fts_query,
     query_words,
 )
 from kairos.knowledge.stages import StageClock
 from kairos.knowledge.vectors import HnswIndex, generation
 from kairos.paths import ensure_state_dir
+from kairos.storage import Migration, connect, migrate
 
 if TYPE_CHECKING:
     from kairos.retrieval.embeddings import Vectors
@@ -94,14 +94,28 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks (doc_id, position);
 CREATE INDEX IF NOT EXISTS chunks_source ON chunks (source);
 CREATE INDEX IF NOT EXISTS chunks_without_vectors ON chunks (id) WHERE vector IS NULL;
-DROP TABLE IF EXISTS chunks_fts;
-CREATE TABLE IF NOT EXISTS memories (
-    id INTEGER PRIMARY KEY, owner TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
-    version INTEGER NOT NULL DEFAULT 1, supersedes INTEGER REFERENCES memories(id), importance REAL,
-    created_at REAL NOT NULL, valid_from REAL, valid_to REAL, expires_at REAL, provenance TEXT,
-    meta TEXT NOT NULL DEFAULT '{}'
-);
 """
+_PLACEHOLDER_MEMORIES = [
+    "id", "owner", "kind", "content", "version", "supersedes", "importance", "created_at", "valid_from", "valid_to",
+    "expires_at", "provenance", "meta",
+]  # fmt: skip
+"""The columns of the ``memories`` table this store created before :mod:`kairos.memory.store` had its own."""
+
+
+def _drop_leftovers(db: sqlite3.Connection) -> None:
+    """Version 2: drop the FTS5 index of before tantivy, and this store's unused ``memories`` placeholder.
+
+    The placeholder goes only while it is empty and has exactly its old columns: the memory store
+    keeps its own ``memories`` table in this file, which is never touched here.
+    """
+    db.execute("DROP TABLE IF EXISTS chunks_fts")
+    columns = [row[1] for row in db.execute("PRAGMA table_info(memories)")]
+    if columns == _PLACEHOLDER_MEMORIES and db.execute("SELECT count(*) FROM memories").fetchone()[0] == 0:
+        db.execute("DROP TABLE memories")
+
+
+MIGRATIONS: tuple[Migration, ...] = (_SCHEMA, _drop_leftovers)
+"""The ``knowledge`` owner's versions in ``knowledge.db`` (kairos.storage.migrations)."""
 
 
 _DOC_COLS = "id, source, version, digest, kind, title, owner, current, added_at, valid_from, valid_to, expires_at, meta"
@@ -136,16 +150,12 @@ class SQLiteKnowledgeStore:
         self.dim = dim
         self._lock = threading.RLock()
         self._show_progress = show_progress
-        # every error about the file, now or in any later query, names it (kairos._sqlite)
-        self._db = connect(self.path, "the knowledge database", check_same_thread=False, isolation_level=None)
+        # every error about the file, now or in any later query, names it (kairos.storage)
+        self._db = connect(self.path, "the knowledge database")
         self.clock = StageClock()
         """Seconds this store spent per ingest stage (rows, BM25 index, vector index, commit)."""
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # with WAL, a crash of kairos loses no commit; a power cut only the last ones, never consistency
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
+            migrate(self._db, "knowledge", MIGRATIONS)
             known = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
         except KairosError:
             self._db.close()
@@ -378,6 +388,15 @@ class SQLiteKnowledgeStore:
             self._vectors.committed(db, before, remove=ids)
             return int(n)
 
+    def ensure(self, owner: str, migrations: Sequence[Migration]) -> None:
+        """Bring another owner's tables in this database (the graph's) to their version (kairos.storage).
+
+        Raises:
+            SchemaTooNewError: a newer kairos migrated them.
+        """
+        with self._lock:
+            migrate(self._db, owner, migrations)
+
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction on the database (auxiliary indexes beside the chunks): all of it or nothing."""
@@ -555,10 +574,13 @@ class SQLiteKnowledgeStore:
         """Documents (current and all versions), chunks, vectors (and chunks still without one), sources, file sizes."""
         with self._lock:
             self._vectors.refresh(self._db)
+            # the memory store's table, in this file once user memory was used
+            memories = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'memories'")
+            counted = "(SELECT count(*) FROM memories)" if memories.fetchone() else "0"
             one = self._db.execute(
                 "SELECT (SELECT count(*) FROM documents WHERE current = 1), (SELECT count(*) FROM documents),"
                 " (SELECT count(DISTINCT source) FROM documents), (SELECT count(*) FROM chunks),"
-                " (SELECT count(*) FROM memories), (SELECT count(*) FROM chunks WHERE vector IS NULL)"
+                f" {counted}, (SELECT count(*) FROM chunks WHERE vector IS NULL)"
             ).fetchone()
             return {
                 "documents": one[0],

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from kairos.models.types import Message
 
-from kairos.errors import KairosError
+from kairos.errors import StoreError
 
 MemoryKind: TypeAlias = Literal["episodic", "semantic", "procedural"]
 KINDS: tuple[MemoryKind, ...] = ("episodic", "semantic", "procedural")
@@ -49,8 +49,11 @@ USER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 """A user id: letters, digits, ``_.@-``, up to 64 (no path separators)."""
 
 
-class MemoryStoreError(KairosError):
-    """The memory store cannot be used or a memory operation is invalid (unknown id, another user's memory)."""
+class MemoryStoreError(StoreError):
+    """The memory store cannot be used or a memory operation is invalid (unknown id, another user's memory).
+
+    A :class:`~kairos.errors.StoreError`, so one ``except`` covers every storage fault.
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ one ``BEGIN IMMEDIATE`` transaction over the rows, the full-text entries and the
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 import uuid
@@ -19,12 +20,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kairos._sqlite import connect
 from kairos.errors import StoreError
 from kairos.knowledge.records import fts_query
 from kairos.knowledge.store import DB_NAME
 from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError, Op, searchable
 from kairos.paths import ensure_state_dir
+from kairos.storage import Migration, connect, migrate, statements
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -47,6 +48,31 @@ CREATE TABLE IF NOT EXISTS ingest_steps (
     PRIMARY KEY (owner, session_id, digest, step)
 );
 """
+
+
+def _first_version(db: sqlite3.Connection) -> None:
+    """Version 1: the schema from before versions, in place of the placeholder ``memories`` of older releases.
+
+    That placeholder (the knowledge store's, without a ``key`` column) is dropped while it is empty;
+    with rows in it, the file is refused rather than guessed at.
+    """
+    columns = [row[1] for row in db.execute("PRAGMA table_info(memories)")]
+    if columns and "key" not in columns:
+        if db.execute("SELECT count(*) FROM memories").fetchone()[0]:
+            raise MemoryStoreError(f"{_db_path(db)} holds memories in an unknown layout; move it away to start again")
+        db.execute("DROP TABLE memories")
+    for statement in statements(_SCHEMA):
+        db.execute(statement)
+
+
+def _db_path(db: sqlite3.Connection) -> str:
+    """The file of a connection, for messages."""
+    row = db.execute("PRAGMA database_list").fetchone()
+    return str(row[2]) if row else "the memory database"
+
+
+MIGRATIONS: tuple[Migration, ...] = (_first_version,)
+"""The ``memory`` owner's versions in ``knowledge.db`` (kairos.storage.migrations)."""
 _COLS = (
     "id, key, owner, kind, format, category, content, data, importance, version, status, op, created_at, "
     "valid_from, valid_to, expires_at, provenance, accesses, replaces"
@@ -75,25 +101,14 @@ class SQLiteMemoryStore:
         self.path = state_dir / DB_NAME
         self.dim = dim
         self._lock = threading.RLock()
-        # every error about the file, now or in any later query, names it (kairos._sqlite)
-        self._db = connect(self.path, "the memory database", check_same_thread=False, isolation_level=None, timeout=30)
+        # every error about the file, now or in any later query, names it; secure_delete overwrites forgotten
+        # content instead of leaving it in free pages (kairos.storage)
+        self._db = connect(self.path, "the memory database")
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA secure_delete=ON")  # forgotten content is overwritten, not left in free pages
-            self._migrate()
-            self._db.executescript(_SCHEMA)
-        except (StoreError, MemoryStoreError):
+            migrate(self._db, "memory", MIGRATIONS)
+        except StoreError:
             self._db.close()
             raise
-
-    def _migrate(self) -> None:
-        """Replace the unused placeholder table of earlier versions (it has no ``key`` column) while it is empty."""
-        cols = [r[1] for r in self._db.execute("PRAGMA table_info(memories)")]
-        if cols and "key" not in cols:
-            if self._db.execute("SELECT count(*) FROM memories").fetchone()[0]:
-                raise MemoryStoreError(f"{self.path} holds memories in an unknown layout; move it away to start again")
-            self._db.execute("DROP TABLE memories")
 
     # ---- writes -----------------------------------------------------------------------------
 

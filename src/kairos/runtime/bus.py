@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.outbound import OutboundPayload, UnknownPayload, parse_payload
+from kairos.storage import Migration
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS bus (
@@ -33,6 +34,8 @@ CREATE TABLE IF NOT EXISTS bus (
 );
 CREATE INDEX IF NOT EXISTS bus_session ON bus (session, cursor);
 """
+_MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
+"""The bus table's versions; 1 is the schema from before versions (kairos.storage)."""
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)`` without building an encoder per record."""
 _QUEUE_LIMIT = 50_000
@@ -108,7 +111,7 @@ class SqliteBus:
 
     def __init__(self, db: RuntimeDB, *, keep: int = 200_000) -> None:
         self._db = db
-        db.ensure(_SCHEMA)
+        db.ensure("bus", _MIGRATIONS)
         rows = db.read("SELECT MAX(cursor) FROM bus")
         self._cursor = int(rows[0][0] or 0)
         if keep:  # bounded history: resuming from older than this starts at the oldest kept record

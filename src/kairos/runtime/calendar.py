@@ -16,6 +16,7 @@ from kairos.errors import KairosError
 from kairos.runtime.db import RuntimeDB
 from kairos.runtime.mail import IDEMPOTENCY_RESOURCE
 from kairos.runtime.runtime import runtime_handle
+from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -25,6 +26,8 @@ CREATE TABLE IF NOT EXISTS calendar_events (
     key TEXT UNIQUE, created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS calendar_events_start ON calendar_events (start);
 """
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
+"""The ``calendar`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 
 
 class CalendarError(KairosError):
@@ -67,7 +70,7 @@ class Calendar:
 
     def __init__(self, db: RuntimeDB) -> None:
         self.db = db
-        db.ensure(SCHEMA)
+        db.ensure("calendar", MIGRATIONS)
 
     @staticmethod
     def _range(start: str, end: str) -> tuple[str, str]:

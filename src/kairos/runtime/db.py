@@ -1,8 +1,9 @@
-"""The runtime's own SQLite file (``runtime.db`` beside the sessions' ``kairos.db``), WAL mode.
+"""The runtime's own SQLite file (``runtime.db`` beside the sessions' ``kairos.db``).
 
 It holds what belongs to the runtime rather than to one trajectory: the published event stream
-(resume cursors), the outbox, async tasks, timers. Each component creates its tables through
-:meth:`RuntimeDB.ensure`; every write is committed before the call returns.
+(resume cursors), the outbox, async tasks, timers. Each component brings its tables to its version
+through :meth:`RuntimeDB.ensure` (:mod:`kairos.storage.migrations`, one owner per component); every
+write is committed before the call returns.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kairos._sqlite import connect
-from kairos.errors import StoreError
 from kairos.paths import ensure_state_dir
+from kairos.storage import Migration, connect, migrate
 
 
 class RuntimeDB:
@@ -25,20 +25,20 @@ class RuntimeDB:
         if str(path) != ":memory:":
             ensure_state_dir(self.path.parent)
         self._lock = threading.Lock()
-        # every error about the file, now or in any later statement, names it (kairos._sqlite)
-        self._db = connect(self.path, "the runtime database", check_same_thread=False, isolation_level=None)
-        try:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
-        except StoreError:
-            self._db.close()
-            raise
+        self._ready: set[str] = set()
+        # every error about the file, now or in any later statement, names it (kairos.storage)
+        self._db = connect(self.path, "the runtime database")
 
-    def ensure(self, schema: str) -> None:
-        """Create tables and indexes (``CREATE … IF NOT EXISTS`` statements)."""
+    def ensure(self, owner: str, migrations: Sequence[Migration]) -> None:
+        """Bring ``owner``'s tables to version ``len(migrations)`` (once per connection; see kairos.storage).
+
+        Raises:
+            SchemaTooNewError: a newer kairos migrated them.
+        """
         with self._lock:
-            self._db.executescript(schema)
+            if owner not in self._ready:
+                migrate(self._db, owner, migrations)
+                self._ready.add(owner)
 
     def read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         """Rows of one query (also for ``… RETURNING`` writes)."""

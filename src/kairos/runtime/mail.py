@@ -30,6 +30,7 @@ from kairos.runtime._mail_client import MailAuthError, MailError
 from kairos.runtime._mail_parse import ParsedMail
 from kairos.runtime.events import Event
 from kairos.runtime.runtime import runtime_service
+from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -52,6 +53,8 @@ CREATE TABLE IF NOT EXISTS mail_threads (
 CREATE TABLE IF NOT EXISTS mail_sent (
     key TEXT PRIMARY KEY, message_id TEXT NOT NULL, recipients TEXT NOT NULL, subject TEXT NOT NULL, at REAL NOT NULL);
 """
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
+"""The ``mail`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 
 
 class MailSource:
@@ -77,7 +80,7 @@ class MailSource:
     async def run(self, runtime: RuntimeContext) -> None:
         """Connect and deliver new mail until cancelled; connection errors end it (the runtime restarts it)."""
         self._runtime = runtime
-        runtime.db.ensure(SCHEMA)
+        runtime.db.ensure("mail", MIGRATIONS)
         password = self.config.password()
         client = await asyncio.to_thread(mc.connect, self.config, password)
         try:
@@ -290,7 +293,7 @@ class MailSource:
         cfg = self.config
         db = self._runtime.db if self._runtime is not None else None
         if key and db is not None:
-            db.ensure(SCHEMA)
+            db.ensure("mail", MIGRATIONS)
             rows = db.read("SELECT message_id FROM mail_sent WHERE key = ?", (key,))
             if rows:
                 return f"already sent (Message-ID {rows[0][0]}); not sent again"
@@ -299,7 +302,7 @@ class MailSource:
         password = cfg.password(smtp=True) if cfg.smtp_login_user else None
         await asyncio.to_thread(mc.smtp_send, cfg, password, msg)
         if db is not None:
-            db.ensure(SCHEMA)
+            db.ensure("mail", MIGRATIONS)
             db.write(
                 "INSERT OR REPLACE INTO mail_sent (key, message_id, recipients, subject, at) VALUES (?, ?, ?, ?, ?)",
                 (key or mid, mid, to, subject, time.time()),

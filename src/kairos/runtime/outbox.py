@@ -36,6 +36,7 @@ from kairos.runtime.outbound import OutboxClosed, OutboxMessage, OutboxRead
 from kairos.runtime.runtime import runtime_service
 from kairos.security.approval import ApprovalRequest
 from kairos.security.approval import Decision as ApprovalDecision
+from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -63,6 +64,8 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
 );
 CREATE INDEX IF NOT EXISTS outbox_by_user ON outbox_messages (user, read_at);
 """
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
+"""The ``outbox`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 Kind = Literal["notify", "question", "answer"]
 Priority = Literal["low", "normal", "high", "urgent"]
 MAX_ASK_S = 86400.0
@@ -132,7 +135,7 @@ class Outbox:
 
     async def run(self, runtime: RuntimeContext) -> None:
         """Close the questions a restart left open, listen for final answers, then idle until cancelled."""
-        runtime.db.ensure(SCHEMA)
+        runtime.db.ensure("outbox", MIGRATIONS)
         self._runtime = runtime
         if self.store_answers:
             runtime.answer_listeners.append(self._on_answer)

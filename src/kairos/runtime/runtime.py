@@ -69,6 +69,7 @@ from kairos.runtime.outbound import (
 from kairos.runtime.records import agent_record
 from kairos.runtime.urgency import Router, RuleRouter
 from kairos.runtime.views import SessionQueries
+from kairos.storage import Migration
 from kairos.tools.executor import BACKGROUND_RESOURCE
 
 log = logging.getLogger("kairos.runtime")
@@ -78,6 +79,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS active (session TEXT PRIMARY KEY, since REAL NOT NULL);
 """
+_MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
+"""The runtime's own tables (``kv``, ``active``); 1 is the schema from before versions (kairos.storage)."""
 
 
 class _Worker:
@@ -176,6 +179,10 @@ CREATE TABLE IF NOT EXISTS server_openai_users (user TEXT PRIMARY KEY, session T
 INSERT OR IGNORE INTO named_sessions SELECT 'openai', user, session FROM server_openai_users;
 """
 """Sessions kept per name (``server_openai_users``: where the OpenAI endpoint kept them before)."""
+_NAMED_MIGRATIONS: tuple[Migration, ...] = (
+    _NAMED_SESSIONS,
+    "DROP TABLE server_openai_users",  # 2: the OpenAI endpoint's old table, copied by version 1, goes
+)
 
 
 class Runtime(SessionQueries):
@@ -214,7 +221,7 @@ class Runtime(SessionQueries):
         self.agent = agent
         self.store = store
         self.db = db or RuntimeDB(store.state_dir / "runtime.db")
-        self.db.ensure(_SCHEMA)
+        self.db.ensure("runtime", _MIGRATIONS)
         self.bus: EventBus = bus or SqliteBus(self.db)
         self.router: Router = router or RuleRouter()
         self.handlers = handlers or Handlers()
@@ -364,7 +371,7 @@ class Runtime(SessionQueries):
         Remembered in ``runtime.db``; a remembered session that was deleted is made again.
         """
         if not self._named_ready:
-            self.db.ensure(_NAMED_SESSIONS)
+            self.db.ensure("named_sessions", _NAMED_MIGRATIONS)
             self._named_ready = True
         rows = self.db.read("SELECT session FROM named_sessions WHERE namespace = ? AND name = ?", (namespace, name))
         if rows and self.has_session(str(rows[0][0])):

@@ -34,6 +34,7 @@ from kairos.errors import KairosError
 from kairos.runtime import _tasks_proc as proc
 from kairos.runtime.events import Event, inbox_event
 from kairos.runtime.handle import RuntimeContext
+from kairos.storage import Migration
 from kairos.tools.base import Tool
 
 log = logging.getLogger("kairos.runtime.tasks")
@@ -49,6 +50,8 @@ CREATE TABLE IF NOT EXISTS tasks_tasks (
 CREATE INDEX IF NOT EXISTS tasks_tasks_session ON tasks_tasks (session, started);
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_tasks_effect ON tasks_tasks (effect_key) WHERE effect_key IS NOT NULL;
 """
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
+"""The ``tasks`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 _COLUMNS = "id, session, kind, title, command, pattern, pid, status, exit_code, started, ended, output, progress, note"
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%")
 ENDED = ("done", "failed", "cancelled")
@@ -147,7 +150,7 @@ class TaskManager:
     async def run(self, runtime: RuntimeContext) -> None:
         """Restore running tasks (re-attach or report them lost), then serve until cancelled."""
         self._runtime = runtime
-        runtime.db.ensure(SCHEMA)
+        runtime.db.ensure("tasks", MIGRATIONS)
         self._dir = runtime.state_dir / "tasks"
         self._dir.mkdir(parents=True, exist_ok=True)
         for info in self._rows("status = 'running'", ()):

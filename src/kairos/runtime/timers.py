@@ -36,6 +36,7 @@ from kairos.errors import KairosError, SessionNotFoundError
 from kairos.runtime.events import Event
 from kairos.runtime.handle import RuntimeContext
 from kairos.runtime.runtime import runtime_service
+from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -57,6 +58,8 @@ CREATE TABLE IF NOT EXISTS timers_timers (
 );
 CREATE INDEX IF NOT EXISTS timers_by_session ON timers_timers (session);
 """
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
+"""The ``timers`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 TimerKind = Literal["once", "interval", "cron"]
 MAX_DELAY_S = 10 * 366 * 86400.0
 """The farthest a timer may be set (ten years)."""
@@ -172,7 +175,7 @@ class Timers:
 
     async def run(self, runtime: RuntimeContext) -> None:
         """Restore the stored timers, then fire them as they come due (until cancelled)."""
-        runtime.db.ensure(SCHEMA)
+        runtime.db.ensure("timers", MIGRATIONS)
         self._restore(runtime)
         self._runtime = runtime
         self._ready.set()

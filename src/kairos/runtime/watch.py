@@ -27,6 +27,7 @@ from kairos.runtime.events import Event
 from kairos.runtime.handle import RuntimeContext
 from kairos.runtime.outbound import WatchFailed
 from kairos.runtime.runtime import runtime_service
+from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
@@ -44,6 +45,8 @@ CREATE TABLE IF NOT EXISTS watch_watches (
 );
 CREATE INDEX IF NOT EXISTS watch_by_session ON watch_watches (session);
 """
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
+"""The ``watch`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 MAX_LINES = 50
 _VERBS = {Change.added: "added", Change.modified: "modified", Change.deleted: "deleted"}
 
@@ -123,7 +126,7 @@ class FileWatch:
 
     async def run(self, runtime: RuntimeContext) -> None:
         """Restore the stored watches and report their changes until cancelled."""
-        runtime.db.ensure(SCHEMA)
+        runtime.db.ensure("watch", MIGRATIONS)
         self._watches.clear()
         self._tasks.clear()
         try:

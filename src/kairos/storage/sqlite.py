@@ -1,11 +1,24 @@
-"""SQLite connections whose every error names the file and says what to do.
+"""Every kairos SQLite database is opened here: one PRAGMA set, errors that name the file.
+
+The PRAGMAs (see :data:`PRAGMAS`), the same for ``kairos.db``, ``runtime.db``, ``knowledge.db`` and
+``knowledge-cache.db``, so no file is safer or slower than another by accident:
+
+- ``journal_mode=WAL``: readers never wait for the writer; with ``synchronous=NORMAL`` a crash of
+  kairos loses no commit, a power cut only the last ones, never consistency (``:memory:`` stays
+  ``memory``).
+- ``busy_timeout``: :data:`BUSY_TIMEOUT_S`; a knowledge-base ingest holds the write lock for
+  seconds, and a writer that waits is better than one that fails.
+- ``foreign_keys=ON``: the ``REFERENCES`` in the schemas are enforced (graph rows go with their chunks).
+- ``secure_delete=ON``: deleted rows (a forgotten memory, a session's text) are overwritten, not left
+  in free pages; the cost is paid on deletes only.
 
 sqlite3 says "database disk image is malformed", "file is not a database" or "unable to open
 database file" without saying which file, and damage often shows only when a query reaches a
 broken page, long after the file opened (a ``kb search`` on a half-overwritten ``knowledge.db``
 printed a traceback). A connection from :func:`connect` turns such an error, from any statement,
-fetch or commit, into a :class:`~kairos.errors.StoreError` naming the file, so every command
-prints one line instead. The file is left as it is: it may be restorable, and it is the user's.
+fetch or commit, into a :class:`~kairos.errors.StoreError` (the subclass for the fault) naming the
+file, so every command prints one line instead. The file is left as it is: it may be restorable,
+and it is the user's.
 
 Constraint violations (``IntegrityError``) and misuse (``ProgrammingError``) are not about the
 file and pass through unchanged.
@@ -19,24 +32,47 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kairos.errors import StoreError
+from kairos.errors import (
+    StoreBusyError,
+    StoreCorruptError,
+    StoreError,
+    StoreFullError,
+    StoreReadOnlyError,
+)
+
+BUSY_TIMEOUT_S = 30.0
+"""How long a statement waits for another connection's write lock before :class:`StoreBusyError`."""
+PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA secure_delete=ON",
+)
+"""Run on every connection :func:`connect` opens (see the module docstring for why each)."""
 
 
 def unusable(path: Path, what: str, error: sqlite3.Error) -> StoreError:
     """The error for ``error`` on ``what`` (e.g. "the knowledge database") at ``path``: what happened, what to do."""
     code = getattr(error, "sqlite_errorname", "") or ""
     away = f"move it away (mv {path} {path}.broken) to start afresh"
+    kind: type[StoreError]
     if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        kind = StoreBusyError
         advice = "another process keeps it locked: wait for that process to finish (or stop it) and try again"
     elif code.startswith(("SQLITE_READONLY", "SQLITE_PERM", "SQLITE_AUTH")):
+        kind = StoreReadOnlyError
         advice = f"it cannot be written: check the permissions of {path} and of its folder"
     elif code.startswith("SQLITE_FULL"):
+        kind = StoreFullError
         advice = "the disk is full: free some space and try again"
     elif code.startswith("SQLITE_CANTOPEN") or path.is_dir():
+        kind = StoreError
         advice = f"a folder or a broken link is in its place, or it is not readable: check it, or {away}"
     else:  # SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_IOERR, or tables of another program
+        kind = StoreCorruptError
         advice = f"it is damaged or not a kairos database, and was left as it is: {away}, or restore it from a backup"
-    return StoreError(f"{what} {path} cannot be used ({error}): {advice}")
+    return kind(f"{what} {path} cannot be used ({error}): {advice}", path=path)
 
 
 class _Named:
@@ -121,20 +157,31 @@ class Connection(sqlite3.Connection):
             super().commit()
 
 
-def connect(path: Path, what: str, **options: Any) -> Connection:
-    """``sqlite3.connect(path, **options)`` whose errors about the file name it (see the module docstring).
+def connect(path: Path | str, what: str) -> Connection:
+    """Open a kairos database with :data:`PRAGMAS`, in autocommit mode, shareable between threads.
+
+    Callers serialise their own statements (one lock per store) and open transactions with
+    ``BEGIN IMMEDIATE``; ``":memory:"`` opens a private in-memory database.
 
     Args:
-        path: the database file.
+        path: the database file (its folder must exist).
         what: what it is, for messages: "the knowledge database".
-        options: passed to :func:`sqlite3.connect` (``check_same_thread``, ``isolation_level``, ``timeout``).
 
     Raises:
-        StoreError: the file cannot be opened.
+        StoreError: the file cannot be opened or its PRAGMAs cannot be set (the subclass says why).
     """
+    file = Path(path)
     try:
-        db = sqlite3.connect(path, factory=Connection, **options)
+        db = sqlite3.connect(
+            str(path), factory=Connection, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None
+        )
     except sqlite3.DatabaseError as e:
-        raise unusable(path, what, e) from e
-    db.named = _Named(path, what)
+        raise unusable(file, what, e) from e
+    db.named = _Named(file, what)
+    try:
+        for pragma in PRAGMAS:
+            db.execute(pragma)
+    except StoreError:
+        db.close()
+        raise
     return db
