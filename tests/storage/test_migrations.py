@@ -118,3 +118,34 @@ def test_statements_split_at_complete_statements_only() -> None:
     db.execute("INSERT INTO t VALUES ('d')")  # the trigger is whole: it adds its row
     assert [r[0] for r in db.execute("SELECT x FROM t ORDER BY rowid")] == ["a; b", "d", "c"]
     db.close()
+
+
+def test_two_connections_migrating_at_once_apply_each_step_once(tmp_path: Path) -> None:
+    """The second waits for the first's write lock, then finds the version moved on and skips the step."""
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+
+    def slow(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO log VALUES ('slow')")
+        if not inside.is_set():  # only the first to get here waits: the other would be a second run
+            inside.set()
+            assert release.wait(10)
+
+    steps: list[Migration] = [STEPS[0], slow]
+    first, second = _open(tmp_path / "a.db"), _open(tmp_path / "a.db")
+    migrate(first, "owner", steps[:1])
+    worker = threading.Thread(target=migrate, args=(first, "owner", steps))
+    worker.start()
+    assert inside.wait(10)
+    begun = threading.Event()
+    second.set_trace_callback(lambda sql: begun.set() if sql.startswith("BEGIN IMMEDIATE") else None)
+    waiting = threading.Thread(target=migrate, args=(second, "owner", steps))
+    waiting.start()
+    assert begun.wait(10)  # it read version 1 and waits for the first's write lock
+    release.set()
+    worker.join(10)
+    waiting.join(10)
+    assert _log(second) == ["1", "slow"] and schema_version(second, "owner") == 2
+    first.close()
+    second.close()
