@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -13,11 +19,15 @@ psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed: pip i
 
 
 def _gone(pid: int) -> bool:
+    """No process of the group is left (a zombie waiting for init to reap it counts as gone)."""
     try:
         os.killpg(pid, 0)
     except ProcessLookupError:
         return True
-    return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def test_a_test_gets_a_fresh_database_on_the_session_server(postgres_url: str, postgres_server: PostgresServer) -> None:
@@ -77,3 +87,42 @@ def test_nats_serves_on_loopback_and_stops(nats_server: NatsServer) -> None:
     assert pid is not None
     other.stop()
     assert _gone(pid) and not other.root.exists()
+
+
+_STARTER = """
+import sys
+from kairos.testing.servers import NatsServer, PostgresServer
+servers = [PostgresServer.start(), NatsServer.start()]
+print(*(s.pid for s in servers), *(s.root for s in servers), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_servers_die_with_a_starter_killed_by_sigkill() -> None:
+    """kill -9 of the test process (or `timeout pytest`) runs no cleanup: the kernel kills the servers."""
+    starter = subprocess.Popen(
+        [sys.executable, "-c", _STARTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert starter.stdout is not None
+    line = starter.stdout.readline().decode()
+    if not line.strip():
+        starter.kill()
+        _, err = starter.communicate(timeout=30)
+        if b"ServerUnavailable" in err:
+            pytest.skip(err.decode().strip().splitlines()[-1])
+        raise AssertionError(err.decode())
+    pids, roots = [int(p) for p in line.split()[:2]], line.split()[2:]
+    starter.send_signal(signal.SIGKILL)
+    starter.communicate(timeout=30)
+    deadline = time.monotonic() + 15
+    while not all(_gone(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            for pid in pids:  # never leave them behind, even when this test fails
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            raise AssertionError(f"servers {pids} outlived their starter")
+        time.sleep(0.05)
+    for root in roots:  # what the next start would sweep
+        shutil.rmtree(root, ignore_errors=True)

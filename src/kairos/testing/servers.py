@@ -11,8 +11,10 @@ writes and synchronous commit off: a test cluster is thrown away, so durability 
 ``make test-deps`` installs both (Debian's ``postgresql`` and ``nats-server``); without them
 ``start()`` raises :class:`ServerUnavailable`, whose message says what to install (the tests skip,
 benches report it). Each server runs in a process group of its own and is killed with it on
-:meth:`stop`, on a failed start, and at interpreter exit if a caller forgot. The pytest fixtures
-live in ``tests/support/servers.py``.
+:meth:`stop`, on a failed start, at interpreter exit if a caller forgot, and by the kernel when the
+process that started it dies without cleaning up (``setpriv --pdeathsig``: a ``timeout pytest`` or a
+kill -9 leaves no server behind; the next start removes the directory it left). The pytest
+fixtures live in ``tests/support/servers.py``.
 """
 
 from __future__ import annotations
@@ -123,6 +125,32 @@ class _Process:
             _live.discard(self)
 
 
+def _guarded(args: list[str]) -> list[str]:
+    """``args`` run under util-linux's ``setpriv --pdeathsig KILL`` (where it is installed).
+
+    The kernel then kills the server when the process that started it dies, even by SIGKILL or an
+    unhandled SIGTERM (``timeout pytest``), where atexit never runs. The signal follows the starting
+    *thread*: start servers from one that outlives them (the main thread).
+    """
+    setpriv = shutil.which("setpriv") or ("/usr/bin/setpriv" if os.access("/usr/bin/setpriv", os.X_OK) else None)
+    return [setpriv, "--pdeathsig", "KILL", "--", *args] if setpriv else args
+
+
+def _new_root(kind: str) -> Path:
+    """A new temporary directory for a server, after removing those whose owning process died uncleanly."""
+    for old in Path(tempfile.gettempdir()).glob(f"kairos-{kind}-*"):
+        try:
+            owner = int((old / "owner.pid").read_text())
+            os.kill(owner, 0)
+        except ProcessLookupError:
+            shutil.rmtree(old, ignore_errors=True)
+        except (OSError, ValueError):
+            pass  # another user's, or not ours
+    root = Path(tempfile.mkdtemp(prefix=f"kairos-{kind}-"))
+    (root / "owner.pid").write_text(str(os.getpid()))
+    return root
+
+
 def _tail(path: Path, limit: int = 4000) -> str:
     try:
         return path.read_text(errors="replace")[-limit:]
@@ -173,7 +201,7 @@ class PostgresServer:
         if bin_dir is None:
             raise ServerUnavailable(f"PostgreSQL's initdb/postgres were not found; {POSTGRES_HINT}")
         began = time.monotonic()
-        root = Path(tempfile.mkdtemp(prefix="kairos-postgres-"))
+        root = _new_root("postgres")
         user = None
         if os.geteuid() == 0:  # initdb and postgres refuse uid 0
             try:
@@ -243,7 +271,7 @@ class PostgresServer:
             args += ["-c", f"{key}={value}"]
         with open(log, "ab") as out:
             popen = subprocess.Popen(
-                args,
+                _guarded(args),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -317,7 +345,7 @@ class NatsServer:
         if binary is None:
             raise ServerUnavailable(f"nats-server was not found; {NATS_HINT}")
         began = time.monotonic()
-        self = cls(Path(tempfile.mkdtemp(prefix="kairos-nats-")), free_port(), binary, jetstream)
+        self = cls(_new_root("nats"), free_port(), binary, jetstream)
         try:
             self.run()
         except BaseException:
@@ -338,7 +366,7 @@ class NatsServer:
         if self.jetstream:
             args += ["-js", "-sd", str(self.root / "store")]
         popen = subprocess.Popen(
-            args,
+            _guarded(args),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
