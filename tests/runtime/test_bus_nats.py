@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,3 +135,9 @@ def test_publish_waits_for_the_ack_in_well_under_a_millisecond_on_loopback(nats_
         assert statistics.median(took) < 0.005
     finally:
         bus.close()
+
+
+def test_without_nats_py_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "nats", None)  # what `import nats` sees when it is missing
+    with pytest.raises(ConfigError, match=r"pip install 'kairos-harness\[scale\]'"):
+        NatsBus("nats://127.0.0.1:4222", "s")

@@ -431,8 +431,13 @@ class NatsBus:
                 subscriber.sub = await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
             except BusUnavailableError:
                 raise
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if self.closed() and (task is None or not task.cancelling()):
+                    return  # closing the bus cancelled the consumer's creation, not our caller
+                raise
             except Exception as exc:
-                if self.closed():  # closing cancelled the consumer's creation
+                if self.closed():
                     return
                 raise self._failed("subscribing", exc) from None
             last = start
