@@ -218,6 +218,8 @@ async def test_a_failing_reply_guard_factory_withholds_the_reply(session: Sessio
 class Registry:
     """A tool source whose list changes while the agent runs (as an MCP server's may)."""
 
+    refresh_mid_turn = False
+
     def __init__(self, *tools: Tool) -> None:
         self.tools = list(tools)
 

@@ -33,6 +33,8 @@ def fetch(url: str) -> str:
 class Registry:
     """A tool source whose list changes between turns (as an MCP server's may)."""
 
+    refresh_mid_turn = False
+
     def __init__(self, *tools: Tool) -> None:
         self.tools = list(tools)
 

@@ -51,6 +51,8 @@ def dump(rows: int) -> str:
 class Registry:
     """A tool source whose list changes between turns (as an MCP server's may): a deliberate prefix change."""
 
+    refresh_mid_turn = False
+
     def __init__(self, *tools: Tool) -> None:
         self.tools = list(tools)
 

@@ -221,7 +221,7 @@ class LoopGuard:
         else:
             self._failures.pop(same, None)
             self._told.discard(same)
-        if tool is not None and tool.read_only and not side_effects and not getattr(tool, "volatile", False):
+        if tool is not None and tool.read_only and not side_effects and not tool.volatile:
             self._fresh[same] = result
 
     def world_changed(self) -> None:

@@ -168,7 +168,7 @@ class Runner:
         if mid_turn and (
             len(prints) != len(st.fingerprints)
             or any(
-                new != old and not getattr(item, "refresh_mid_turn", False)
+                new != old and not (isinstance(item, ToolSource) and item.refresh_mid_turn)
                 for item, new, old in zip(items, prints, st.fingerprints, strict=True)
             )
         ):

@@ -75,6 +75,9 @@ class McpServerSource:
             never ask (``kairos mcp approve`` is the way then).
     """
 
+    refresh_mid_turn = False
+    """A changed server list waits for the next turn start (a turn keeps the tools it started with)."""
+
     def __init__(
         self,
         config: McpServerConfig,

@@ -99,7 +99,7 @@ def split_token(tool: Tool, arguments: dict[str, Any]) -> tuple[dict[str, Any], 
 
 def confirm_reason(tool: Tool, arguments: dict[str, Any], *, irreversible: bool, dangerous_commands: bool) -> str:
     """Why this call needs a confirm token ('' when it does not)."""
-    if irreversible and getattr(tool, "irreversible", False):
+    if irreversible and tool.irreversible:
         return "it cannot be undone"
     if dangerous_commands and tool.name in SANDBOXED_TOOLS:
         found = [f for key in COMMAND_ARGS if isinstance(v := arguments.get(key), str) for f in dangerous(v)]
@@ -130,7 +130,7 @@ def check(tool: Tool, arguments: dict[str, Any], ctx: ToolContext, *, reason: st
     head = f"Not run: the confirm token {problem}. " if problem else "Not run yet: this is a preview. "
     how = (
         f'repeat exactly the same call with "{CONFIRM_ARG}": "{new}"'
-        if tool.name not in SANDBOXED_TOOLS or getattr(tool, "irreversible", False)
+        if tool.name not in SANDBOXED_TOOLS or tool.irreversible
         else f"repeat exactly the same call with `  # confirm: {new}` appended to the command"
     )
     text = (

@@ -185,6 +185,21 @@ class Tool(Protocol):
         """Longer output is cut, with an explicit notice."""
         ...
 
+    @property
+    def long_running(self) -> bool:
+        """Under a runtime with async tasks, a call returns a task id at once; the result comes as an event."""
+        ...
+
+    @property
+    def volatile(self) -> bool:
+        """Its answer changes by itself: an identical read-only call runs again (:mod:`kairos.agent.guard`)."""
+        ...
+
+    @property
+    def irreversible(self) -> bool:
+        """Cannot be undone: it runs only when repeated with a confirm token (:mod:`kairos.security.confirm`)."""
+        ...
+
     def validate(self, arguments: dict[str, Any]) -> None:
         """Check ``arguments`` against the schema.
 
@@ -202,6 +217,11 @@ class Tool(Protocol):
 class ToolSource(Protocol):
     """Tools that may change at run time. ``fingerprint`` is cheap and changes iff the list changes."""
 
+    @property
+    def refresh_mid_turn(self) -> bool:
+        """A changed list is taken up between model calls, not only at the next turn start (tools just found)."""
+        ...
+
     def fingerprint(self) -> str:
         """A short string that changes whenever the tools (names or specs) change."""
         ...
@@ -213,6 +233,8 @@ class ToolSource(Protocol):
 
 class StaticTools:
     """A fixed list of tools as a :class:`ToolSource`."""
+
+    refresh_mid_turn = False
 
     def __init__(self, tools: Iterable[Tool]) -> None:
         self.tools = tuple(tools)

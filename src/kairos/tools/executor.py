@@ -183,7 +183,7 @@ async def _start_or_call(
     """A long-running tool as a background task when a runner is there; a slow call handed over; the rest inline."""
     runner: BackgroundRunner | None = ctx.resources.get(BACKGROUND_RESOURCE)
     title = f"{t.name}({json.dumps(args, ensure_ascii=False)[:200]})"
-    if runner is not None and getattr(t, "long_running", False):
+    if runner is not None and t.long_running:
 
         async def in_background() -> str:  # its task copies this context, so idempotency_key() still works
             return _text_or_raise(await _call(call, t, args, ctx, format_error))

@@ -31,6 +31,9 @@ class SchemaTool:
     read_only: bool = False
     external: bool = False
     side_effects: bool = False
+    long_running: bool = False
+    volatile: bool = False
+    irreversible: bool = False
     _spec: ToolSpec | None = None
     _validator: Any = None
 
