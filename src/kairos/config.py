@@ -20,7 +20,8 @@ outside the workspace, ``defences.approver`` looser than the user's, ``defences.
 ``defences.confirm_side_effects = false`` over the user's ``true``, ``skills.trust_workspace``,
 ``skills.trust_builtin`` and ``skills.entry_points`` turned on over the user's ``false``, and
 ``skills.dirs`` outside the workspace, ``memory.user`` (another user's memories),
-``[runtime.mail]``, ``[[runtime.handlers]]`` (instructions with the user's authority),
+``[runtime.mail]``, ``[[runtime.handlers]]`` (instructions with the user's authority), ``[storage]``
+(where sessions and events go, and the servers' credentials),
 ``[[mcp.servers]]`` (they would start
 programs or connect to servers; see :mod:`kairos.mcp.config`), a ``[sandbox]`` that confines less than
 the user's (``mode``, ``network``, ``bwrap``, higher limits, more paths) and ``allow`` permission
@@ -87,6 +88,10 @@ Example ``kairos.toml``::
     from_address = "me@example.com"
     password_env = "KAIROS_MAIL_PASSWORD"
 
+    [storage]                    # user config (or a trusted workspace); kairos serve --store/--bus win
+    store = "embedded"           # SQLite in .kairos/ (postgresql://… later)
+    bus = "nats://127.0.0.1:4222"  # default "embedded"; a nats-server -js shared by a deployment's processes
+
 Every section is optional; ``kairos config`` prints the effective settings.
 """
 
@@ -114,6 +119,7 @@ from kairos.security.permissions import PermissionsConfig
 from kairos.security.reviewer import ReviewConfig
 from kairos.security.trust import TrustStore, restrict_untrusted
 from kairos.skills.config import SkillsConfig
+from kairos.storage.config import StorageConfig
 from kairos.tools.discovery.config import DiscoveryConfig
 from kairos.tools.sandbox import SandboxConfig
 from kairos.tools.toolsets.config import NotifyConfig, ToolsConfig
@@ -302,6 +308,7 @@ class KairosConfig(BaseModel):
     review: ReviewConfig = Field(default_factory=ReviewConfig, description="reviewer model, sidecar, confirm tokens")
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="user memory (off by default)")
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig, description="kb_* tools and the embedder")
+    storage: StorageConfig = Field(default_factory=StorageConfig, description="store and bus URLs (user config)")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

@@ -114,7 +114,12 @@ def _open(
     try:
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
-        store = SessionStore(workspace)
+        if config.storage.store_kind == "embedded":
+            store = SessionStore(workspace)
+        else:  # the store [storage] names, never SQLite in its place
+            from kairos.runtime.backends import open_store
+
+            store = open_store(config.storage.store, workspace)
     except KairosError as e:
         raise _fail(str(e)) from e
     try:

@@ -22,6 +22,8 @@ from kairos.mcp.client import Ask, McpServerSource
 from kairos.mcp.review import render_listing
 from kairos.models.base import Model
 from kairos.runtime import Classifier, Component, RuleRouter, Runtime, UrgencyRule
+from kairos.runtime.backends import open_bus
+from kairos.runtime.db import RuntimeDB
 from kairos.runtime.handlers import Case, EventHandler, Handlers
 from kairos.runtime.outbox import MAX_TEXT, Outbox, OutboxApprover
 from kairos.runtime.toolsets import runtime_tools
@@ -68,8 +70,11 @@ def build_runtime(
     when the approver is ``auto`` or ``interactive``: a server has no terminal, and the chat shows
     the question and takes the answer like any other.
 
+    The event bus is the one ``[storage] bus`` names (:func:`kairos.runtime.backends.open_bus`).
+
     Raises:
         ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
+        BusUnavailableError: ``[storage] bus`` names a NATS server that cannot be reached.
     """
     if "mail" in config.runtime.toolsets and config.runtime.mail is None:
         raise ConfigError(
@@ -95,15 +100,24 @@ def build_runtime(
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
-    runtime = Runtime(
-        agent,
-        store,
-        router=router,
-        handlers=handlers,
-        components=parts,
-        default_session=default_session,
-        background_after_s=urgency.background_after_s,
-    )
+    db = RuntimeDB(store.state_dir / "runtime.db")
+    storage = config.storage
+    bus = open_bus(storage.bus, workspace=workspace, db=db, deployment=storage.deployment)  # last: it may connect
+    try:
+        runtime = Runtime(
+            agent,
+            store,
+            router=router,
+            handlers=handlers,
+            bus=bus,
+            db=db,
+            components=parts,
+            default_session=default_session,
+            background_after_s=urgency.background_after_s,
+        )
+    except BaseException:
+        bus.close()
+        raise
     if outbox is not None:
         from kairos.plugins.mcp import McpTools
 

@@ -85,24 +85,33 @@ def serve(
         ),
     ] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="open the web UI in the browser once serving")] = False,
+    store_url: Annotated[
+        str | None,
+        typer.Option("--store", help="session store: embedded (SQLite, the default) or postgresql://… ([storage])"),
+    ] = None,
+    bus_url: Annotated[
+        str | None,
+        typer.Option("--bus", help="event bus: embedded (SQLite, the default) or nats://host:port ([storage] bus)"),
+    ] = None,
 ) -> None:
     """Serve the agent over HTTP and the web UI at /: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
 
     The agent runs on the event runtime with the tools of [runtime] toolsets and every source
     (async tasks, timers, file watches, the outbox, mail when [runtime.mail] is set).
 
+    --store and --bus override [storage] in your user config (a password in a URL is never shown).
     Secrets come only from the environment (never the workspace's kairos.toml). SIGTERM, SIGHUP or
     Ctrl-C drains: no new requests, running turns get --grace seconds, everything accepted is kept.
     """
     from kairos.cli import _fail, _notices, _text, console, err_console
     from kairos.cli._runtime import build_runtime
     from kairos.config import load_config
-    from kairos.context.session import SessionStore
     from kairos.errors import KairosError
     from kairos.models import load_model
     from kairos.plugins.mcp import McpTools
     from kairos.plugins.memory import KnowledgeTools, MemoryPlugin
     from kairos.runtime import Outbox
+    from kairos.runtime.backends import describe, open_store
     from kairos.server import check_bind, create_app
     from kairos.server.heap import keep_heap
     from kairos.server.outbox import RuntimeOutbox
@@ -112,12 +121,17 @@ def serve(
     secret = os.environ.get(webhook_secret_env) or None
     try:
         check_bind(host, token)
-        config = load_config(workspace, {"model": model, "base_url": base_url})
+        storage = {k: v for k, v in (("store", store_url), ("bus", bus_url)) if v is not None}
+        config = load_config(workspace, {"model": model, "base_url": base_url, "storage": storage or None})
         _notices(config)
         llm = load_model(config.model, config.model_settings())
-        store = SessionStore(workspace)
+        store = open_store(config.storage.store, workspace)
+    except KairosError as e:
+        raise _fail(str(e)) from e
+    try:
         runtime = build_runtime(llm, workspace, config, store)
     except KairosError as e:
+        store.close()
         raise _fail(str(e)) from e
     outbox = runtime.service(Outbox)
     app = create_app(
@@ -151,6 +165,8 @@ def serve(
         console.print(
             f"kairos serving {_text(str(workspace))} on {url} ({auth}); web UI at {url}/, API docs at {url}/docs"
         )
+        if config.storage.store_kind != "embedded" or config.storage.bus_kind != "embedded":
+            console.print(_text(describe(config.storage, workspace)))
         if open_browser:
             open_ui(url, token)
 

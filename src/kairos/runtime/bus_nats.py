@@ -26,7 +26,8 @@ protocol has no such argument (SqliteBus has one writer and no redelivery); a wo
 publish twice after a crash passes it directly.
 
 Needs ``nats-py`` (``pip install 'kairos-harness[scale]'``), imported when a bus is created, and a
-``nats-server -js``. Errors: :class:`BusUnavailableError` names the URL and what to do.
+``nats-server -js``. Errors: :class:`BusUnavailableError` names the URL (its password or token
+masked) and what to do.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kairos.errors import ConfigError, KairosError
 from kairos.runtime.bus import _QUEUE_LIMIT, _SLOW, BusEvent, SubscriberTooSlow
+from kairos.storage.config import mask_url
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -69,6 +71,7 @@ class BusUnavailableError(KairosError):
     def __init__(self, message: str, *, url: str) -> None:
         super().__init__(message)
         self.url = url
+        """The server's URL, its password or token masked."""
 
 
 def stream_name(workspace: Path | str) -> str:
@@ -140,6 +143,8 @@ class NatsBus:
         if not _STREAM.fullmatch(stream):
             raise ConfigError(f"bad NATS stream name {stream!r}: use letters, digits, '_' and '-' (at most 64)")
         self.url = url
+        self.shown_url = mask_url(url)
+        """The URL with its password or token masked: what errors and logs show."""
         self.stream = stream
         self.prefix = f"kairos.{stream}"
         self._keep = keep
@@ -171,9 +176,9 @@ class NatsBus:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise BusUnavailableError(
-                f"NATS at {self.url} did not answer within {timeout or self._timeout * 2:.0f} s; "
+                f"NATS at {self.shown_url} did not answer within {timeout or self._timeout * 2:.0f} s; "
                 "is nats-server running (with -js)?",
-                url=self.url,
+                url=self.shown_url,
             ) from None
 
     def _stop_loop(self) -> None:
@@ -229,9 +234,9 @@ class NatsBus:
         except Exception as exc:
             cause = errors[0] if errors else exc
             raise BusUnavailableError(
-                f"cannot reach NATS at {self.url} ({type(cause).__name__}: {cause}); start `nats-server -js` "
-                "there or pass the URL of a running one (--bus nats://host:port)",
-                url=self.url,
+                f"cannot reach NATS at {self.shown_url} ({type(cause).__name__}: {self._scrub(cause)}); "
+                "start `nats-server -js` there or pass the URL of a running one (--bus nats://host:port)",
+                url=self.shown_url,
             ) from None
         self._js = self._nc.jetstream(timeout=self._timeout)
         subjects = [f"{self.prefix}.>"]
@@ -241,9 +246,9 @@ class NatsBus:
             except nats.js.errors.NotFoundError:
                 if not create:
                     raise BusUnavailableError(
-                        f"NATS at {self.url} has no stream {self.stream!r}; create it (nats stream add "
+                        f"NATS at {self.shown_url} has no stream {self.stream!r}; create it (nats stream add "
                         f"{self.stream} --subjects '{subjects[0]}') or let kairos create it",
-                        url=self.url,
+                        url=self.shown_url,
                     ) from None
                 config = StreamConfig(
                     name=self.stream,
@@ -259,9 +264,9 @@ class NatsBus:
         except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError, nats.errors.TimeoutError):
             await self._nc.close()
             raise BusUnavailableError(
-                f"NATS at {self.url} does not answer JetStream requests; start nats-server with -js "
+                f"NATS at {self.shown_url} does not answer JetStream requests; start nats-server with -js "
                 "(JetStream enabled)",
-                url=self.url,
+                url=self.shown_url,
             ) from None
         except BusUnavailableError:
             await self._nc.close()
@@ -269,10 +274,17 @@ class NatsBus:
         if subjects[0] not in (info.config.subjects or []):
             await self._nc.close()
             raise BusUnavailableError(
-                f"the stream {self.stream!r} on {self.url} does not take {subjects[0]!r} "
+                f"the stream {self.stream!r} on {self.shown_url} does not take {subjects[0]!r} "
                 f"(its subjects: {info.config.subjects}); pick another stream name",
-                url=self.url,
+                url=self.shown_url,
             )
+
+    def _scrub(self, exc: BaseException) -> str:
+        """An error's text with the URL masked wherever the client quoted it."""
+        text = str(exc)
+        for url in {self.url, *self.url.split(",")}:
+            text = text.replace(url.strip(), mask_url(url.strip())) if url.strip() else text
+        return text
 
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
@@ -281,7 +293,7 @@ class NatsBus:
     @property
     def _jetstream(self) -> JetStreamContext:
         if self._closed or self._js is None:
-            raise BusUnavailableError(f"the NATS bus on {self.url} is closed", url=self.url)
+            raise BusUnavailableError(f"the NATS bus on {self.shown_url} is closed", url=self.shown_url)
         return self._js
 
     def _subject(self, session: str | None) -> str:
@@ -295,9 +307,9 @@ class NatsBus:
 
     def _failed(self, what: str, exc: BaseException) -> BusUnavailableError:
         return BusUnavailableError(
-            f"{what} on NATS at {self.url} failed ({type(exc).__name__}: {exc}); is nats-server running "
-            f"with -js, and does the stream {self.stream!r} exist?",
-            url=self.url,
+            f"{what} on NATS at {self.shown_url} failed ({type(exc).__name__}: {self._scrub(exc)}); "
+            f"is nats-server running with -js, and does the stream {self.stream!r} exist?",
+            url=self.shown_url,
         )
 
     # -- EventBus --------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 
 from kairos.paths import is_inside, user_config_dir
 from kairos.security.review import JsonFile
+from kairos.storage.config import mask_url
 from kairos.tools.toolsets.config import NotifyChannel
 
 TRUST_FILE = "trusted-workspaces.json"
@@ -218,6 +219,8 @@ def restrict_untrusted(
     local = out.get("local")
     if isinstance(local, dict) and "prefix_cache_mb" in local:
         drop(local, "prefix_cache_mb", "local.prefix_cache_mb", "it sizes a cache every workspace shares")
+    if "storage" in out:  # shown masked: a URL may carry a password
+        ignored.append(("[storage]", _masked_storage(out.pop("storage")), _STORAGE))
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
         drop(mcp, "servers", "mcp.servers", "MCP servers would start programs or connect to servers")
@@ -342,6 +345,15 @@ def _restrict_skills(
     if outside:
         table["dirs"] = [d for d in dirs if d not in outside]
         ignored.append(("skills.dirs (outside the workspace)", outside, "skills from there are not this workspace's"))
+
+
+_STORAGE = "it chooses where your sessions and events are stored and which servers (and credentials) are used"
+
+
+def _masked_storage(table: Any) -> Any:
+    if not isinstance(table, Mapping):
+        return table
+    return {k: mask_url(v) if isinstance(v, str) else v for k, v in table.items()}
 
 
 def _show(value: Any, limit: int = 80) -> str:

@@ -1,0 +1,81 @@
+"""The runtime's backends, chosen by URL (``[storage]``, ``kairos serve --store/--bus``).
+
+:func:`open_bus` gives the :class:`~kairos.runtime.bus.EventBus` a URL names: the embedded
+:class:`~kairos.runtime.bus.SqliteBus` in ``runtime.db``, or a
+:class:`~kairos.runtime.bus_nats.NatsBus` on a ``nats-server -js`` (one stream per workspace, or per
+deployment when ``[storage] deployment`` names one). :func:`open_store` gives the session store:
+the embedded SQLite store; a PostgreSQL store is not available yet and is refused with a message
+that says so. URLs in errors have their passwords masked (:func:`kairos.storage.config.mask_url`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kairos.context.session import SessionStore
+from kairos.errors import ConfigError
+from kairos.runtime.bus import EventBus, SqliteBus
+from kairos.runtime.db import RuntimeDB
+from kairos.storage.config import StorageConfig, bus_kind, mask_url, store_kind
+
+
+def bus_stream(workspace: Path, deployment: str | None = None) -> str:
+    """The NATS stream of a workspace: the deployment's name, else one derived from the workspace's path."""
+    from kairos.runtime.bus_nats import stream_name
+
+    return stream_name(deployment or workspace)
+
+
+def open_bus(url: str, *, workspace: Path, db: RuntimeDB, deployment: str | None = None) -> EventBus:
+    """The event bus ``url`` names: ``embedded`` (SQLite in ``db``) or ``nats://host:port``.
+
+    Args:
+        url: the bus setting (see :class:`~kairos.storage.config.StorageConfig`).
+        workspace: the workspace, which names the NATS stream when ``deployment`` is None.
+        db: the runtime database (the embedded bus's table lives there).
+        deployment: the name every process of a deployment shares (the NATS stream).
+
+    Raises:
+        ConfigError: ``url`` names no bus, or nats-py is missing (with the install hint).
+        BusUnavailableError: the NATS server cannot be reached or has no JetStream; the message names
+            the URL (masked) and says how to start one (``nats-server -js``).
+    """
+    try:
+        kind = bus_kind(url)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if kind == "embedded":
+        return SqliteBus(db)
+    from kairos.runtime.bus_nats import NatsBus
+
+    return NatsBus(url, bus_stream(workspace, deployment))
+
+
+def open_store(url: str, workspace: Path) -> SessionStore:
+    """The session store ``url`` names; only the embedded SQLite store exists so far.
+
+    Raises:
+        ConfigError: ``url`` names no store, or names PostgreSQL (not available yet).
+    """
+    try:
+        kind = store_kind(url)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if kind == "postgresql":
+        raise ConfigError(
+            f"the PostgreSQL session store ({mask_url(url)}) is not available yet in this release; "
+            "use the embedded store (the default: leave [storage] store unset and drop --store)"
+        )
+    return SessionStore(workspace)
+
+
+def describe(storage: StorageConfig, workspace: Path) -> str:
+    """One line on where sessions and events go, passwords masked (``kairos serve`` prints it)."""
+    where = "SQLite (.kairos/)" if storage.store_kind == "embedded" else mask_url(storage.store)
+    store = f"sessions in {where}"
+    if storage.bus_kind == "embedded":
+        return f"{store}, events in SQLite (.kairos/runtime.db)"
+    return f"{store}, events on NATS {mask_url(storage.bus)} (stream {bus_stream(workspace, storage.deployment)})"
+
+
+__all__ = ["bus_stream", "describe", "open_bus", "open_store"]
