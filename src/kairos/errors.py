@@ -13,6 +13,7 @@ KairosError
     ├── StoreBusyError          another process keeps it locked past the busy timeout
     ├── StoreReadOnlyError      it or its folder cannot be written (permissions, a read-only mount)
     ├── StoreFullError          the disk is full
+    ├── StoreConflictError      another writer took the place first (a message seq): nothing was written
     └── SchemaTooNewError       a newer kairos migrated it: this release does not know its tables
 
 Errors the *model* caused (bad JSON, unknown tool, failing tool) are not exceptions: they go
@@ -120,6 +121,10 @@ class StoreReadOnlyError(StoreError):
 
 class StoreFullError(StoreError):
     """The disk (or the database's size limit) is full."""
+
+
+class StoreConflictError(StoreError):
+    """Another writer took the place first (a session's message seq): this write rolled back whole."""
 
 
 class SchemaTooNewError(StoreError):

@@ -13,7 +13,7 @@ import pytest
 
 from kairos.context.lease import SessionLease
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, SessionStore, early_result_key, open_calls
-from kairos.errors import SessionBusyError, SessionNotFoundError
+from kairos.errors import SessionBusyError, SessionNotFoundError, StoreConflictError
 from kairos.models.types import Message, ToolCall
 from kairos.testing import trajectory_problems
 
@@ -136,7 +136,8 @@ async def test_appends_are_persisted_before_they_are_visible(store: SessionStore
     s = store.new()
     s.append(Message.user("a"), Message.assistant("b"))
     assert [m.content for m in store.trajectories.load_messages(s.id)] == ["a", "b"]
-    with pytest.raises(Exception, match="UNIQUE"):  # append-only: an existing position cannot be written again
+    # append-only: an existing position cannot be written again
+    with pytest.raises(StoreConflictError, match="already has a message at seq 0"):
         store.trajectories.append_messages(s.id, 0, [Message.user("overwrite")])
     assert [m.content for m in s.messages] == ["a", "b"]
     await s.aclose()

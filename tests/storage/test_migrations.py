@@ -88,15 +88,15 @@ def test_a_newer_schema_is_refused_and_the_file_left_as_it_is(tmp_path: Path) ->
 
 
 def test_a_store_on_a_newer_file_is_refused(tmp_path: Path) -> None:
-    from kairos.context.store import TrajectoryStore
+    from kairos.context.store_sqlite import SqliteTrajectoryStore
 
-    TrajectoryStore(tmp_path / "kairos.db").close()
+    SqliteTrajectoryStore(tmp_path / "kairos.db").close()
     raw = sqlite3.connect(tmp_path / "kairos.db")
     raw.execute("UPDATE schema_versions SET version = 99 WHERE owner = 'sessions'")
     raw.commit()
     raw.close()
     with pytest.raises(SchemaTooNewError, match="the session database"):
-        TrajectoryStore(tmp_path / "kairos.db")
+        SqliteTrajectoryStore(tmp_path / "kairos.db")
 
 
 def test_statements_split_at_complete_statements_only() -> None:

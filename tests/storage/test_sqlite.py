@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kairos.context.store import TrajectoryStore
+from kairos.context.store_sqlite import SqliteTrajectoryStore
 from kairos.errors import (
     SchemaTooNewError,
     StoreBusyError,
@@ -41,7 +41,7 @@ def every_database(tmp_path: Path) -> Iterator[dict[str, sqlite3.Connection]]:
     """One of each store kairos keeps, on files in ``tmp_path``: their connections by name."""
     emb = HashEmbedder()
     with ExitStack() as stack:
-        sessions = TrajectoryStore(tmp_path / "kairos.db")
+        sessions = SqliteTrajectoryStore(tmp_path / "kairos.db")
         stack.callback(sessions.close)
         runtime = RuntimeDB(tmp_path / "runtime.db")
         stack.callback(runtime.close)
@@ -61,7 +61,11 @@ def test_every_store_has_the_same_pragmas(every_database: dict[str, sqlite3.Conn
 
 
 def test_in_memory_databases_work_with_the_same_pragmas() -> None:
-    for db in (connect(":memory:", "a test database"), RuntimeDB(":memory:")._db, TrajectoryStore(":memory:")._db):
+    for db in (
+        connect(":memory:", "a test database"),
+        RuntimeDB(":memory:")._db,
+        SqliteTrajectoryStore(":memory:")._db,
+    ):
         assert _pragmas(db) == {**EXPECTED, "journal_mode": "memory"}
         db.close()
 
@@ -108,7 +112,7 @@ def test_a_file_that_is_not_a_database_is_a_corrupt_store(tmp_path: Path) -> Non
     path = tmp_path / "kairos.db"
     path.write_bytes(b"this is not a database" * 200)
     with pytest.raises(StoreCorruptError, match="the session database") as info:
-        TrajectoryStore(path)
+        SqliteTrajectoryStore(path)
     assert info.value.path == path and "mv " in str(info.value)
 
 

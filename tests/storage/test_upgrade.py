@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kairos.context.store import TrajectoryStore
+from kairos.context.store_sqlite import SqliteTrajectoryStore
 from kairos.knowledge import HashEmbedder, KnowledgeBase, entity_graph
 from kairos.knowledge import store as knowledge_store
 from kairos.knowledge.contextual import ContextCache
@@ -54,7 +54,7 @@ def _tables(path: Path) -> set[str]:
 def test_a_session_database_keeps_its_sessions(tmp_path: Path) -> None:
     path = _load("kairos.sql", tmp_path / "kairos.db")
     for _ in range(2):  # the second opening finds the versions and does nothing
-        store = TrajectoryStore(path)
+        store = SqliteTrajectoryStore(path)
         try:
             assert [(s.id, s.title, s.messages) for s in store.list_sessions()] == [(SESSION, "upgrade fixture", 2)]
             assert store.session_meta(SESSION) == {"origin": "fixture"}
@@ -64,7 +64,7 @@ def test_a_session_database_keeps_its_sessions(tmp_path: Path) -> None:
         finally:
             store.close()
     assert _versions(path) == {"sessions": 2}
-    store = TrajectoryStore(path)  # and it is writable as before: a new message, an idempotent event
+    store = SqliteTrajectoryStore(path)  # and it is writable as before: a new message, an idempotent event
     try:
         store.append_messages(SESSION, 2, [store.load_messages(SESSION)[0]])
         assert store.post_events([(SESSION, "webhook", {"n": 1}, "k1")])[0] is not None

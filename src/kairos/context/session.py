@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kairos.context.inbox import Inbox, InboxEvent, Interrupt, InterruptMode, Posted, event_from_record
-from kairos.context.lease import SessionLease
-from kairos.context.store import SessionInfo, TrajectoryStore
+from kairos.context.store import Lease, SessionInfo, TrajectoryStore, open_trajectory_store
 from kairos.models.types import Message
 from kairos.paths import default_state_dir, user_config_dir
 from kairos.tools.base import ToolContext, ToolResult
@@ -117,7 +116,7 @@ class Session:
         messages: list[Message],
         *,
         pending: list[Posted] | None = None,
-        lease: SessionLease | None = None,
+        lease: Lease | None = None,
         state_dirs: tuple[Path, ...] = (),
         spawner: Spawner | None = None,
     ) -> None:
@@ -302,7 +301,11 @@ def open_calls(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 
 class SessionStore:
-    """Creates and resumes sessions of one workspace (each opened for writing holds its lease)."""
+    """Creates and resumes sessions of one workspace (each opened for writing holds its lease).
+
+    ``db_path`` is the trajectory store: a SQLite file (default ``<state_dir>/kairos.db``),
+    ``:memory:``, or a ``postgresql://`` URL (:func:`~kairos.context.store.open_trajectory_store`).
+    """
 
     def __init__(
         self, workspace: Path | str = ".", state_dir: Path | None = None, *, db_path: Path | str | None = None
@@ -310,15 +313,14 @@ class SessionStore:
         self.workspace = Path(workspace).resolve()
         self.state_dir = state_dir or default_state_dir(self.workspace)
         path = db_path if db_path is not None else self.state_dir / "kairos.db"
-        self.trajectories = TrajectoryStore(path)
-        self._lock_dir = None if str(path) == ":memory:" else Path(path).parent / "locks"
+        self.trajectories: TrajectoryStore = open_trajectory_store(path)
 
-    def _lease(self, session_id: str) -> SessionLease:
-        lease = SessionLease(self._lock_dir, session_id, owner=id(self.trajectories))
+    def _lease(self, session_id: str) -> Lease:
+        lease = self.trajectories.lease(session_id)
         lease.acquire()
         return lease
 
-    def _session(self, sid: str, messages: list[Message], lease: SessionLease) -> Session:
+    def _session(self, sid: str, messages: list[Message], lease: Lease) -> Session:
         """The session with its pending events; interrupts stored before this opening are dropped.
 
         Whoever opens a session holds its lease, so no run of it is going on: a stored interrupt was

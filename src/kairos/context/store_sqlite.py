@@ -1,4 +1,4 @@
-"""Append-only trajectory persistence in SQLite (WAL).
+"""The embedded :class:`~kairos.context.store.TrajectoryStore`: append-only trajectories in SQLite (WAL).
 
 Rows are only ever inserted: a session's messages are the ordered ``messages`` rows (a model reply
 carries the trace of the request that produced it in its row), and
@@ -17,13 +17,13 @@ import json
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.errors import ConfigError, SessionNotFoundError, StoreError
+from kairos.context.lease import SessionLease
+from kairos.context.store import SessionInfo, StoredEvent, new_session_id
+from kairos.errors import ConfigError, SessionNotFoundError, StoreConflictError, StoreError
 from kairos.models.types import Message
 from kairos.paths import ensure_state_dir
 from kairos.storage import Migration, connect, migrate
@@ -84,26 +84,6 @@ MIGRATIONS: tuple[Migration, ...] = (_SCHEMA, _add_late_columns)
 """The ``sessions`` owner's versions in ``kairos.db`` (kairos.storage.migrations)."""
 
 
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """One row of ``kairos sessions``."""
-
-    id: str
-    created_at: float
-    title: str
-    messages: int
-
-
-@dataclass(frozen=True, slots=True)
-class StoredEvent:
-    """An inbox row not consumed yet."""
-
-    seq: int
-    kind: str
-    record: dict[str, Any]
-    posted_at: float
-
-
 _encode = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)`` without building an encoder per call (per-event paths)."""
 
@@ -112,13 +92,10 @@ _LAST_SEQ_LIMIT = 100_000
 """Sessions whose newest inbox seq is remembered (past this the memory starts over)."""
 
 
-def new_session_id() -> str:
-    """A fresh session id (what :meth:`TrajectoryStore.create_session` gives when none is asked for)."""
-    return uuid.uuid4().hex[:12]
-
-
-class TrajectoryStore:
+class SqliteTrajectoryStore:
     """One SQLite file per workspace; safe to share between sessions and threads of one process.
+
+    Its leases are ``flock``s on files in ``locks/`` beside the database (per store for ``:memory:``).
 
     Raises:
         StoreError: the file or its folder cannot be used (see the module docstring).
@@ -149,6 +126,11 @@ class TrajectoryStore:
         """Close the connection (idempotent)."""
         with self._lock:
             self._db.close()
+
+    def lease(self, session_id: str) -> SessionLease:
+        """The write lease of ``session_id``: a lock file in ``locks/`` beside the database."""
+        lock_dir = None if str(self.path) == ":memory:" else self.path.parent / "locks"
+        return SessionLease(lock_dir, session_id, owner=id(self))
 
     def _read(self, sql: str, args: Sequence[Any]) -> list[Any]:
         with self._lock:
@@ -280,7 +262,17 @@ class TrajectoryStore:
         if request is not None and not rows:
             sql = "INSERT OR REPLACE INTO requests (session_id, idx, record) VALUES (?, ?, ?)"
             statements.append((sql, (session_id, request[0], trace), False))
-        self._write(statements)
+        try:
+            self._write(statements)
+        except sqlite3.IntegrityError as e:
+            if "UNIQUE" not in str(e) or not rows:
+                raise
+            last = first_seq + len(rows) - 1
+            raise StoreConflictError(
+                f"session {session_id} in {self.path} already has a message at seq {first_seq}..{last} "
+                "(another writer appended first); nothing of this append was written",
+                path=None if str(self.path) == ":memory:" else self.path,
+            ) from e
 
     def load_requests(self, session_id: str) -> list[dict[str, Any]]:
         """Every request record of a session, in order (older databases kept them in their own table)."""
