@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kairos.config import load_config
+from kairos.config import KairosConfig, load_config
 from kairos.errors import ConfigError
 from kairos.storage.config import StorageConfig, mask_url
 from tests.support.kairos_cli import run_kairos
@@ -107,3 +107,17 @@ def test_kairos_config_shows_the_effective_storage_masked(
         "store": "postgresql://kairos:***@db/k", "bus": "nats://kairos:***@127.0.0.1:4222", "deployment": None,
     }  # fmt: skip
     assert "ignored [storage]" in err and "***@evil.example" in err
+
+
+def test_the_json_form_is_masked_and_the_python_form_keeps_the_url() -> None:
+    config = KairosConfig(storage=StorageConfig(bus=f"nats://u:{SECRET}@127.0.0.1:4222"))
+    assert config.model_dump(mode="json")["storage"]["bus"] == "nats://u:***@127.0.0.1:4222"  # /v1/settings
+    assert SECRET not in config.model_dump_json()  # kairos config
+    assert config.model_dump()["storage"]["bus"] == config.storage.bus == f"nats://u:{SECRET}@127.0.0.1:4222"
+
+
+def test_kairos_run_refuses_a_store_it_does_not_have(workspace: Path, user_config_dir: Path, tmp_path: Path) -> None:
+    write(user_config_dir / "config.toml", f'[storage]\nstore = "postgresql://kairos:{SECRET}@db/k"\n')
+    code, out, err = run_kairos("run", "-w", workspace, "hi", config_dir=user_config_dir, logs=tmp_path / "logs")
+    assert code == 1 and "not available yet" in err and "postgresql://kairos:***@db/k" in err
+    assert SECRET not in out + err
