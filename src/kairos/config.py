@@ -89,7 +89,7 @@ Example ``kairos.toml``::
     password_env = "KAIROS_MAIL_PASSWORD"
 
     [storage]                    # user config (or a trusted workspace); kairos serve --store/--bus win
-    store = "embedded"           # SQLite in .kairos/ (postgresql://… later)
+    store = "embedded"           # SQLite in .kairos/, or "postgresql://kairos@127.0.0.1/kairos"
     bus = "nats://127.0.0.1:4222"  # default "embedded"; a nats-server -js shared by a deployment's processes
 
 Every section is optional; ``kairos config`` prints the effective settings.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kairos.errors import ConfigError
+from kairos.errors import ConfigError, StoreError
 from kairos.runtime.backends import bus_stream, describe, open_bus, open_store
 from kairos.runtime.bus import SqliteBus
 from kairos.runtime.db import RuntimeDB
@@ -68,17 +68,31 @@ def test_nats_is_a_stream_per_workspace_or_per_deployment(
         bus.close()
 
 
-def test_the_embedded_store_opens_and_postgresql_says_it_is_not_available_yet(workspace: Path) -> None:
+def test_embedded_is_sqlite_and_a_postgresql_url_is_the_postgresql_store(workspace: Path, postgres_url: str) -> None:
+    from kairos.context.store_pg import PostgresTrajectoryStore
+    from kairos.context.store_sqlite import SqliteTrajectoryStore
+
     store = open_store("embedded", workspace)
     try:
-        assert store.workspace == workspace.resolve()
+        assert store.workspace == workspace.resolve() and isinstance(store.trajectories, SqliteTrajectoryStore)
     finally:
         store.close()
-    with pytest.raises(ConfigError, match="not available yet") as caught:
-        open_store(f"postgresql://kairos:{SECRET}@db/k", workspace)
-    assert "postgresql://kairos:***@db/k" in str(caught.value) and SECRET not in str(caught.value)
+    store = open_store(postgres_url, workspace)
+    try:
+        assert isinstance(store.trajectories, PostgresTrajectoryStore)
+        assert store.trajectories.has_session(store.trajectories.create_session("in postgres", {}))
+    finally:
+        store.close()
     with pytest.raises(ConfigError, match="neither"):
         open_store("mysql://db/k", workspace)
+
+
+def test_an_unreachable_postgresql_names_the_url_masked(workspace: Path) -> None:
+    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[scale]'")
+    url = f"postgresql://kairos:{SECRET}@127.0.0.1:{free_port()}/k"
+    with pytest.raises(StoreError, match="cannot be used") as caught:
+        open_store(url, workspace)
+    assert "postgresql://kairos:***@127.0.0.1:" in str(caught.value) and SECRET not in str(caught.value)
 
 
 def test_describe_says_where_things_go_with_passwords_masked(workspace: Path) -> None:

@@ -1,4 +1,5 @@
-"""``kairos serve --bus nats://…`` as a real subprocess: its events go through JetStream, and SSE resumes from it."""
+"""``kairos serve`` on NATS JetStream and PostgreSQL, a real subprocess: events go through the stream (SSE resumes
+from it), sessions into the database."""
 
 from __future__ import annotations
 
@@ -125,13 +126,34 @@ def test_serve_with_an_unreachable_bus_says_how_to_start_one(
     assert "s3cr3t-pw" not in out + err
 
 
-def test_serve_with_a_postgresql_store_says_it_is_not_available_yet(
-    workspace: Path, user_config_dir: Path, tmp_path: Path
+def test_serve_on_postgresql_and_nats_answers_and_keeps_the_trajectory_in_postgresql(
+    workspace: Path, user_config_dir: Path, tmp_path: Path, nats_url: str, nats_stream: str, postgres_url: str
 ) -> None:
-    code, out, err = run_kairos(
-        "serve", "--port", "0", "-w", workspace, "--model", "openai:fake", "--base-url", "http://127.0.0.1:9/v1",
-        "--store", "postgresql://kairos:s3cr3t-pw@127.0.0.1/k", config_dir=user_config_dir, logs=tmp_path / "logs",
-    )  # fmt: skip
-    assert code == 1
-    assert "postgresql://kairos:***@127.0.0.1/k" in err and "not available yet" in err
-    assert "s3cr3t-pw" not in out + err
+    from kairos.context.session import SessionStore
+
+    (user_config_dir / "config.toml").write_text(
+        f'[storage]\nstore = "{postgres_url}"\nbus = "{nats_url}"\ndeployment = "{nats_stream}"\n', encoding="utf-8"
+    )
+    with OpenAIServer() as model:
+        model.script(text_reply("kept in postgres"))
+        args = ("serve", "--port", "0", "-w", workspace, "--model", "openai:fake", "--base-url", model.openai_base_url)
+        with KairosProcess(*args, config_dir=user_config_dir, logs=tmp_path / "logs") as proc:
+            proc.wait_until("serving", lambda: " on http://" in proc.stdout)
+            match = re.search(r"on (http://[\d.]+:\d+)", proc.stdout)
+            assert match is not None
+            proc.wait_until("the storage line", lambda: "events on NATS" in proc.stdout)
+            assert f"sessions in {postgres_url}, events on NATS {nats_url} (stream {nats_stream})" in proc.stdout
+            with httpx.Client(base_url=match.group(1), timeout=30) as client:
+                sid = client.post("/v1/sessions", json={"title": "scaled"}).json()["id"]
+                assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}).status_code == 202
+                records = _records_until(client, sid, 1)
+            proc.send(signal.SIGTERM)
+            assert proc.wait() == 0, proc.stderr
+    assert records[-1]["data"]["text"] == "kept in postgres"
+    assert not (workspace / ".kairos" / "kairos.db").exists()  # the sessions are not in SQLite
+    store = SessionStore(workspace, db_path=postgres_url)
+    try:
+        contents = [m.content for m in store.trajectories.load_messages(sid)]
+    finally:
+        store.close()
+    assert any("hi" in c for c in contents) and "kept in postgres" in contents

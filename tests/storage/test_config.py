@@ -116,8 +116,13 @@ def test_the_json_form_is_masked_and_the_python_form_keeps_the_url() -> None:
     assert config.model_dump()["storage"]["bus"] == config.storage.bus == f"nats://u:{SECRET}@127.0.0.1:4222"
 
 
-def test_kairos_run_refuses_a_store_it_does_not_have(workspace: Path, user_config_dir: Path, tmp_path: Path) -> None:
-    write(user_config_dir / "config.toml", f'[storage]\nstore = "postgresql://kairos:{SECRET}@db/k"\n')
+def test_kairos_run_uses_the_configured_store_and_names_it_masked(
+    workspace: Path, user_config_dir: Path, tmp_path: Path
+) -> None:
+    from kairos.testing.servers import free_port
+
+    url = f"postgresql://kairos:{SECRET}@127.0.0.1:{free_port()}/k"  # nothing listens: never SQLite in its place
+    write(user_config_dir / "config.toml", f'[storage]\nstore = "{url}"\n')
     code, out, err = run_kairos("run", "-w", workspace, "hi", config_dir=user_config_dir, logs=tmp_path / "logs")
-    assert code == 1 and "not available yet" in err and "postgresql://kairos:***@db/k" in err
-    assert SECRET not in out + err
+    assert code == 1 and "postgresql://kairos:***@127.0.0.1:" in err and "cannot be used" in err
+    assert SECRET not in out + err and not (workspace / ".kairos" / "kairos.db").exists()

@@ -4,8 +4,8 @@
 :class:`~kairos.runtime.bus.SqliteBus` in ``runtime.db``, or a
 :class:`~kairos.runtime.bus_nats.NatsBus` on a ``nats-server -js`` (one stream per workspace, or per
 deployment when ``[storage] deployment`` names one). :func:`open_store` gives the session store:
-the embedded SQLite store; a PostgreSQL store is not available yet and is refused with a message
-that says so. URLs in errors have their passwords masked (:func:`kairos.storage.config.mask_url`).
+the embedded SQLite store or :class:`~kairos.context.store_pg.PostgresTrajectoryStore`. URLs in
+errors have their passwords masked (:func:`kairos.storage.config.mask_url`).
 """
 
 from __future__ import annotations
@@ -52,21 +52,21 @@ def open_bus(url: str, *, workspace: Path, db: RuntimeDB, deployment: str | None
 
 
 def open_store(url: str, workspace: Path) -> SessionStore:
-    """The session store ``url`` names; only the embedded SQLite store exists so far.
+    """The session store ``url`` names: ``embedded`` (SQLite in ``.kairos/kairos.db``) or ``postgresql://…``.
+
+    With PostgreSQL the trajectories (messages, the inbox, write leases) live in the database; the
+    runtime's own tables (``runtime.db``) stay in the workspace's ``.kairos/`` for now.
 
     Raises:
-        ConfigError: ``url`` names no store, or names PostgreSQL (not available yet).
+        ConfigError: ``url`` names no store.
+        StoreError: the store cannot be used (a PostgreSQL server that is down, psycopg missing); the
+            message names it without its password.
     """
     try:
         kind = store_kind(url)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    if kind == "postgresql":
-        raise ConfigError(
-            f"the PostgreSQL session store ({mask_url(url)}) is not available yet in this release; "
-            "use the embedded store (the default: leave [storage] store unset and drop --store)"
-        )
-    return SessionStore(workspace)
+    return SessionStore(workspace, db_path=url if kind == "postgresql" else None)
 
 
 def describe(storage: StorageConfig, workspace: Path) -> str:
