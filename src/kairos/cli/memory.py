@@ -164,9 +164,9 @@ def save(
     """Save now the sessions whose memory is not saved yet (kairos otherwise does it while idle)."""
     from kairos.app import open_user_memory
     from kairos.config import load_config
-    from kairos.context.session import SessionStore
     from kairos.knowledge.embeddings import make_embedder
     from kairos.models import load_model
+    from kairos.runtime.backends import open_store
 
     root = workspace.resolve()
     try:
@@ -181,7 +181,11 @@ def save(
         memory = open_user_memory(root, config, llm, make_embedder(config.knowledge.embedder))
     except KairosError as e:
         raise _fail(str(e)) from e
-    store = SessionStore(root)
+    try:
+        store = open_store(config.storage.store, root)  # the sessions where [storage] keeps them
+    except KairosError as e:
+        memory.close()
+        raise _fail(str(e)) from e
     try:
         saved = asyncio.run(_save_all(memory, store))
     except KeyboardInterrupt:
