@@ -9,14 +9,15 @@ import threading
 import pytest
 
 from kairos.errors import SchemaTooNewError, StoreError
-from kairos.storage.postgres import PgDatabase, redact
+from kairos.storage.config import mask_url
+from kairos.storage.postgres import PgDatabase
 from kairos.testing.servers import free_port
 
 
 def test_a_url_is_shown_without_its_password() -> None:
-    assert redact("postgresql://kairos:s3cret@db:5432/k") == "postgresql://kairos:***@db:5432/k"
-    assert redact("postgresql://db/k?user=kairos&password=s3cret") == "postgresql://db/k?user=kairos&password=***"
-    assert redact("postgresql://kairos@db/k") == "postgresql://kairos@db/k"
+    assert mask_url("postgresql://kairos:s3cret@db:5432/k") == "postgresql://kairos:***@db:5432/k"
+    assert mask_url("postgresql://db/k?user=kairos&password=s3cret") == "postgresql://db/k?user=kairos&password=***"
+    assert mask_url("postgresql://kairos@db/k") == "postgresql://kairos@db/k"
 
 
 def test_without_psycopg_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,7 +2,7 @@
 
 psycopg is the ``scale`` extra, imported only when a ``postgresql://`` URL is used; without it the
 error says ``pip install 'kairos-harness[scale]'``. Every error names the server by its URL with the
-password masked (:func:`redact`) and says what to do; connection failures are
+password masked (:func:`~kairos.storage.config.mask_url`) and says what to do; connection failures are
 :class:`~kairos.errors.StoreError`, a full disk :class:`~kairos.errors.StoreFullError`, a read-only
 server :class:`~kairos.errors.StoreReadOnlyError`.
 
@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from kairos.errors import SchemaTooNewError, StoreError, StoreFullError, StoreReadOnlyError
+from kairos.storage.config import mask_url
 
 if TYPE_CHECKING:
     import psycopg
@@ -30,12 +31,6 @@ CONNECT_TIMEOUT_S = 10
 """How long opening a connection may take before the server counts as unreachable."""
 _MIGRATE_LOCK = 0x6B616972  # "kair": one advisory lock serialises every owner's migrations
 _VERSIONS = "CREATE TABLE IF NOT EXISTS schema_versions (owner TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-
-
-def redact(url: str) -> str:
-    """``url`` with its password masked (``postgresql://kairos:***@db:5432/kairos``)."""
-    url = re.sub(r"^([a-z]+://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
-    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
 
 
 def _scrub(text: str, url: str) -> str:
@@ -58,7 +53,7 @@ def _psycopg() -> Any:
 
 def fault(error: Exception, url: str, what: str) -> StoreError:
     """The :class:`StoreError` for a psycopg error about the server at ``url`` (names it, says what to do)."""
-    shown = redact(url)
+    shown = mask_url(url)
     state = getattr(error, "sqlstate", None) or ""
     reason = _scrub(str(error).strip().splitlines()[0], url) if str(error).strip() else type(error).__name__
     if state == "53100":
@@ -87,7 +82,7 @@ class PgDatabase:
         from psycopg_pool import ConnectionPool
 
         self.url, self.what = url, what
-        self.shown = redact(url)
+        self.shown = mask_url(url)
         try:
             psycopg.conninfo.conninfo_to_dict(url)
         except psycopg.ProgrammingError as e:
