@@ -318,3 +318,24 @@ async def test_input_held_by_an_after_turn_interrupt_does_not_restart_the_reques
     await typing
     assert final(events).text == "finishing up" and len(model.requests) == 2
     assert [p.event for p in session.inbox.pending()] == [UserInput("queued for later")]  # for the next run
+
+
+def test_the_inbox_sorts_a_drain_by_the_interrupt_rules(session: Session) -> None:
+    inbox = session.inbox
+    first = inbox.post(Interrupt("immediate", "stop that"))
+    inbox.post(UserInput("new work"))
+    # at a run's start, an interrupt posted before the newest input targeted the work before it
+    drain = inbox.drain(at_start=True)
+    assert drain.stop is None and drain.control == [first] and [p.event for p in drain.deliver] == [UserInput("new work")]
+    assert len(inbox) == 0 and len(drain.taken) == 2  # taken: put back by the caller if its append fails
+
+    later = inbox.post(UserInput("more"))
+    inbox.post(Interrupt("after_turn"))
+    drain = inbox.drain()  # mid-run: an after_turn interrupt holds everything else for the next run
+    assert drain.after_turn and drain.stop is None and not drain.deliver
+    assert [p.seq for p in drain.held] == [later]
+    inbox.put_back(drain.held)
+    assert inbox.has_messages() and not inbox.interrupt_pending()
+    inbox.post(Interrupt("immediate"))
+    assert inbox.interrupt_pending()
+    assert isinstance(inbox.drain(hold=True).stop, Interrupt)

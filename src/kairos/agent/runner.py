@@ -191,33 +191,15 @@ class Runner:
     ) -> _Drained:
         """Append messages for pending events (one transaction with their consumption).
 
-        Interrupts are honoured (and consumed) first. Once an ``after_turn`` interrupt is in force
-        (``hold``, or found now), other events stay queued for the next run: the turn finishes
-        with what it had. ``direct`` is the run's own input, not stored in the inbox (nothing was
-        pending when the run began): it comes first and is persisted by the append itself.
+        The inbox sorts what waits by the interrupt rules (:meth:`~kairos.context.inbox.Inbox.drain`).
+        ``direct`` is the run's own input, not stored in the inbox (nothing was pending when the
+        run began): it comes first and is persisted by the append itself.
         """
         session = st.live
-        posted = session.inbox.take()
-        out = _Drained()
-        if not posted and direct is None:
+        drain = session.inbox.drain(at_start=at_start, hold=hold, direct_input=direct is not None)
+        out = _Drained(stop=drain.stop, after_turn=drain.after_turn)
+        if not drain.taken and direct is None:
             return out
-        last_input = max((p.seq for p in posted if isinstance(p.event, UserInput)), default=-1)
-        if direct is not None:
-            last_input = max(last_input, max((p.seq for p in posted), default=0) + 1)
-        control: list[int] = []
-        rest: list[Posted] = []
-        for p in posted:
-            if not isinstance(p.event, Interrupt):
-                rest.append(p)
-                continue
-            control.append(p.seq)
-            if at_start and p.seq < last_input:
-                continue  # it targeted the work before this input: superseded
-            if p.event.mode == "after_turn":
-                out.after_turn = True
-            elif out.stop is None:
-                out.stop = p.event
-        held = rest if (hold or out.after_turn) else []
         messages: list[Message] = []
         consumed: list[int] = []
         created: list[float] = []  # each message is stamped with the time its event was posted (typed)
@@ -228,10 +210,10 @@ class Runner:
             created.append(direct.posted_at)
         batch: list[Message] = []
         kinds: list[str] = []
-        for p in rest if not held else ():
+        for p in drain.deliver:
             message = event_message(p.event)
             if message is None:
-                control.append(p.seq)
+                drain.control.append(p.seq)
                 continue
             batch.append(self.agent.pipeline.on_input(st, message, st.report))
             kinds.append(p.event.kind)
@@ -241,10 +223,10 @@ class Runner:
         try:
             session.append(*messages, consume=consumed, created=created)
         except BaseException:
-            _put_back(session, posted)  # nothing of it was stored: it all waits for the next try
+            _put_back(session, drain.taken)  # nothing of it was stored: it all waits for the next try
             raise
-        _put_back(session, held)
-        session.consume(control)  # an interrupt kept after a failure here is honoured again: harmless
+        _put_back(session, drain.held)
+        session.consume(drain.control)  # an interrupt kept after a failure here is honoured again: harmless
         out.appended = len(messages)
         return out
 
@@ -377,7 +359,7 @@ class Runner:
                 if response.finish_reason == "length":
                     yield FinalAnswer(reply.content, stop_reason="length")
                     return
-                if not after_turn and _has_messages(session):
+                if not after_turn and session.inbox.has_messages():
                     continue  # safe point before the final answer: take up what arrived meanwhile
                 if after_turn:
                     self._drain_control(session)
@@ -431,8 +413,7 @@ class Runner:
 
     def _ends_run(self, session: Session) -> bool:
         """After a preemption: whether an immediate interrupt ends the run (it is consumed then)."""
-        pending = session.inbox.pending()
-        if any(isinstance(p.event, Interrupt) and p.event.mode == "immediate" for p in pending):
+        if session.inbox.interrupt_pending():
             self._drain_control(session)
             return True
         return False
@@ -566,10 +547,6 @@ def _put_back(session: Session, posted: list[Posted]) -> None:
 def _newest_request(messages: Sequence[Message]) -> str:
     """The text of the newest user-role message (typed or an event): the turn's focus for long tool outputs."""
     return next((m.content for m in reversed(messages) if m.role == "user"), "")
-
-
-def _has_messages(session: Session) -> bool:
-    return any(not isinstance(p.event, Interrupt) for p in session.inbox.pending())
 
 
 def _keep_partial(session: Session, partial: list[str]) -> None:

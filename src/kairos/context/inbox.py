@@ -20,7 +20,7 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias
 
 InterruptMode: TypeAlias = Literal["immediate", "after_tool", "after_turn"]
@@ -167,6 +167,24 @@ def _preempts(event: InboxEvent) -> bool:
     return event.preempts
 
 
+@dataclass(slots=True)
+class Drain:
+    """What one safe point takes from the inbox, sorted by the interrupt rules (:meth:`Inbox.drain`)."""
+
+    taken: list[Posted] = field(default_factory=list)
+    """Everything that was pending (put it all back if the append fails)."""
+    deliver: list[Posted] = field(default_factory=list)
+    """Events to append as messages now, in order."""
+    held: list[Posted] = field(default_factory=list)
+    """Events that wait for the next run (an ``after_turn`` interrupt is in force)."""
+    control: list[int] = field(default_factory=list)
+    """Interrupts to consume: honoured now, or superseded by a newer input."""
+    stop: Interrupt | None = None
+    """An interrupt that ends the run at this safe point."""
+    after_turn: bool = False
+    """An ``after_turn`` interrupt: the run ends when the model answers."""
+
+
 class InboxStore(Protocol):
     """Persistence of inbox events (the session database; a broker later)."""
 
@@ -285,6 +303,48 @@ class Inbox:
         with self._lock:
             self._pending.extendleft(reversed(posted))
         self._wake()
+
+    def drain(self, *, at_start: bool = False, hold: bool = False, direct_input: bool = False) -> Drain:
+        """Take what waits and sort it: what to append now, what waits, which interrupts are spent.
+
+        Interrupts are honoured first. At a run's start (``at_start``), an interrupt posted before
+        the newest input targeted the work before it and is superseded (``direct_input``: the run's
+        own input, not in the inbox, is newer than everything pending). Once an ``after_turn``
+        interrupt is in force (``hold``, or found now), other events wait for the next run: the turn
+        finishes with what it had.
+        """
+        taken = self.take()
+        out = Drain(taken)
+        newest_input = max((p.seq for p in taken if isinstance(p.event, UserInput)), default=-1)
+        if direct_input:
+            newest_input = max((p.seq for p in taken), default=0) + 1
+        rest: list[Posted] = []
+        for p in taken:
+            if not isinstance(p.event, Interrupt):
+                rest.append(p)
+                continue
+            out.control.append(p.seq)
+            if at_start and p.seq < newest_input:
+                continue
+            if p.event.mode == "after_turn":
+                out.after_turn = True
+            elif out.stop is None:
+                out.stop = p.event
+        if hold or out.after_turn:
+            out.held = rest
+        else:
+            out.deliver = rest
+        return out
+
+    def has_messages(self) -> bool:
+        """Whether something other than an interrupt waits (the model should see it before answering)."""
+        with self._lock:
+            return any(not isinstance(p.event, Interrupt) for p in self._pending)
+
+    def interrupt_pending(self) -> bool:
+        """Whether an immediate interrupt waits (after a preemption: it ends the run)."""
+        with self._lock:
+            return any(isinstance(p.event, Interrupt) and p.event.mode == "immediate" for p in self._pending)
 
     def preempting(self) -> bool:
         """Whether a pending event asks to cut the running step short."""
