@@ -326,7 +326,8 @@ def test_the_inbox_sorts_a_drain_by_the_interrupt_rules(session: Session) -> Non
     inbox.post(UserInput("new work"))
     # at a run's start, an interrupt posted before the newest input targeted the work before it
     drain = inbox.drain(at_start=True)
-    assert drain.stop is None and drain.control == [first] and [p.event for p in drain.deliver] == [UserInput("new work")]
+    assert drain.stop is None and drain.control == [first]
+    assert [p.event for p in drain.deliver] == [UserInput("new work")]
     assert len(inbox) == 0 and len(drain.taken) == 2  # taken: put back by the caller if its append fails
 
     later = inbox.post(UserInput("more"))
