@@ -98,6 +98,16 @@ class _Drained:
     """An ``after_turn`` interrupt: end the run when the model answers."""
 
 
+@dataclass
+class _Step:
+    """How one model step went (an async generator cannot return a value)."""
+
+    reply: Message | None = None
+    response: ModelResponse | None = None
+    retry: bool = False
+    """Preempted by an event that does not end the run: call the model again."""
+
+
 class Runner:
     """Runs an :class:`~kairos.agent.agent.Agent` on sessions; see the module docstring."""
 
@@ -281,80 +291,15 @@ class Runner:
                 if change := await self._refresh_tools(st, mid_turn=True):
                     yield Notice(f"the tool set changed: {change}", "tools")
             first = False
-            await self.agent.pipeline.at_safe_point(st, "before_request", st.append_from("before_request"), st.report)
-            for event in st.flush():
-                yield event
-            try:
-                request, estimate = await self._build_within_budget(st)
-            except KairosError as e:
-                for event in st.flush():
+            step = _Step()
+            async with aclosing(self._model_step(st, guard, after_turn, step)) as model_events:
+                async for event in model_events:
                     yield event
-                yield RunError(str(e), e)
-                return
-            request = await self.agent.pipeline.tool_choice(st, request, st.report)
-            if (masked := guard.take_masked()) and request.tool_choice == "auto":
-                request = dataclasses.replace(request, tool_choice=AllBut(masked))
-            audit = st.auditor.audit(request, st.deliberate)
-            st.deliberate = None
-            await self.agent.pipeline.on_request(st, request, st.report)
-            for event in st.flush():
-                yield event
-            guards = self.agent.pipeline.reply_guards(st, st.report)
-            response: ModelResponse | None = None
-            partial: list[str] = []  # text shown so far (past the reply guards): kept when cut short
-            yield Activity("waiting")  # until the backend says more (a local model: how far it has read)
-            thinking = False
-            try:
-                async with aclosing(
-                    stream_model(self.agent.model, st.live.inbox, request, join_input=not after_turn)
-                ) as model_events:
-                    async for item in model_events:
-                        if isinstance(item, ResponseDone):
-                            response = item.response
-                        elif isinstance(item, ModelNotice):
-                            yield Notice(item.text, "model")
-                        elif isinstance(item, ModelProgress):
-                            yield Activity(item.stage, item.done, item.total)
-                        else:
-                            delta = item
-                            if isinstance(delta, TextDelta):
-                                text = fed(guards, delta.text)
-                                if not text:
-                                    continue
-                                delta = TextDelta(text)
-                                partial.append(text)
-                            elif isinstance(delta, ToolCallDelta) and delta.name:
-                                yield Activity("generating", detail=delta.name)
-                            elif not thinking:  # reasoning: not shown, but the model is at work
-                                thinking = True
-                                yield Activity("generating")
-                            yield ModelDeltaEvent(delta)
-            except _Preempted:
-                if self._ends_run(session):  # the turn ends here: keep the text the user saw
-                    _keep_partial(session, partial)
-                    yield FinalAnswer("".join(partial), stop_reason="interrupted")
-                    return
+            if step.retry:
                 continue  # rule 4 (ch6 §3.3): the cut reply is dropped; the model starts afresh with the event
-            except (asyncio.CancelledError, GeneratorExit):
-                _keep_partial(session, partial)
-                raise
-            except Exception as e:  # the model backend failed: tell the user, keep the trajectory
-                yield RunError(f"model call failed: {e}", e)
-                return
-            if response is None:
-                yield RunError(f"model {self.agent.model.name!r} ended without a response")
-                return
-            reply, tail = guarded_reply(response.message, guards, bool(partial))
-            if tail:
-                yield ModelDeltaEvent(TextDelta(tail))
-            reply = unique_ids(reply, st.call_ids)
-            stats = RequestStats(session.request_count, response.usage, audit, estimate)
-            trace = {**stats.to_record(), "tool_choice": describe_tool_choice(request.tool_choice)}
-            trace[LAYOUT_KEY] = st.layout.record(request, st.added)
-            st.added = []
-            session.append(reply, request=trace)  # the reply and its trace: one row
-            guard.delivered()
-            yield stats
+            if step.reply is None or step.response is None:
+                return  # the step ended the run (an error, an interrupt) and said so
+            reply, response = step.reply, step.response
             if not reply.tool_calls:
                 if response.finish_reason == "length":
                     yield FinalAnswer(reply.content, stop_reason="length")
@@ -390,6 +335,92 @@ class Runner:
             "The work so far is in the session; continue it or raise max_iterations.",
             stop_reason="max_iterations",
         )
+
+    async def _model_step(
+        self, st: RunState, guard: LoopGuard, after_turn: bool, step: _Step
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """One model call: the safe point, the request, the reply streamed past the guards and stored with its trace.
+
+        ``step`` says how it went: a stored reply, a preemption to retry after, or neither (the run
+        ended here, with a :class:`FinalAnswer` or a :class:`RunError` already yielded).
+        """
+        session = st.live
+        await self.agent.pipeline.at_safe_point(st, "before_request", st.append_from("before_request"), st.report)
+        for event in st.flush():
+            yield event
+        try:
+            request, estimate = await self._build_within_budget(st)
+        except KairosError as e:
+            for event in st.flush():
+                yield event
+            yield RunError(str(e), e)
+            return
+        request = await self.agent.pipeline.tool_choice(st, request, st.report)
+        if (masked := guard.take_masked()) and request.tool_choice == "auto":
+            request = dataclasses.replace(request, tool_choice=AllBut(masked))
+        audit = st.auditor.audit(request, st.deliberate)
+        st.deliberate = None
+        await self.agent.pipeline.on_request(st, request, st.report)
+        for event in st.flush():
+            yield event
+        guards = self.agent.pipeline.reply_guards(st, st.report)
+        response: ModelResponse | None = None
+        partial: list[str] = []  # text shown so far (past the reply guards): kept when cut short
+        yield Activity("waiting")  # until the backend says more (a local model: how far it has read)
+        thinking = False
+        try:
+            async with aclosing(
+                stream_model(self.agent.model, st.live.inbox, request, join_input=not after_turn)
+            ) as model_events:
+                async for item in model_events:
+                    if isinstance(item, ResponseDone):
+                        response = item.response
+                    elif isinstance(item, ModelNotice):
+                        yield Notice(item.text, "model")
+                    elif isinstance(item, ModelProgress):
+                        yield Activity(item.stage, item.done, item.total)
+                    else:
+                        delta = item
+                        if isinstance(delta, TextDelta):
+                            text = fed(guards, delta.text)
+                            if not text:
+                                continue
+                            delta = TextDelta(text)
+                            partial.append(text)
+                        elif isinstance(delta, ToolCallDelta) and delta.name:
+                            yield Activity("generating", detail=delta.name)
+                        elif not thinking:  # reasoning: not shown, but the model is at work
+                            thinking = True
+                            yield Activity("generating")
+                        yield ModelDeltaEvent(delta)
+        except _Preempted:
+            if self._ends_run(session):  # the turn ends here: keep the text the user saw
+                _keep_partial(session, partial)
+                yield FinalAnswer("".join(partial), stop_reason="interrupted")
+                return
+            step.retry = True  # rule 4 (ch6 §3.3): the cut reply is dropped; the model starts afresh with the event
+            return
+        except (asyncio.CancelledError, GeneratorExit):
+            _keep_partial(session, partial)
+            raise
+        except Exception as e:  # the model backend failed: tell the user, keep the trajectory
+            yield RunError(f"model call failed: {e}", e)
+            return
+        if response is None:
+            yield RunError(f"model {self.agent.model.name!r} ended without a response")
+            return
+        reply, tail = guarded_reply(response.message, guards, bool(partial))
+        if tail:
+            yield ModelDeltaEvent(TextDelta(tail))
+        reply = unique_ids(reply, st.call_ids)
+        stats = RequestStats(session.request_count, response.usage, audit, estimate)
+        trace = {**stats.to_record(), "tool_choice": describe_tool_choice(request.tool_choice)}
+        trace[LAYOUT_KEY] = st.layout.record(request, st.added)
+        st.added = []
+        session.append(reply, request=trace)  # the reply and its trace: one row
+        guard.delivered()
+        step.reply, step.response = reply, response
+        yield stats
 
     async def _turn_start(self, st: RunState) -> AsyncGenerator[AgentEvent, None]:
         """The ``turn_start`` safe point; ``Activity("memory")`` when a memory plugin makes it wait.
