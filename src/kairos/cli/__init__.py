@@ -603,9 +603,11 @@ def bench(
 
 
 from kairos.cli.serve import serve, ui  # noqa: E402  (after the helpers it uses)
+from kairos.cli.worker import worker  # noqa: E402  (after the helpers it uses)
 
 app.command()(serve)
 app.command()(ui)
+app.command()(worker)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -63,6 +63,7 @@ def build_runtime(
     *,
     approver: Approver | None = None,
     default_session: str | None = None,
+    dispatch: Callable[[str, int], None] | None = None,
 ) -> Runtime:
     """The product's runtime over ``store``: the product agent, its runtime tools, components and urgency rules.
 
@@ -71,6 +72,8 @@ def build_runtime(
     the question and takes the answer like any other.
 
     The event bus is the one ``[storage] bus`` names (:func:`kairos.runtime.backends.open_bus`).
+    ``dispatch`` hands stored events to the deployment's work queue (several workers, see
+    :mod:`kairos.runtime.worker`) instead of running their sessions in this process.
 
     Raises:
         ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
@@ -114,6 +117,7 @@ def build_runtime(
             components=parts,
             default_session=default_session,
             background_after_s=urgency.background_after_s,
+            dispatch=dispatch,
         )
     except BaseException:
         bus.close()

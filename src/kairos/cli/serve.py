@@ -93,6 +93,13 @@ def serve(
         str | None,
         typer.Option("--bus", help="event bus: embedded (SQLite, the default) or nats://host:port ([storage] bus)"),
     ] = None,
+    no_worker: Annotated[
+        bool,
+        typer.Option(
+            "--no-worker",
+            help="a front end only: store events and queue them for `kairos worker` processes (PostgreSQL and NATS)",
+        ),
+    ] = False,
 ) -> None:
     """Serve the agent over HTTP and the web UI at /: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
 
@@ -100,6 +107,8 @@ def serve(
     (async tasks, timers, file watches, the outbox, mail when [runtime.mail] is set).
 
     --store and --bus override [storage] in your user config (a password in a URL is never shown).
+    With --no-worker it runs no turns: events go to the deployment's work queue, and `kairos worker`
+    processes (any number, on any machine) run them.
     Secrets come only from the environment (never the workspace's kairos.toml). SIGTERM, SIGHUP or
     Ctrl-C drains: no new requests, running turns get --grace seconds, everything accepted is kept.
     """
@@ -111,7 +120,8 @@ def serve(
     from kairos.plugins.mcp import McpTools
     from kairos.plugins.memory import KnowledgeTools, MemoryPlugin
     from kairos.runtime import Outbox
-    from kairos.runtime.backends import describe, open_store
+    from kairos.runtime.backends import describe, open_store, open_work_queue
+    from kairos.runtime.workqueue import WorkQueue
     from kairos.server import check_bind, create_app
     from kairos.server.heap import keep_heap
     from kairos.server.outbox import RuntimeOutbox
@@ -119,19 +129,26 @@ def serve(
 
     token = os.environ.get(token_env) or None
     secret = os.environ.get(webhook_secret_env) or None
+    queue: WorkQueue | None = None
     try:
         check_bind(host, token)
         storage = {k: v for k, v in (("store", store_url), ("bus", bus_url)) if v is not None}
         config = load_config(workspace, {"model": model, "base_url": base_url, "storage": storage or None})
         _notices(config)
         llm = load_model(config.model, config.model_settings())
+        if no_worker:
+            queue = open_work_queue(config.storage, workspace)
         store = open_store(config.storage.store, workspace)
     except KairosError as e:
+        if queue is not None:
+            queue.close()
         raise _fail(str(e)) from e
     try:
-        runtime = build_runtime(llm, workspace, config, store)
+        runtime = build_runtime(llm, workspace, config, store, dispatch=queue.announce if queue else None)
     except KairosError as e:
         store.close()
+        if queue is not None:
+            queue.close()
         raise _fail(str(e)) from e
     outbox = runtime.service(Outbox)
     app = create_app(
@@ -167,6 +184,8 @@ def serve(
         )
         if config.storage.store_kind != "embedded" or config.storage.bus_kind != "embedded":
             console.print(_text(describe(config.storage, workspace)))
+        if queue is not None:
+            console.print(f"a front end: turns run in kairos worker processes (work queue {_text(queue.stream)})")
         if open_browser:
             open_ui(url, token)
 
@@ -185,4 +204,6 @@ def serve(
         raise _fail(str(e)) from e
     finally:
         store.close()
+        if queue is not None:
+            queue.close()
     console.print("kairos stopped; everything accepted is saved")

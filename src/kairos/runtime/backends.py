@@ -11,12 +11,16 @@ errors have their passwords masked (:func:`kairos.storage.config.mask_url`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
 from kairos.storage.config import StorageConfig, bus_kind, mask_url, store_kind
+
+if TYPE_CHECKING:
+    from kairos.runtime.workqueue import WorkQueue
 
 
 def bus_stream(workspace: Path, deployment: str | None = None) -> str:
@@ -69,6 +73,24 @@ def open_store(url: str, workspace: Path) -> SessionStore:
     return SessionStore(workspace, db_path=url if kind == "postgresql" else None)
 
 
+def open_work_queue(storage: StorageConfig, workspace: Path, *, ack_wait_s: float = 10.0) -> WorkQueue:
+    """The deployment's work queue (``kairos worker``, ``kairos serve --no-worker``): NATS beside PostgreSQL.
+
+    Raises:
+        ConfigError: the store is not PostgreSQL or the bus is not NATS (workers share both), or
+            nats-py is missing.
+        BusUnavailableError: the NATS server cannot be reached.
+    """
+    if storage.store_kind != "postgresql" or storage.bus_kind != "nats":
+        raise ConfigError(
+            "several workers share their sessions in PostgreSQL and their work on NATS JetStream: pass "
+            "--store postgresql://… and --bus nats://… (or set them in [storage] of your user config)"
+        )
+    from kairos.runtime.workqueue import WorkQueue
+
+    return WorkQueue(storage.bus, bus_stream(workspace, storage.deployment), ack_wait_s=ack_wait_s)
+
+
 def describe(storage: StorageConfig, workspace: Path) -> str:
     """One line on where sessions and events go, passwords masked (``kairos serve`` prints it)."""
     where = "SQLite (.kairos/)" if storage.store_kind == "embedded" else mask_url(storage.store)
@@ -78,4 +100,4 @@ def describe(storage: StorageConfig, workspace: Path) -> str:
     return f"{store}, events on NATS {mask_url(storage.bus)} (stream {bus_stream(workspace, storage.deployment)})"
 
 
-__all__ = ["bus_stream", "describe", "open_bus", "open_store"]
+__all__ = ["bus_stream", "describe", "open_bus", "open_store", "open_work_queue"]

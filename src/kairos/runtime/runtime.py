@@ -34,9 +34,15 @@ from typing import Any, TypeVar
 
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RunError
-from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
+from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_from_record, event_record
 from kairos.context.session import Session, SessionStore
-from kairos.errors import IdempotencyConflictError, KairosError, MessageTooLongError, SessionNotFoundError
+from kairos.errors import (
+    IdempotencyConflictError,
+    KairosError,
+    MessageTooLongError,
+    SessionBusyError,
+    SessionNotFoundError,
+)
 from kairos.models.types import Message, estimate_tokens
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
@@ -86,10 +92,13 @@ _MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
 class _Worker:
     """Runs the agent on one session whenever something is pending; the session's only writer."""
 
-    def __init__(self, runtime: Runtime, session_id: str) -> None:
+    def __init__(self, runtime: Runtime, session_id: str, session: Session | None = None) -> None:
         self.runtime = runtime
         self.session_id = session_id
         self.session: Session | None = None
+        self._opened = session
+        self.known: set[int] = set()
+        """Inbox seqs this worker has had in its inbox (:meth:`refresh` adds only the others)."""
         self.running = False
         self.closing = False
         self.idle = asyncio.Event()
@@ -98,11 +107,14 @@ class _Worker:
     async def work(self) -> None:
         rt = self.runtime
         try:
-            self.session = session = rt.store.resume(self.session_id)
+            self.session = session = self._opened if self._opened is not None else rt.store.resume(self.session_id)
         except Exception as e:  # busy elsewhere, unreadable: report, keep its events for later
             rt.publish(self.session_id, SessionError(message=f"cannot open the session: {e}"))
             rt._workers.pop(self.session_id, None)
             return
+        self._opened = None
+        self.known.update(p.seq for p in session.inbox.pending())
+        session.inbox.listeners.append(lambda posted: self.known.add(posted.seq))
         handle = RuntimeHandle(rt, self.session_id)
         session.tool_context.resources[RUNTIME_RESOURCE] = handle
         session.tool_context.resources[BACKGROUND_RESOURCE] = handle
@@ -127,6 +139,20 @@ class _Worker:
                 self.idle.set()
                 if rt.accepting and rt.store.trajectories.pending_events(self.session_id):
                     rt._ensure_worker(self.session_id)  # posted while it closed: start again
+
+    def refresh(self) -> None:
+        """Queue the session's stored events this worker has not seen (posted by another process)."""
+        session = self.session
+        if session is None or self.closing:
+            return
+        for e in self.runtime.store.trajectories.pending_events(self.session_id):
+            if e.seq in self.known:
+                continue
+            try:
+                event = event_from_record(e.kind, e.record)
+            except ValueError:  # a record this version cannot read: the next opening consumes it
+                continue
+            session.inbox.add(Posted(e.seq, event, e.posted_at))
 
     async def _wait(self, session: Session, backoff: float) -> bool:
         """Until something is pending (after ``backoff`` seconds when the last run failed); False: close."""
@@ -202,6 +228,9 @@ class Runtime(SessionQueries):
         components: event sources and services, started with the runtime.
         idle_close_s: a worker closes its session after this long without work.
         default_session: where events without a session go (default: one kept in ``runtime.db``).
+        dispatch: hands a stored event ``(session, seq)`` to the deployment's work queue instead of
+            running the session here, unless this process holds it already (``kairos serve --no-worker``,
+            ``kairos worker``: :mod:`kairos.runtime.worker`).
     """
 
     def __init__(
@@ -217,8 +246,10 @@ class Runtime(SessionQueries):
         components: list[Component] | None = None,
         idle_close_s: float = 300.0,
         default_session: str | None = None,
+        dispatch: Callable[[str, int], None] | None = None,
     ) -> None:
         self.agent = agent
+        self.dispatch = dispatch
         self.store = store
         self.db = db or RuntimeDB(store.state_dir / "runtime.db")
         self.db.ensure("runtime", _MIGRATIONS)
@@ -298,7 +329,17 @@ class Runtime(SessionQueries):
             await asyncio.sleep(backoff)
 
     def recover(self) -> list[str]:
-        """Resume sessions with pending events or a turn cut by a crash; returns their ids."""
+        """Resume sessions with pending events or a turn cut by a crash; returns their ids.
+
+        With :attr:`dispatch`, their pending events go to the work queue instead (a worker that died
+        mid-turn left its message unacknowledged: the queue hands it to another one).
+        """
+        if self.dispatch is not None:
+            pending = sorted(self.store.trajectories.sessions_with_pending())
+            for sid in pending:
+                for e in self.store.trajectories.pending_events(sid):
+                    self.dispatch(sid, e.seq)
+            return pending
         rows = self.db.read("SELECT session FROM active")
         ids = {str(r[0]) for r in rows}
         ids.update(self.store.trajectories.sessions_with_pending())
@@ -426,11 +467,34 @@ class Runtime(SessionQueries):
                 else:  # woken, not started yet: let the worker take the events
                     await asyncio.sleep(0.005)
 
-    def _ensure_worker(self, session_id: str) -> _Worker:
+    def take(self, session_id: str) -> bool:
+        """Run the session in this process (its work-queue message came here); False: another process holds it.
+
+        A session held here already queues the events other processes stored meanwhile; else it is
+        resumed (its lease taken; a turn cut by a dead worker closed with placeholders).
+
+        Raises:
+            SessionNotFoundError: no such session.
+            StoreError: the store cannot be used.
+        """
+        w = self._workers.get(session_id)
+        if w is not None and not w.closing:
+            w.refresh()
+            return True
+        if w is not None or not self.accepting:  # closing here: its lease is not free yet
+            return False
+        try:
+            session = self.store.resume(session_id)
+        except SessionBusyError:
+            return False
+        self._ensure_worker(session_id, session)
+        return True
+
+    def _ensure_worker(self, session_id: str, session: Session | None = None) -> _Worker:
         w = self._workers.get(session_id)
         if w is not None and not w.closing:
             return w
-        w = _Worker(self, session_id)
+        w = _Worker(self, session_id, session)
         self._workers[session_id] = w
         if self._group is None:
             raise KairosError("the runtime is not running (use `async with Runtime(...)`)")
@@ -557,6 +621,8 @@ class Runtime(SessionQueries):
         w = self._workers.get(session_id)
         if w is not None and w.session is not None and not w.closing:
             w.session.inbox.add(posted)
+        elif self.dispatch is not None:
+            self.dispatch(session_id, posted.seq)
         elif self.accepting:
             self._ensure_worker(session_id)
 
