@@ -123,3 +123,9 @@ UI = Bench(
     "web UI in chromium: 5k-record session load, streamed delta to paint p95, inspector open (scripted model)",
     True,
 )
+PGVECTOR = Bench(
+    "pgvector",
+    "vectors on PostgreSQL: pgserver's pgvector HNSW vs Debian's PostgreSQL rows + embedded usearch (10k/50k x 384)",
+    takes_trials=True,
+    options=("docs",),
+)

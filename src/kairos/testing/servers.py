@@ -169,6 +169,8 @@ class PostgresServer:
     """The account the server runs as (None: this process's own)."""
     startup_s: float = 0.0
     """Seconds from ``initdb`` to ready (measured by :meth:`start`)."""
+    settings: dict[str, str] = field(default_factory=dict)
+    """Server settings that override the defaults of :meth:`run` (``shared_buffers`` for a bench)."""
     _proc: _Process | None = field(default=None, repr=False)
 
     @property
@@ -191,13 +193,18 @@ class PostgresServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 
     @classmethod
-    def start(cls) -> PostgresServer:
+    def start(cls, *, bin_dir: Path | None = None, settings: dict[str, str] | None = None) -> PostgresServer:
         """``initdb`` a new cluster in a temporary directory and start ``postgres`` on a free port.
+
+        Args:
+            bin_dir: the folder with ``initdb`` and ``postgres`` (default: :func:`find_postgres_bin`; a
+                bench passes another build's, such as the one bundled in ``pgserver``).
+            settings: server settings overriding the defaults (see :meth:`run`).
 
         Raises:
             ServerUnavailable: PostgreSQL is not installed, or it did not start (the message has its log).
         """
-        bin_dir = find_postgres_bin()
+        bin_dir = bin_dir or find_postgres_bin()
         if bin_dir is None:
             raise ServerUnavailable(f"PostgreSQL's initdb/postgres were not found; {POSTGRES_HINT}")
         began = time.monotonic()
@@ -210,7 +217,7 @@ class PostgresServer:
                 account = pwd.getpwnam("nobody")
             user = account.pw_name
             os.chown(root, account.pw_uid, account.pw_gid)
-        self = cls(root, free_port(), bin_dir, user)
+        self = cls(root, free_port(), bin_dir, user, settings=dict(settings or {}))
         try:
             self._initdb()
             self.run()
@@ -265,6 +272,7 @@ class PostgresServer:
             "shared_buffers": "64MB",
             "dynamic_shared_memory_type": "posix",
             "log_min_messages": "warning",
+            **self.settings,
         }
         args = [str(self.bin_dir / "postgres"), "-D", str(self.data)]
         for key, value in settings.items():
