@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
 import threading
@@ -85,7 +86,7 @@ def _deployment(
         front.wait_until("serving", lambda: " on http://" in front.stdout)
         match = re.search(r"on (http://[\d.]+:\d+)", front.stdout)
         assert match is not None
-        assert "a front end: turns run in kairos worker processes" in front.stdout
+        front.wait_until("the front end's line", lambda: "a front end: turns run in kairos worker" in front.stdout)
         yield match.group(1), started
         for proc in (front, *started):
             if proc.proc.poll() is None:
@@ -209,3 +210,35 @@ def test_a_worker_killed_mid_turn_hands_the_session_to_the_other_which_finishes_
     assert sum("kairos worker" in content and "another worker took" in content for _, content in trajectory) == 1
     print(f"\nhandover after kill -9: the turn finished {handover_s:.2f} s later (ack_wait {ACK_WAIT_S:g} s)")
     assert handover_s < ACK_WAIT_S + 10
+
+
+def test_serve_with_workers_starts_them_beside_a_front_end_and_stops_them_with_it(
+    workspace: Path, user_config_dir: Path, tmp_path: Path, postgres_url: str, nats_url: str, nats_stream: str
+) -> None:
+    _config(user_config_dir, postgres_url, nats_url, nats_stream)
+    args = ("serve", "--workers", "2", "--port", "0", "-w", workspace, "--model", "openai:fake")
+    with (
+        AnsweringModel() as model,
+        KairosProcess(*args, "--base-url", model.openai_base_url, config_dir=user_config_dir, logs=tmp_path) as front,
+    ):
+        front.wait_until("serving", lambda: " on http://" in front.stdout)
+        match = re.search(r"on (http://[\d.]+:\d+)", front.stdout)
+        pids = re.search(r"started 2 kairos worker processes \(pids (\d+), (\d+)\)", front.stdout)
+        assert match is not None and pids is not None, front.stdout
+        with httpx.Client(base_url=match.group(1), timeout=30) as client:
+            sids = [client.post("/v1/sessions", json={"title": f"s{i}"}).json()["id"] for i in range(4)]
+            for i, sid in enumerate(sids):
+                assert client.post(f"/v1/sessions/{sid}/messages", json={"text": f"q:w{i}"}).status_code == 202
+            _wait(
+                "an answer in every session",
+                lambda: all(_answers(t) for t in _trajectories(postgres_url, sids).values()),
+                20,
+                [front],
+            )
+        front.send(signal.SIGTERM)
+        assert front.wait() == 0, front.stderr
+    answers = [_answers(t) for t in _trajectories(postgres_url, sids).values()]
+    assert sorted(answers) == [[f"a:q:w{i}"] for i in range(4)]
+    for pid in (int(pids.group(1)), int(pids.group(2))):  # the workers stopped with the front end
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

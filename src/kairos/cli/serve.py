@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import webbrowser
 from pathlib import Path
 from typing import Annotated
@@ -100,6 +101,14 @@ def serve(
             help="a front end only: store events and queue them for `kairos worker` processes (PostgreSQL and NATS)",
         ),
     ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=0,
+            help="start N `kairos worker` processes beside this front end (implies --no-worker; stopped with it)",
+        ),
+    ] = 0,
 ) -> None:
     """Serve the agent over HTTP and the web UI at /: sessions, event streams, webhooks, an OpenAI-compatible endpoint.
 
@@ -108,12 +117,13 @@ def serve(
 
     --store and --bus override [storage] in your user config (a password in a URL is never shown).
     With --no-worker it runs no turns: events go to the deployment's work queue, and `kairos worker`
-    processes (any number, on any machine) run them.
+    processes (any number, on any machine) run them; --workers N starts N of them here.
     Secrets come only from the environment (never the workspace's kairos.toml). SIGTERM, SIGHUP or
     Ctrl-C drains: no new requests, running turns get --grace seconds, everything accepted is kept.
     """
     from kairos.cli import _fail, _notices, _text, console, err_console
     from kairos.cli._runtime import build_runtime
+    from kairos.cli.worker import spawn_workers, stop_workers
     from kairos.config import load_config
     from kairos.errors import KairosError
     from kairos.models import load_model
@@ -130,6 +140,7 @@ def serve(
     token = os.environ.get(token_env) or None
     secret = os.environ.get(webhook_secret_env) or None
     queue: WorkQueue | None = None
+    no_worker = no_worker or workers > 0
     try:
         check_bind(host, token)
         storage = {k: v for k, v in (("store", store_url), ("bus", bus_url)) if v is not None}
@@ -189,7 +200,13 @@ def serve(
         if open_browser:
             open_ui(url, token)
 
+    spawned: list[subprocess.Popen[bytes]] = []
+
     async def main() -> None:
+        if workers:
+            given = (("--model", model), ("--base-url", base_url), ("--store", store_url), ("--bus", bus_url))
+            spawned.extend(spawn_workers(workers, workspace, [a for k, v in given if v for a in (k, v)]))
+            console.print(f"started {workers} kairos worker processes (pids {', '.join(str(p.pid) for p in spawned)})")
         # the runtime starts before the server: its recovery reads the databases, and an unreadable one is a
         # one-line error here rather than a traceback in the server's log (the app then leaves it to us)
         await runtime.__aenter__()
@@ -203,6 +220,7 @@ def serve(
     except (KairosError, OSError) as e:
         raise _fail(str(e)) from e
     finally:
+        stop_workers(spawned, grace)
         store.close()
         if queue is not None:
             queue.close()

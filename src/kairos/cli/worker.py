@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -102,3 +106,31 @@ def worker(
         queue.close()
         store.close()
     console.print("kairos worker stopped; its unfinished work went back to the queue")
+
+
+def spawn_workers(n: int, workspace: Path, options: list[str]) -> list[subprocess.Popen[bytes]]:
+    """Start ``n`` ``kairos worker`` processes beside a front end (``kairos serve --workers N``).
+
+    ``options`` are the front end's own ``--model``/``--base-url``/``--store``/``--bus`` flags (already
+    on its command line, so nothing secret becomes visible); the rest comes from the same user config.
+    Where util-linux's ``setpriv`` is installed, a worker gets SIGTERM when the front end dies.
+    """
+    argv = [sys.executable, "-m", "kairos", "worker", "-w", str(workspace), *options]
+    setpriv = shutil.which("setpriv")
+    if setpriv:
+        argv = [setpriv, "--pdeathsig", "TERM", "--", *argv]
+    return [subprocess.Popen(argv, stdin=subprocess.DEVNULL) for _ in range(n)]
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]], grace_s: float) -> None:
+    """SIGTERM every worker (they drain: running turns get ``grace_s``), then wait; kill what is left."""
+    for proc in procs:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(grace_s + 10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

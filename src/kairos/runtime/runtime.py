@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RunError
@@ -467,11 +467,12 @@ class Runtime(SessionQueries):
                 else:  # woken, not started yet: let the worker take the events
                     await asyncio.sleep(0.005)
 
-    def take(self, session_id: str) -> bool:
-        """Run the session in this process (its work-queue message came here); False: another process holds it.
+    def take(self, session_id: str) -> Literal["held", "resumed", "busy"]:
+        """Run the session in this process (its work-queue message came here).
 
-        A session held here already queues the events other processes stored meanwhile; else it is
-        resumed (its lease taken; a turn cut by a dead worker closed with placeholders).
+        ``held``: this process holds it already, and queues the events other processes stored
+        meanwhile; ``resumed``: opened here now (its lease taken; a turn cut by a dead worker closed
+        with placeholders); ``busy``: another process holds it (or it is closing here).
 
         Raises:
             SessionNotFoundError: no such session.
@@ -480,15 +481,15 @@ class Runtime(SessionQueries):
         w = self._workers.get(session_id)
         if w is not None and not w.closing:
             w.refresh()
-            return True
+            return "held"
         if w is not None or not self.accepting:  # closing here: its lease is not free yet
-            return False
+            return "busy"
         try:
             session = self.store.resume(session_id)
         except SessionBusyError:
-            return False
+            return "busy"
         self._ensure_worker(session_id, session)
-        return True
+        return "resumed"
 
     def _ensure_worker(self, session_id: str, session: Session | None = None) -> _Worker:
         w = self._workers.get(session_id)

@@ -6,18 +6,20 @@ stores for a session it does not hold goes to the work queue (:mod:`kairos.runti
 
 1. takes the session (:meth:`Runtime.take`: its write lease, an advisory lock in PostgreSQL that dies
    with the holder's connection; a session held here already queues the new event). Held by another
-   process: the message is put back (``nak``) with a short delay — one owner per session;
+   process: the message is put back (``nak``) with a short delay — one owner per session — while
+   the owner finds the event itself (:meth:`Workers.watch_held`);
 2. waits until the event is consumed (the append that consumes it committed: exactly once, see
    :mod:`kairos.context.store`) and the turn it started has ended, saying ``in_progress`` meanwhile;
 3. acknowledges. Only then is the message gone.
 
-A worker killed mid-turn stops saying ``in_progress``; after ``ack_wait`` the message goes to another
-worker, whose :meth:`Runtime.take` resumes the session (a cut tool call gets its placeholder or its
-saved result, :meth:`SessionStore.resume`). The event itself was consumed with the turn's first
-append, so it is not taken up again; the turn is then open (no final answer) and the new owner posts
-one :data:`HANDOVER` note (keyed: once per event) so the model finishes the turn. Nothing is
-answered twice: the user message is in the trajectory once, and side-effect records live in the
-session store (``frozen``), shared by every worker.
+A worker killed mid-turn stops saying ``in_progress`` and its lease dies with its connection; the
+message goes to another worker (after ``ack_wait``, or at its next delivery when it was put back),
+whose :meth:`Runtime.take` resumes the session: a cut tool call gets its placeholder or its saved
+result (:meth:`SessionStore.resume`). The event was consumed with the turn's first append, so it is
+not taken up again; a turn left without an answer and with nothing pending gets one
+:data:`HANDOVER` note (keyed by the trajectory's length: posted once) so the model finishes it.
+Nothing is answered twice: the user message is in the trajectory once, and side-effect records live
+in the session store (``frozen``), shared by every worker.
 """
 
 from __future__ import annotations
@@ -53,21 +55,33 @@ class Workers:
         runtime: this process's runtime (running, with ``dispatch`` set to ``queue.announce``).
         queue: the deployment's work queue.
         concurrency: messages held at once (sessions running in this process).
-        busy_delay_s: how long a message for a session another worker holds waits before it is delivered again.
+        busy_delay_s: how long a message for a session another worker holds waits before it is delivered
+            again (times its delivery count, at most 2 s).
+        poll_s: how often the sessions held here are checked for events stored elsewhere (:meth:`watch_held`).
     """
 
     def __init__(
-        self, runtime: Runtime, queue: WorkQueue, *, concurrency: int = 64, busy_delay_s: float = 0.25
+        self,
+        runtime: Runtime,
+        queue: WorkQueue,
+        *,
+        concurrency: int = 64,
+        busy_delay_s: float = 0.25,
+        poll_s: float = 0.25,
     ) -> None:
         self.runtime = runtime
         self.queue = queue
         self.concurrency = concurrency
         self.busy_delay_s = busy_delay_s
+        self.poll_s = poll_s
         self.heartbeat_s = max(0.2, queue.ack_wait_s / 3)
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Pull and serve messages until ``stop`` is set (then stop the runtime and :meth:`close`)."""
+        watcher = asyncio.create_task(self.watch_held(stop), name="work:held")
+        self._tasks.add(watcher)
+        watcher.add_done_callback(self._tasks.discard)
         while not stop.is_set():
             room = self.concurrency - len(self._tasks)
             if room <= 0:
@@ -122,29 +136,60 @@ class Workers:
     async def _handle(self, d: Delivery) -> float | None:
         """None when the message is done (ack), else the delay before it is delivered again (nak)."""
         rt, store = self.runtime, self.runtime.store.trajectories
-        continued = False
         while True:
             pending = {e.seq for e in await asyncio.to_thread(store.pending_events, d.session)}
-            if rt.open_session(d.session) is None:
-                if d.seq not in pending:
+            session = rt.open_session(d.session)
+            if session is not None:
+                if d.seq not in pending and not rt.busy(d.session) and not len(session.inbox):
+                    return None  # consumed here, and its turn is over
+                rt.take(d.session)  # held here: queue what other processes stored meanwhile
+            else:
+                if d.seq not in pending and d.session not in rt.active_sessions():
                     messages = await asyncio.to_thread(store.load_messages, d.session)
                     if turn_ended(messages):
                         return None  # consumed and answered (here before, or by another worker)
-                if not rt.take(d.session):
+                taken = rt.take(d.session)
+                if taken == "busy":  # its owner runs it; the message stays until its turn is over
                     return min(2.0, self.busy_delay_s * d.attempt)
-            else:
-                rt.take(d.session)  # held here: queue what other processes stored meanwhile
-            session = rt.open_session(d.session)
-            if session is not None and d.seq not in pending and not rt.busy(d.session) and not len(session.inbox):
-                if turn_ended(session.message_list()) or continued:
-                    return None
-                note = TaskCompleted(f"handover-{d.seq}", HANDOVER, source="kairos worker", ok=False)
-                rt.post(d.session, note, key=f"kairos.handover:{d.session}:{d.seq}")
-                continued = True
-                log.info("session %s: a turn cut by a dead worker continues here", d.session)
+                if taken == "resumed":
+                    await self._continue_cut_turn(d.session)
             with contextlib.suppress(TimeoutError):
                 await rt.wait_idle(d.session, timeout_s=self.heartbeat_s)
             await asyncio.sleep(0.02)  # a worker that ended at once (its session unreadable) is not polled hot
+
+    async def _continue_cut_turn(self, session_id: str) -> None:
+        """Just resumed here: a turn a dead worker left open (no answer, nothing pending) gets the handover note."""
+        store = self.runtime.store.trajectories
+        messages = await asyncio.to_thread(store.load_messages, session_id)
+        if not messages or turn_ended(messages):
+            return
+        if any(e.kind != "interrupt" for e in await asyncio.to_thread(store.pending_events, session_id)):
+            return  # a run starts anyway, with the whole conversation in view
+        note = TaskCompleted(f"handover-{len(messages)}", HANDOVER, source="kairos worker", ok=False)
+        if self.runtime.post(session_id, note, key=f"kairos.handover:{session_id}:{len(messages)}") is not None:
+            log.info("session %s: a turn cut by a dead worker continues here", session_id)
+
+    async def watch_held(self, stop: asyncio.Event) -> None:
+        """Queue events stored for sessions held here (one query every ``poll_s``).
+
+        Their messages go to any worker; one that lands elsewhere is put back until it reaches this
+        one, which this spares the wait (it is acknowledged wherever it lands once its turn is over).
+        """
+        store = self.runtime.store.trajectories
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.poll_s)
+            held = set(self.runtime.active_sessions())
+            if not held:
+                continue
+            try:
+                waiting = set(await asyncio.to_thread(store.sessions_with_pending))
+            except Exception as e:  # the database is away: the queue's messages still get there
+                log.warning("reading pending events failed: %s", e)
+                continue
+            for sid in held & waiting:
+                with contextlib.suppress(Exception):
+                    self.runtime.take(sid)
 
 
 __all__ = ["HANDOVER", "Workers", "turn_ended"]
