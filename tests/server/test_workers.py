@@ -242,3 +242,13 @@ def test_serve_with_workers_starts_them_beside_a_front_end_and_stops_them_with_i
     for pid in (int(pids.group(1)), int(pids.group(2))):  # the workers stopped with the front end
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_worker_and_no_worker_need_postgresql_and_nats(workspace: Path, user_config_dir: Path, tmp_path: Path) -> None:
+    from tests.support.kairos_cli import run_kairos
+
+    model = ("--model", "openai:fake", "--base-url", "http://127.0.0.1:9/v1")
+    for args in (("worker", "-w", workspace, *model), ("serve", "--no-worker", "--port", "0", "-w", workspace, *model)):
+        code, _, err = run_kairos(*args, config_dir=user_config_dir, logs=tmp_path / "logs")
+        assert code == 1 and "--store postgresql://… and --bus nats://…" in err, err
+    assert not (workspace / ".kairos" / "kairos.db").exists()  # refused before anything was opened
