@@ -25,12 +25,14 @@ What every backend promises:
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from kairos.errors import StoreError
 from kairos.models.types import Message
 
 
@@ -206,6 +208,37 @@ class TrajectoryStore(Protocol):
     def consume(self, session_id: str, seqs: Sequence[int]) -> None:
         """Mark inbox events consumed without appending anything (interrupts, bad records)."""
         ...
+
+
+def messages_from_rows(rows: Iterable[Sequence[Any]], session_id: str, where: object) -> list[Message]:
+    """``(seq, record)`` rows as messages; an unreadable one fails the whole load (never resumed half-way).
+
+    Raises:
+        StoreError: a stored record cannot be read.
+    """
+    out = []
+    for seq, record in rows:
+        try:
+            out.append(Message.from_record(json.loads(record)))
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            raise StoreError(
+                f"message {seq} of session {session_id} in {where} is unreadable ({e}); the session cannot be "
+                "resumed as it is. Start a new session; the database itself is left untouched"
+            ) from e
+    return out
+
+
+def events_from_rows(rows: Iterable[Sequence[Any]]) -> list[StoredEvent]:
+    """``(seq, kind, record, posted_at)`` rows as inbox events; unreadable rows are skipped, not fatal."""
+    out = []
+    for seq, kind, record, posted_at in rows:
+        try:
+            data = json.loads(record)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            out.append(StoredEvent(int(seq), str(kind), data, float(posted_at)))
+    return out
 
 
 def is_store_url(target: Path | str) -> bool:

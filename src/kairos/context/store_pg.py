@@ -24,8 +24,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kairos.context.store import SessionInfo, StoredEvent, new_session_id
-from kairos.errors import SessionBusyError, SessionNotFoundError, StoreConflictError, StoreError
+from kairos.context.store import SessionInfo, StoredEvent, events_from_rows, messages_from_rows, new_session_id
+from kairos.errors import SessionBusyError, SessionNotFoundError, StoreConflictError
 from kairos.models.types import Message
 from kairos.storage.postgres import CONNECT_TIMEOUT_S, PgDatabase, fault
 
@@ -234,16 +234,7 @@ class PostgresTrajectoryStore:
         if not self.has_session(session_id):
             raise SessionNotFoundError(session_id)
         rows = self._db.read("SELECT seq, record FROM messages WHERE session_id = %s ORDER BY seq", (session_id,))
-        out = []
-        for seq, record in rows:
-            try:
-                out.append(Message.from_record(json.loads(record)))
-            except (ValueError, TypeError, KeyError, IndexError) as e:
-                raise StoreError(
-                    f"message {seq} of session {session_id} in {self.path} is unreadable ({e}); the session cannot be "
-                    "resumed as it is. Start a new session; the database itself is left untouched"
-                ) from e
-        return out
+        return messages_from_rows(rows, session_id, self.path)
 
     def append_messages(
         self,
@@ -402,15 +393,7 @@ class PostgresTrajectoryStore:
             "SELECT seq, kind, record, posted_at FROM inbox WHERE session_id = %s AND consumed_at IS NULL ORDER BY seq",
             (session_id,),
         )
-        out = []
-        for seq, kind, record, posted_at in rows:
-            try:
-                data = json.loads(record)
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                out.append(StoredEvent(int(seq), str(kind), data, float(posted_at)))
-        return out
+        return events_from_rows(rows)
 
     def sessions_with_pending(self) -> list[str]:
         """Ids of sessions with inbox events not consumed yet (interrupts do not count: opening drops them)."""

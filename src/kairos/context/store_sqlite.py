@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kairos.context.lease import SessionLease
-from kairos.context.store import SessionInfo, StoredEvent, new_session_id
+from kairos.context.store import SessionInfo, StoredEvent, events_from_rows, messages_from_rows, new_session_id
 from kairos.errors import ConfigError, SessionNotFoundError, StoreConflictError, StoreError
 from kairos.models.types import Message
 from kairos.paths import ensure_state_dir
@@ -217,16 +217,7 @@ class SqliteTrajectoryStore:
         if not self.has_session(session_id):
             raise SessionNotFoundError(session_id)
         rows = self._read("SELECT seq, record FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
-        out = []
-        for seq, record in rows:
-            try:
-                out.append(Message.from_record(json.loads(record)))
-            except (ValueError, TypeError, KeyError, IndexError) as e:
-                raise StoreError(
-                    f"message {seq} of session {session_id} in {self.path} is unreadable ({e}); the session cannot be "
-                    "resumed as it is. Start a new session; the database itself is left untouched"
-                ) from e
-        return out
+        return messages_from_rows(rows, session_id, self.path)
 
     def append_messages(
         self,
@@ -393,15 +384,7 @@ class SqliteTrajectoryStore:
             "SELECT seq, kind, record, posted_at FROM inbox WHERE session_id = ? AND consumed_at IS NULL ORDER BY seq",
             (session_id,),
         )
-        out = []
-        for seq, kind, record, posted_at in rows:
-            try:
-                data = json.loads(record)
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                out.append(StoredEvent(int(seq), str(kind), data, float(posted_at)))
-        return out
+        return events_from_rows(rows)
 
     def sessions_with_pending(self) -> list[str]:
         """Ids of sessions with inbox events not consumed yet (interrupts do not count: opening drops them)."""
