@@ -77,7 +77,7 @@ def test_serve_on_nats_streams_events_and_resumes_from_the_stream(
             assert f"events on NATS {nats_url} (stream {nats_stream})" in proc.stdout
             with httpx.Client(base_url=match.group(1), timeout=30) as client:
                 shown = client.get("/v1/settings").json()["settings"]["storage"]  # the flag over the user config
-                assert shown == {"store": "embedded", "bus": nats_url, "deployment": nats_stream}
+                assert shown == {"store": "embedded", "bus": nats_url, "deployment": nats_stream, "leader_retry_s": 5.0}
                 sid = client.post("/v1/sessions", json={"title": "on nats"}).json()["id"]
                 assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "one"}).status_code == 202
                 first = _records_until(client, sid, 1)  # from the start of the session

@@ -105,6 +105,7 @@ def test_kairos_config_shows_the_effective_storage_masked(
     shown = json.loads(out)["storage"]
     assert shown == {
         "store": "postgresql://kairos:***@db/k", "bus": "nats://kairos:***@127.0.0.1:4222", "deployment": None,
+        "leader_retry_s": 5.0,
     }  # fmt: skip
     assert "ignored [storage]" in err and "***@evil.example" in err
 

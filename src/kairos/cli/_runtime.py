@@ -105,6 +105,12 @@ def build_runtime(
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
     db = RuntimeDB(store.state_dir / "runtime.db")
     storage = config.storage
+    leader = None
+    if storage.store_kind == "postgresql":  # timers, file watches and mail: one process of the deployment
+        from kairos.runtime.backends import bus_stream
+        from kairos.runtime.leader import PgLeaderLease
+
+        leader = PgLeaderLease(storage.store, bus_stream(workspace, storage.deployment))
     bus = open_bus(storage.bus, workspace=workspace, db=db, deployment=storage.deployment)  # last: it may connect
     try:
         runtime = Runtime(
@@ -118,6 +124,8 @@ def build_runtime(
             default_session=default_session,
             background_after_s=urgency.background_after_s,
             dispatch=dispatch,
+            leader=leader,
+            leader_retry_s=storage.leader_retry_s,
         )
     except BaseException:
         bus.close()

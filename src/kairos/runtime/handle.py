@@ -97,6 +97,9 @@ class Component(Protocol):
     """
 
     name: str
+    leader_only: bool
+    """Runs in one process per deployment, the holder of its leader lease (timers, file watches, mail:
+    :mod:`kairos.runtime.leader`); False: in every process (async tasks, the outbox)."""
 
     async def run(self, runtime: RuntimeContext) -> None:
         """Work until cancelled."""

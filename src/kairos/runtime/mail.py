@@ -65,6 +65,7 @@ class MailSource:
     """
 
     name = "mail"
+    leader_only = True  # one mailbox reader per deployment (a leader lease)
 
     def __init__(self, config: MailConfig) -> None:
         self.config = config

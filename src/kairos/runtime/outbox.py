@@ -123,6 +123,7 @@ class Outbox:
     """
 
     name = "outbox"
+    leader_only = False
 
     def __init__(self, *, store_answers: bool = True, default_user: str = "local") -> None:
         self.store_answers = store_answers

@@ -58,6 +58,7 @@ from kairos.runtime.handle import (
     runtime_service,
 )
 from kairos.runtime.handlers import Handlers
+from kairos.runtime.leader import LeaderLease, lead
 from kairos.runtime.outbound import (
     AgentError,
     ComponentError,
@@ -231,6 +232,8 @@ class Runtime(SessionQueries):
         dispatch: hands a stored event ``(session, seq)`` to the deployment's work queue instead of
             running the session here, unless this process holds it already (``kairos serve --no-worker``,
             ``kairos worker``: :mod:`kairos.runtime.worker`).
+        leader: the deployment's leader lease: ``leader_only`` components run only while it is held
+            (taken, or retried every ``leader_retry_s``; :mod:`kairos.runtime.leader`). None: always.
     """
 
     def __init__(
@@ -247,6 +250,8 @@ class Runtime(SessionQueries):
         idle_close_s: float = 300.0,
         default_session: str | None = None,
         dispatch: Callable[[str, int], None] | None = None,
+        leader: LeaderLease | None = None,
+        leader_retry_s: float = 5.0,
     ) -> None:
         self.agent = agent
         self.dispatch = dispatch
@@ -260,6 +265,7 @@ class Runtime(SessionQueries):
         self.idle_close_s = idle_close_s
         self.components: list[Component] = list(components or [])
         self.accepting = False
+        self.leader, self.leader_retry_s, self.leading = leader, leader_retry_s, leader is None
         self.answer_listeners: list[Callable[[str, FinalAnswer], None]] = []
         """Called with (session, final answer) whenever a run ends (the outbox, tests)."""
         self.agent_listeners: list[Callable[[str, AgentEvent], None]] = []
@@ -284,7 +290,11 @@ class Runtime(SessionQueries):
         await self._group.__aenter__()
         self.accepting = True
         for component in self.components:
-            self._start(component)
+            if self.leading or not component.leader_only:
+                self._start(component)
+        if self.leader is not None:
+            led = lead(self.leader, self._start_led, self.leader_retry_s, self._set_leading)
+            self._component_tasks.append(self._group.create_task(led, name="leader"))
         try:
             self.recover()
         except BaseException:  # an unreadable database: stop what started, the caller gets the error
@@ -298,13 +308,21 @@ class Runtime(SessionQueries):
     def add(self, component: Component) -> None:
         """Add a component (started now when the runtime runs)."""
         self.components.append(component)
-        if self._group is not None and self.accepting:
+        if self._group is not None and self.accepting and (self.leading or not component.leader_only):
             self._start(component)
 
-    def _start(self, component: Component) -> None:
+    def _start(self, component: Component) -> asyncio.Task[None]:
         assert self._group is not None
         task = self._group.create_task(self._keep_running(component), name=f"component:{component.name}")
         self._component_tasks.append(task)
+        return task
+
+    def _start_led(self) -> list[asyncio.Task[None]]:
+        """Start the leader's components (this process took the deployment's leader lease)."""
+        return [self._start(c) for c in self.components if c.leader_only] if self.accepting else []
+
+    def _set_leading(self, held: bool) -> None:
+        self.leading = held
 
     def service(self, kind: type[T]) -> T | None:
         """The component of type ``kind``, if one was added."""

@@ -125,6 +125,7 @@ class TaskManager:
     """
 
     name = "tasks"
+    leader_only = False  # a task runs where it was started
 
     def __init__(
         self,

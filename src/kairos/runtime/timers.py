@@ -145,6 +145,7 @@ class Timers:
     """
 
     name = "timers"
+    leader_only = True  # one scheduler per deployment (a leader lease)
 
     def __init__(
         self,

@@ -113,6 +113,7 @@ class FileWatch:
     """
 
     name = "watch"
+    leader_only = True  # one watcher per deployment (a leader lease)
 
     def __init__(self, *, debounce_ms: int = 1600, step_ms: int = 50, max_per_session: int = 20) -> None:
         self.debounce_ms = debounce_ms

@@ -47,6 +47,7 @@ class GenAITelemetry:
     """
 
     name = "telemetry"
+    leader_only = False
 
     def __init__(self, tracer_provider: TracerProvider | None = None, model: str | None = None) -> None:
         provider = tracer_provider or trace.get_tracer_provider()

@@ -105,6 +105,9 @@ class StorageConfig(BaseModel):
     deployment: str | None = Field(None, description="the name the processes of one deployment share")
     """Names the deployment's NATS stream, so processes on several machines share it (letters, digits,
     ``_``, ``-``); None: a name derived from the workspace's path (one stream per workspace)."""
+    leader_retry_s: float = Field(5.0, gt=0, le=300, description="seconds between tries for the leader lease")
+    """With PostgreSQL, how often a process without the deployment's leader lease (timers, file watches,
+    mail) tries to take it: a dead leader's work resumes within this long (:mod:`kairos.runtime.leader`)."""
 
     @field_validator("store")
     @classmethod
