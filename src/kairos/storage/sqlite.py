@@ -27,6 +27,7 @@ file and pass through unchanged.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -180,8 +181,28 @@ def connect(path: Path | str, what: str) -> Connection:
     db.named = _Named(file, what)
     try:
         for pragma in PRAGMAS:
-            db.execute(pragma)
+            _patiently(db, pragma)
     except StoreError:
         db.close()
         raise
     return db
+
+
+def _patiently(db: Connection, sql: str) -> None:
+    """``db.execute(sql)``, retried while the file is busy, up to :data:`BUSY_TIMEOUT_S`.
+
+    Switching a new file to WAL takes an exclusive lock, and SQLite answers "database is locked" at
+    once, past the busy handler, when several processes open the same new file together (workers
+    starting side by side did).
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            db.execute(sql)
+            return
+        except StoreBusyError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
