@@ -453,7 +453,7 @@ class Runtime(SessionQueries):
     def open_session(self, session_id: str) -> Session | None:
         """The session as its worker holds it open now (None: no worker has it open), e.g. for its tools' resources."""
         w = self._workers.get(session_id)
-        return None if w is None or w.closing else w.session
+        return None if w is None or w.closing else (w.session or w._opened)  # resumed, its task not run yet
 
     def busy(self, session_id: str) -> bool:
         """Whether the session is working on a turn."""

@@ -152,18 +152,28 @@ class Workers:
                 if taken == "busy":  # its owner runs it; the message stays until its turn is over
                     return min(2.0, self.busy_delay_s * d.attempt)
                 if taken == "resumed":
-                    await self._continue_cut_turn(d.session)
+                    self._continue_cut_turn(d.session)  # before its worker task first runs: no await between
             with contextlib.suppress(TimeoutError):
                 await rt.wait_idle(d.session, timeout_s=self.heartbeat_s)
             await asyncio.sleep(0.02)  # a worker that ended at once (its session unreadable) is not polled hot
 
-    async def _continue_cut_turn(self, session_id: str) -> None:
-        """Just resumed here: a turn a dead worker left open (no answer, nothing pending) gets the handover note."""
-        store = self.runtime.store.trajectories
-        messages = await asyncio.to_thread(store.load_messages, session_id)
+    def _continue_cut_turn(self, session_id: str) -> None:
+        """Just resumed here: a turn a dead worker left open (no answer, nothing pending) gets the handover note.
+
+        Synchronous, right after :meth:`Runtime.take` resumed the session, so it sees the session as the
+        dead worker left it: with an ``await`` in between, the new worker task could take up the event
+        first and this check would take its own running turn for a cut one (a message answered twice).
+        """
+        session = self.runtime.open_session(session_id)
+        if session is None:
+            return
+        messages = session.message_list()
         if not messages or turn_ended(messages):
             return
-        if any(e.kind != "interrupt" for e in await asyncio.to_thread(store.pending_events, session_id)):
+        stored = self.runtime.store.trajectories.pending_events(session_id)  # one quick query, no await
+        if any(p.event.kind != "interrupt" for p in session.inbox.pending()) or any(
+            e.kind != "interrupt" for e in stored
+        ):
             return  # a run starts anyway, with the whole conversation in view
         note = TaskCompleted(f"handover-{len(messages)}", HANDOVER, source="kairos worker", ok=False)
         if self.runtime.post(session_id, note, key=f"kairos.handover:{session_id}:{len(messages)}") is not None:
