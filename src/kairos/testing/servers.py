@@ -32,8 +32,10 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from kairos.errors import KairosError
 
@@ -158,10 +160,55 @@ def _tail(path: Path, limit: int = 4000) -> str:
         return "(no log)"
 
 
+class _LoopbackServer:
+    """What both servers share: their process, waiting until they are ready, their log, stopping them."""
+
+    NAME: ClassVar[str]
+    LOG: ClassVar[str]
+    """The log file's name in :attr:`root`."""
+    HALT_SIGNAL: ClassVar[int]
+    """The signal of a fast shutdown that keeps the server's data."""
+    root: Path
+    port: int
+    _proc: _Process | None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (also its process group's), None when it is not running."""
+        return self._proc.popen.pid if self._proc is not None and self._proc.alive() else None
+
+    def _wait_ready(self, ready: Callable[[], bool], poll_s: float) -> None:
+        """Return once ``ready()``; stop the server and raise when it exits or :data:`START_TIMEOUT_S` passes."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not ready():
+            if self._proc is None or not self._proc.alive() or time.monotonic() > deadline:
+                self.halt()
+                raise ServerUnavailable(f"{self.NAME} did not start on port {self.port}:\n{self.log()}")
+            time.sleep(poll_s)
+
+    def log(self) -> str:
+        """The end of the server's log (for error messages)."""
+        return _tail(self.root / self.LOG)
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data (a server going down)."""
+        if self._proc is not None:
+            self._proc.stop(self.HALT_SIGNAL)
+            self._proc = None
+
+    def stop(self) -> None:
+        """Stop the server and delete its directory."""
+        self.halt()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 @dataclass
-class PostgresServer:
+class PostgresServer(_LoopbackServer):
     """One private PostgreSQL cluster; :attr:`url` connects as the superuser to the ``postgres`` database."""
 
+    NAME: ClassVar[str] = "postgres"
+    LOG: ClassVar[str] = "postgres.log"
+    HALT_SIGNAL: ClassVar[int] = signal.SIGINT  # PostgreSQL's fast shutdown
     root: Path
     port: int
     bin_dir: Path
@@ -182,11 +229,6 @@ class PostgresServer:
     def url(self) -> str:
         """``postgresql://postgres@127.0.0.1:<port>/postgres`` (trust authentication: no password)."""
         return self.url_for("postgres")
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process id (also its process group's), None when it is not running."""
-        return self._proc.popen.pid if self._proc is not None and self._proc.alive() else None
 
     def url_for(self, database: str) -> str:
         """The URL of another database on this server."""
@@ -290,39 +332,24 @@ class PostgresServer:
                 start_new_session=True,
             )
         self._proc = _Process(popen)
-        deadline = time.monotonic() + START_TIMEOUT_S
         pid_file = self.data / "postmaster.pid"
-        while True:
-            # PostgreSQL writes "ready" as the status line of postmaster.pid once it accepts connections
+
+        def ready() -> bool:  # PostgreSQL writes "ready" as postmaster.pid's status line once it accepts connections
             with contextlib.suppress(OSError):
                 lines = pid_file.read_text().splitlines()
-                if len(lines) >= 8 and lines[7].strip() == "ready":
-                    return
-            if not self._proc.alive() or time.monotonic() > deadline:
-                self.halt()
-                raise ServerUnavailable(f"postgres did not start on port {self.port}:\n{_tail(log)}")
-            time.sleep(0.02)
+                return len(lines) >= 8 and lines[7].strip() == "ready"
+            return False
 
-    def log(self) -> str:
-        """The end of the server's log (for error messages)."""
-        return _tail(self.root / "postgres.log")
-
-    def halt(self) -> None:
-        """Stop the server (fast shutdown), keeping its data (a server going down)."""
-        if self._proc is not None:
-            self._proc.stop(signal.SIGINT)
-            self._proc = None
-
-    def stop(self) -> None:
-        """Stop the server and delete its directory."""
-        self.halt()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self._wait_ready(ready, 0.02)
 
 
 @dataclass
-class NatsServer:
+class NatsServer(_LoopbackServer):
     """One private ``nats-server -js``; :attr:`url` is ``nats://127.0.0.1:<port>``."""
 
+    NAME: ClassVar[str] = "nats-server"
+    LOG: ClassVar[str] = "nats.log"
+    HALT_SIGNAL: ClassVar[int] = signal.SIGTERM
     root: Path
     port: int
     binary: str
@@ -336,11 +363,6 @@ class NatsServer:
     def url(self) -> str:
         """``nats://127.0.0.1:<port>``."""
         return f"nats://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process id (also its process group's), None when it is not running."""
-        return self._proc.popen.pid if self._proc is not None and self._proc.alive() else None
 
     @classmethod
     def start(cls, *, jetstream: bool = True) -> NatsServer:
@@ -381,29 +403,7 @@ class NatsServer:
             start_new_session=True,
         )
         self._proc = _Process(popen)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if "Server is ready" in _tail(log, 100_000):
-                return
-            if not self._proc.alive() or time.monotonic() > deadline:
-                self.halt()
-                raise ServerUnavailable(f"nats-server did not start on port {self.port}:\n{_tail(log)}")
-            time.sleep(0.01)
-
-    def log(self) -> str:
-        """The end of the server's log (for error messages)."""
-        return _tail(self.root / "nats.log")
-
-    def halt(self) -> None:
-        """Stop the server, keeping its store (a server going down)."""
-        if self._proc is not None:
-            self._proc.stop(signal.SIGTERM)
-            self._proc = None
-
-    def stop(self) -> None:
-        """Stop the server and delete its directory."""
-        self.halt()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self._wait_ready(lambda: "Server is ready" in _tail(log, 100_000), 0.01)
 
 
 __all__ = [
