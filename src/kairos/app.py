@@ -24,7 +24,7 @@ from kairos.prompts.builder import default_prompt
 from kairos.security.approval import Approver
 from kairos.security.gate import ReviewGate
 from kairos.tools.base import Tool
-from kairos.tools.toolsets import toolset_tools
+from kairos.tools.toolsets import registry as toolsets
 
 if TYPE_CHECKING:
     from kairos.memory import UserMemory
@@ -220,7 +220,7 @@ def build_agent(
             model = p.review.sidecar.wrap(model)
     return Agent(
         model,
-        tools=[*default_tools(config), *toolset_tools(config.tools, config.notify), *(tools or [])],
+        tools=[*default_tools(config), *toolsets.tools(config.tools.toolsets, config), *(tools or [])],
         system=default_system_prompt(workspace, config),
         max_iterations=config.max_iterations,
         max_tokens=config.max_tokens,

@@ -22,8 +22,8 @@ from kairos.mcp.config import McpConfig, McpServerConfig
 from kairos.mcp.review import McpReview
 from kairos.models.types import SystemPrompt
 from kairos.plugins.mcp import McpTools
-from kairos.server import mcp_toolsets as toolsets
 from kairos.testing import ScriptedModel, call, reply
+from kairos.tools.toolsets import registry as toolsets
 from mcp import Client, StdioServerParameters
 
 SERVE = kairos_argv("mcp", "serve")
@@ -115,10 +115,25 @@ def test_unknown_toolset_is_named(workspace: Path) -> None:
 
 def test_toolset_registry() -> None:
     with pytest.raises(ValueError, match="already registered"):
-        toolsets.register("files", lambda config: [])
+        toolsets.register(toolsets.Toolset("files", lambda config: [], "again"))
     with pytest.raises(KeyError, match="no toolset named 'x'"):
         toolsets.tools(["x"])
     assert [t.name for t in toolsets.tools(["clock", "clock"])] == ["current_time"]
+
+
+def test_one_registry_serves_config_runtime_and_mcp() -> None:
+    assert {"tasks", "timers", "watch", "outbox", "calendar", "mail"} == set(toolsets.names(runtime=True))
+    assert {t.name for t in toolsets.tools(["timers"])} == {"set_timer", "cancel_timer", "list_timers"}
+    assert [n for n in toolsets.RUNTIME_ORDER if toolsets.get(n).leader_owned] == ["timers", "watch", "mail"]
+    with pytest.raises(KeyError, match="'timers' is not served over MCP: its tools need the kairos runtime"):
+        toolsets.tools(["timers"], served=True)  # kairos mcp serve has no Runtime to run them
+    with pytest.raises(KeyError, match="an MCP client asks its own user"):
+        toolsets.tools(["collaboration"], served=True)
+
+
+def test_mcp_serve_refuses_a_runtime_toolset_and_says_why(workspace: Path) -> None:
+    result = CliRunner().invoke(app, ["mcp", "serve", "-t", "timers", "-w", str(workspace)])
+    assert result.exit_code == 1 and "need the kairos runtime (kairos chat, serve or worker)" in result.output
 
 
 async def test_kairos_uses_kairos_over_mcp(session: Session, workspace: Path, tmp_path: Path) -> None:

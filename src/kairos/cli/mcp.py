@@ -97,12 +97,12 @@ def serve(
     The tools work inside the workspace only. Over HTTP, any address other than loopback needs a
     bearer token (from $KAIROS_API_TOKEN), and when one is set every request must carry it.
     """
-    from kairos.server import mcp_toolsets as toolsets
     from kairos.server.mcp_serve import build_server, serve_http, serve_stdio, workspace_context
+    from kairos.tools.toolsets import registry as toolsets
 
     try:
         config = _config(workspace)
-        tools = toolsets.tools(toolset or ["files"], config)
+        tools = toolsets.tools(toolset or ["files"], config, served=True)
     except KeyError as e:
         _out(f"error: {e.args[0]}", err=True)
         raise typer.Exit(1) from e

@@ -5,7 +5,7 @@
   :class:`kairos.plugins.mcp.McpTools`); tools
   are named ``<server>__<tool>``, their output is external content, and a server's tools are
   offered only after the user approved its listing (:mod:`kairos.mcp.review`).
-- Server: ``kairos mcp serve`` exposes registered toolsets (:mod:`kairos.server.mcp_toolsets`) to any
+- Server: ``kairos mcp serve`` exposes registered toolsets (:mod:`kairos.tools.toolsets.registry`) to any
   MCP client (:mod:`kairos.server.mcp_serve`): with the HTTP server, a layer above.
 
 Only the settings are imported eagerly (``kairos.config`` needs them); the rest on first use.

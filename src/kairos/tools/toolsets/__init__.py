@@ -4,11 +4,13 @@
 - :data:`execution_checkers`: what ``write_file``/``edit_file`` run after each write (:mod:`.checkers`);
 - :func:`collaboration_tools`: ``request_approval``, ``request_input``, ``notify`` (:mod:`.collaboration`).
 
+:mod:`.registry` names every toolset kairos has (these, the file and execution tools, the demo catalog
+and the runtime's integrations): configuration and ``kairos mcp serve`` choose from it by name.
+
 Each returns plain :class:`~kairos.tools.base.Tool` objects, so the same tools serve a local
 agent and an MCP server.
 """
 
-from kairos.tools.base import Tool
 from kairos.tools.toolsets.checkers import execution_checkers
 from kairos.tools.toolsets.collaboration import HUMAN_RESOURCE, Human, TerminalHuman, collaboration_tools
 from kairos.tools.toolsets.config import NotifyChannel, NotifyConfig, ToolsConfig, WebSearchConfig
@@ -25,15 +27,4 @@ __all__ = [
     "collaboration_tools",
     "execution_checkers",
     "perception_tools",
-    "toolset_tools",
 ]
-
-
-def toolset_tools(tools: ToolsConfig, notify: NotifyConfig) -> list[Tool]:
-    """The tools of the toolsets ``[tools] toolsets`` switches on (none by default)."""
-    out: list[Tool] = []
-    if "perception" in tools.toolsets:
-        out += perception_tools(tools)
-    if "collaboration" in tools.toolsets:
-        out += collaboration_tools(notify)
-    return out
