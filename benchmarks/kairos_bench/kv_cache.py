@@ -39,6 +39,7 @@ from kairos.context.session import SessionStore, SessionView
 from kairos.models.local import LocalModel
 from kairos.models.types import Message, ModelRequest, StreamEvent
 from kairos.plugins.status_bar import StatusBarConfig
+from kairos.tools.builtins.clock import CLOCK_RESOURCE
 from kairos.tools.function import tool
 from kairos_bench._observe import ViewPlugin
 
@@ -162,7 +163,7 @@ async def run_variant(variant: str, model: MeasuredModel, root: Path, console: C
     ws = _workspace(ws)
     store = SessionStore(ws)
     session = store.new(variant)
-    session.tool_context.resources["clock"] = lambda: FIXED_NOW
+    session.tool_context.put(CLOCK_RESOURCE, lambda: FIXED_NOW)
     agent = make_agent(variant, model, ws)
     model.inner.reset_cache()
     model.perfect.clear()

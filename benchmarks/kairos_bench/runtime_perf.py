@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,12 @@ from kairos.models.types import (
     Usage,
 )
 from kairos.runtime import Event, Runtime
-from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.base import Resource, ToolContext, ToolResult
 from kairos.tools.function import tool
 from kairos_bench._stats import percentile
 
 STOP = "STOP-NOW"
-_STOPPED = "kairos_bench.stopped"
+_STOPPED: Resource[Callable[[float], None]] = Resource("kairos_bench.stopped")
 
 
 class BenchModel:
@@ -109,7 +109,9 @@ async def wait_forever(*, ctx: ToolContext) -> ToolResult:
     try:
         await asyncio.sleep(3600)
     finally:
-        ctx.resources[_STOPPED](time.perf_counter())
+        stopped = ctx.get(_STOPPED)
+        if stopped is not None:
+            stopped(time.perf_counter())
     return ToolResult("waited")
 
 
@@ -133,7 +135,7 @@ async def _interrupt_latencies(mode: str, trials: int, root: Path) -> list[float
             await asyncio.wait_for(model.started.wait(), 30)
             session = rt.open_session(sid)
             assert session is not None
-            session.tool_context.resources[_STOPPED] = mark
+            session.tool_context.put(_STOPPED, mark)
             await asyncio.sleep(rng.uniform(0.002, 0.02))
             t0 = time.perf_counter()
             await rt.submit(Event("user.input", f"{STOP}: do something else", {"type": "user"}, "bench", session=sid,

@@ -283,7 +283,7 @@ async def _run_all(root: Path, console: Console, config: SandboxConfig) -> list[
                 w.hits.clear()
                 w.victim = _spawn_victim()
                 ctx = ToolContext(workspace=w.ws, session_id="bench")
-                ctx.resources[SANDBOX_RESOURCE] = Sandbox(config)
+                ctx.put(SANDBOX_RESOURCE, Sandbox(config))
                 t = bash if attempt.tool == "bash" else python
                 arg = "command" if attempt.tool == "bash" else "code"
                 started = time.perf_counter()

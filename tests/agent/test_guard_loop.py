@@ -201,7 +201,7 @@ async def test_a_repeated_read_is_answered_from_the_first_until_something_writes
 async def test_the_clock_is_read_once_per_turn(session: Session) -> None:
     """current_time is read-only but ticks: its first answer stands for the turn (and says so); a new turn reads it."""
     ticks = iter(FIXED + timedelta(minutes=m) for m in range(100))
-    session.tool_context.resources[CLOCK_RESOURCE] = lambda: next(ticks)
+    session.tool_context.put(CLOCK_RESOURCE, lambda: next(ticks))
     utc = {"timezone": "UTC"}
     model = ScriptedModel([reply("", call("current_time", utc)) for _ in range(2)] + [reply("10:00")])
     agent = make_agent(model, [current_time])

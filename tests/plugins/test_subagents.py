@@ -107,7 +107,7 @@ def envelope_of(session: Session, index: int = -1) -> dict[str, Any]:
 
 
 def runner_of(session: Session) -> SubAgentRunner:
-    r = session.tool_context.resources[RUNNER_KEY]
+    r = session.tool_context.get(RUNNER_KEY)
     assert isinstance(r, SubAgentRunner)
     return r
 

@@ -83,7 +83,7 @@ def token_in(session: Session) -> str:
 
 
 async def test_an_irreversible_call_previews_then_runs_with_its_token(session: Session, tmp_path: Path) -> None:
-    session.tool_context.resources[AUDIT_RESOURCE] = AuditLog(tmp_path / "audit.jsonl")
+    session.tool_context.put(AUDIT_RESOURCE, AuditLog(tmp_path / "audit.jsonl"))
     DROPPED.clear()
     model = ScriptedModel([reply("", call("drop_table", {"name": "logs"}))])
     agent = agent_with(model)

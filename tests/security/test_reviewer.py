@@ -134,7 +134,7 @@ ASK = [PermissionRule(action="ask", tool="deploy", reason="deploys are risky")]
 
 async def run_one(session: Session, tmp_path: Path, gate: ReviewGate, approver: Any, target: str) -> str:
     log = tmp_path / "audit.jsonl"
-    session.tool_context.resources[AUDIT_RESOURCE] = AuditLog(log)
+    session.tool_context.put(AUDIT_RESOURCE, AuditLog(log))
     model = ScriptedModel([reply("", call("deploy", {"target": target})), reply("done")])
     RAN.clear()
     _ = [e async for e in agent_with(model, gate, approver, ASK).run(session, f"deploy to {target} please")]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
-from kairos.tools.base import InvalidArguments, Tool, ToolContext, ToolResult, ToolSet, ToolSource
+from kairos.tools.base import InvalidArguments, Resource, Tool, ToolContext, ToolResult, ToolSet, ToolSource
 from kairos.tools.function import FunctionTool, parse_docstring, to_result, tool
 from kairos.tools.schema import SchemaTool
 
@@ -172,10 +172,22 @@ async def test_tool_context_aclose_closes_resources(tmp_path: Path) -> None:
         async def aclose(self) -> None:
             closed.append("res")
 
-    ctx = ToolContext(workspace=tmp_path, resources={"res": Res(), "plain": 1})
+    ctx = ToolContext(workspace=tmp_path, resources={Resource("res"): Res(), Resource("plain"): 1})
     await ctx.aclose()
     assert closed == ["res"]
     assert ctx.resources == {}
+
+
+def test_resources_are_found_by_their_typed_keys(tmp_path: Path) -> None:
+    counter: Resource[list[int]] = Resource("test.counter")
+    ctx = ToolContext(workspace=tmp_path)
+    assert ctx.get(counter) is None and ctx.take(counter) is None
+    made = ctx.get_or_put(counter, list)
+    made.append(1)
+    assert ctx.get_or_put(counter, list) is made  # made once, then found
+    assert ctx.get(Resource("test.counter")) is made  # a key is its name: equal keys find the same object
+    assert ctx.take(counter) == [1] and ctx.get(counter) is None
+    assert ctx.put(counter, [2]) == [2] and ctx.get(counter) == [2]
 
 
 def test_a_first_snapshot_is_sorted_by_name_and_refuses_duplicates() -> None:

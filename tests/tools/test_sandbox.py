@@ -46,7 +46,7 @@ def hidden(path: Path) -> bool:
 
 
 def with_sandbox(ctx: ToolContext, **config: Any) -> ToolContext:
-    ctx.resources[SANDBOX_RESOURCE] = Sandbox(SandboxConfig(**config))
+    ctx.put(SANDBOX_RESOURCE, Sandbox(SandboxConfig(**config)))
     return ctx
 
 
@@ -247,7 +247,7 @@ async def test_missing_bubblewrap_refuses_and_says_how_to_fix(ctx: ToolContext) 
 
 
 async def test_ask_mode_runs_unconfined_only_after_approval(ctx: ToolContext) -> None:
-    box = with_sandbox(ctx, bwrap="/nonexistent/bwrap", mode="ask").resources[SANDBOX_RESOURCE]
+    box = with_sandbox(ctx, bwrap="/nonexistent/bwrap", mode="ask").get(SANDBOX_RESOURCE)
     r = await sh(ctx, "touch ran")
     assert r.is_error and "approval" in r.content and not (ctx.workspace / "ran").exists()
     with granting("unconfined"):

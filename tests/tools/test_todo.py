@@ -37,7 +37,7 @@ class Tick:
 
 def ctx_with_clock(workspace: Path) -> ToolContext:
     ctx = ToolContext(workspace=workspace)
-    ctx.resources[CLOCK_RESOURCE] = Tick()
+    ctx.put(CLOCK_RESOURCE, Tick())
     return ctx
 
 
@@ -58,7 +58,7 @@ async def test_rewrite_assigns_ids_and_update_changes_status(workspace: Path) ->
     ]
     text, err = await execute(ctx, "update_todo_status", {"id": 1, "status": "completed"})
     assert not err and "[1] completed: find the config (since 2025-09-14 10:32:00)" in text
-    todos = ctx.resources[TODO_RESOURCE]
+    todos = ctx.get(TODO_RESOURCE)
     assert [(i.id, i.status) for i in todos.items] == [(1, "completed"), (2, "pending")]
 
 
@@ -86,7 +86,7 @@ async def test_errors_leave_the_list_unchanged(workspace: Path) -> None:
     assert err and "non-empty" in text
     text, err = await execute(ctx, "update_todo_status", {"id": 1, "status": "done"})
     assert err and "Invalid arguments" in text  # the status enum is enforced by the schema
-    assert [i.content for i in ctx.resources[TODO_RESOURCE].items] == ["a"]
+    assert [i.content for i in ctx.get(TODO_RESOURCE).items] == ["a"]
 
 
 def test_list_methods_are_pure() -> None:
@@ -120,7 +120,7 @@ def test_replay_applies_only_calls_that_succeeded() -> None:
 
 async def test_state_survives_a_resume(store: SessionStore) -> None:
     session = store.new()
-    session.tool_context.resources[CLOCK_RESOURCE] = Tick()
+    session.tool_context.put(CLOCK_RESOURCE, Tick())
     model = ScriptedModel(
         [
             reply("", call("rewrite_todo_list", {"items": [{"content": "read"}, {"content": "write"}]})),
@@ -131,7 +131,7 @@ async def test_state_survives_a_resume(store: SessionStore) -> None:
     agent = Agent(model, plugins=[TodoTools()])
     async for _ in agent.run(session, "plan it"):
         pass
-    live = session.tool_context.resources[TODO_RESOURCE]
+    live = session.tool_context.get(TODO_RESOURCE)
     await session.aclose()
 
     resumed = store.resume(session.id)
@@ -141,7 +141,7 @@ async def test_state_survives_a_resume(store: SessionStore) -> None:
     finished = [e.result for e in events if isinstance(e, ToolCallFinished)][0]
     assert not finished.is_error and "[1] completed: read" in finished.content
     assert replay_todos(resumed.messages).items[0] == live.items[0]
-    assert [i.status for i in resumed.tool_context.resources[TODO_RESOURCE].items] == ["completed", "in_progress"]
+    assert [i.status for i in resumed.tool_context.get(TODO_RESOURCE).items] == ["completed", "in_progress"]
     await resumed.aclose()
 
 

@@ -272,7 +272,7 @@ class Runner:
             return
         if not drained.appended:
             return
-        session.tool_context.resources[FOCUS_RESOURCE] = _newest_request(session.messages)
+        session.tool_context.put(FOCUS_RESOURCE, _newest_request(session.messages))
         after_turn = drained.after_turn
         async for event in self._turn_start(st):
             yield event

@@ -92,9 +92,9 @@ class InjectionDefences(Plugin):
 
     def _sandbox(self, tc: ToolContext) -> Sandbox:
         """The session's sandbox, set up with ``[sandbox]`` (a sub-agent's session gets one on its first call)."""
-        if self.sandbox is not None and not isinstance(tc.resources.get(SANDBOX_RESOURCE), Sandbox):
-            tc.resources[SANDBOX_RESOURCE] = Sandbox(self.sandbox)
-        return sandbox_of(tc.resources)
+        if self.sandbox is not None and tc.get(SANDBOX_RESOURCE) is None:
+            return tc.put(SANDBOX_RESOURCE, Sandbox(self.sandbox))
+        return sandbox_of(tc)
 
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
         """At a turn start the tool set may have changed: learn it again."""

@@ -229,7 +229,7 @@ class Skills(Plugin):
             return found
         skill = found
         if ctx is not None:
-            sandbox_of(ctx.resources).show(skill.folder)
+            sandbox_of(ctx).show(skill.folder)
         body = self.substitute(skill, skill.body)
         files = skill.files()
         listing = f"Files in this skill: {', '.join(files)}\n" if files else ""

@@ -16,11 +16,7 @@ from kairos.tools.builtins.todo import TODO_RESOURCE, TodoList, replay_todos, to
 
 def todo_list(ctx: RunContext) -> TodoList:
     """The session's live list, seeded from its trajectory the first time (e.g. after a resume)."""
-    res = ctx.session.tool_context.resources
-    todos = res.get(TODO_RESOURCE)
-    if not isinstance(todos, TodoList):
-        todos = res[TODO_RESOURCE] = replay_todos(ctx.session.message_list())
-    return todos
+    return ctx.session.tool_context.get_or_put(TODO_RESOURCE, lambda: replay_todos(ctx.session.message_list()))
 
 
 class TodoTools(Plugin):

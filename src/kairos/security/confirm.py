@@ -27,12 +27,12 @@ from kairos.security._judge import describe_call
 from kairos.security.dangerous import dangerous
 from kairos.security.permissions import COMMAND_ARGS, SANDBOXED_TOOLS
 from kairos.tools.audit import DENIED_KEY, args_digest
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.base import Resource, Tool, ToolContext, ToolResult
 
 CONFIRM_ARG = "confirm_token"
 """The argument irreversible tools take the token in."""
-CONFIRM_RESOURCE = "kairos.confirm"
-"""``ToolContext.resources`` key of the session's :class:`ConfirmTokens`."""
+CONFIRM_RESOURCE: Resource[ConfirmTokens] = Resource("kairos.confirm")
+"""The session's :class:`ConfirmTokens`."""
 PREVIEW_KEY = "kairos.confirm"
 """``ToolResult.metadata`` key of a preview: ``{"token": ..., "reason": ...}``."""
 _COMMENT = re.compile(r"\s*#\s*confirm:\s*([A-Za-z0-9_-]{1,64})\s*$")
@@ -110,10 +110,7 @@ def confirm_reason(tool: Tool, arguments: dict[str, Any], *, irreversible: bool,
 
 def tokens_of(ctx: ToolContext, ttl_s: float) -> ConfirmTokens:
     """The session's token store (made on first use)."""
-    store = ctx.resources.get(CONFIRM_RESOURCE)
-    if not isinstance(store, ConfirmTokens):
-        store = ctx.resources[CONFIRM_RESOURCE] = ConfirmTokens(ttl_s)
-    return store
+    return ctx.get_or_put(CONFIRM_RESOURCE, lambda: ConfirmTokens(ttl_s))
 
 
 def check(tool: Tool, arguments: dict[str, Any], ctx: ToolContext, *, reason: str, ttl_s: float) -> ToolResult | None:

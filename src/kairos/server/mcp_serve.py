@@ -132,7 +132,7 @@ async def serve_http(
 def workspace_context(workspace: Path, sandbox: SandboxConfig | None = None) -> ToolContext:
     """The tool context of a served workspace; its commands run in a sandbox with ``sandbox``'s settings."""
     ctx = ToolContext(workspace.resolve(), session_id="mcp")
-    ctx.resources[SANDBOX_RESOURCE] = Sandbox(sandbox or SandboxConfig())
+    ctx.put(SANDBOX_RESOURCE, Sandbox(sandbox or SandboxConfig()))
     return ctx
 
 

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from kairos.paths import default_state_dir
-from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.base import Resource, ToolContext, ToolResult
 
-AUDIT_RESOURCE = "kairos.audit"
-"""``ToolContext.resources`` key of the session's :class:`AuditLog`."""
+AUDIT_RESOURCE: Resource[AuditLog] = Resource("kairos.audit")
+"""The session's :class:`AuditLog`."""
 AUDIT_FILE = "audit.jsonl"
 DENIED_KEY = "kairos.denied"
 """``ToolResult.metadata`` key a refusal carries (the same key as ``kairos.security.defences.DENIED``)."""
@@ -103,9 +103,5 @@ class AuditLog:
 
 
 def audit_of(ctx: ToolContext) -> AuditLog:
-    """The session's audit log: ``resources[AUDIT_RESOURCE]``, else ``<state dir>/audit.jsonl``."""
-    log = ctx.resources.get(AUDIT_RESOURCE)
-    if not isinstance(log, AuditLog):
-        log = AuditLog(default_state_dir(ctx.workspace) / AUDIT_FILE)
-        ctx.resources[AUDIT_RESOURCE] = log
-    return log
+    """The session's audit log: the one under :data:`AUDIT_RESOURCE`, else ``<state dir>/audit.jsonl``."""
+    return ctx.get_or_put(AUDIT_RESOURCE, lambda: AuditLog(default_state_dir(ctx.workspace) / AUDIT_FILE))

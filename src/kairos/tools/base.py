@@ -16,10 +16,10 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from kairos.models.types import ToolSpec
 
@@ -42,10 +42,38 @@ SECRET_ENV_PATTERNS: tuple[str, ...] = (
 """Environment variables a tool's processes never see (case-insensitive fnmatch patterns)."""
 READABLE_STATE = ("spill",)
 """Sub-folders of kairos's state that file tools may read (spilled outputs point there)."""
-RUNTIME_RESOURCE = "kairos.runtime"
-"""Key of the runtime's handle in ``ToolContext.resources`` when a session runs under the runtime."""
-FOCUS_RESOURCE = "kairos.focus"
-"""Key of the turn's newest request (text) in ``ToolContext.resources``: what long outputs are cut around."""
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Resource(Generic[T]):
+    """The typed key of one long-lived object in a session's :class:`ToolContext` (a shell, the sandbox…).
+
+    ``ctx.get(KEY)`` is typed by the key, as openai-agents' ``RunContextWrapper[T]`` types a run's context: a
+    tool finds what it needs without string keys or casts. The owner of a kind of object declares its key.
+    """
+
+    name: str
+    """Stable and unique (``kairos.sandbox``): sub-agents name the resources they share by it."""
+
+
+class Services(Protocol):
+    """What the host of a session (the runtime's handle) offers tools: its components, found by type."""
+
+    @property
+    def session_id(self) -> str:
+        """The session the tool runs in."""
+        ...
+
+    def service(self, kind: type[T]) -> T | None:
+        """The component of type ``kind``, or None when the host runs without one."""
+        ...
+
+
+RUNTIME_RESOURCE: Resource[Services] = Resource("kairos.runtime")
+"""The runtime's handle, when a session runs under the runtime."""
+FOCUS_RESOURCE: Resource[str] = Resource("kairos.focus")
+"""The turn's newest request (text): what long outputs are cut around."""
 
 
 HARNESS_MADE = "kairos.harness"
@@ -81,8 +109,9 @@ class ToolContext:
     session_id: str = ""
     cwd: Path | None = None
     """Current directory of the session's shell; starts at ``workspace``."""
-    resources: dict[str, Any] = field(default_factory=dict)
-    """Long-lived per-session objects (the bash shell, caches); closed with the session."""
+    resources: dict[Any, Any] = field(default_factory=dict)
+    """Long-lived per-session objects (the bash shell, caches) by their typed keys; closed with the session.
+    Use :meth:`get`, :meth:`put` and :meth:`get_or_put`: they are typed by the key."""
     state_dirs: tuple[Path, ...] = ()
     """kairos's own state (trajectories, spill files): file tools never write there, and read only its
     ``spill`` folder. ``<workspace>/.kairos`` is always one of them."""
@@ -96,6 +125,26 @@ class ToolContext:
         # resolved: a ``.kairos`` that is a link must not open a way around the check
         dirs = {(self.workspace / STATE_DIR_NAME).resolve(), *(d.resolve() for d in self.state_dirs)}
         self.state_dirs = tuple(sorted(dirs))
+
+    def get(self, key: Resource[T]) -> T | None:
+        """The object kept under ``key``, or None."""
+        found: T | None = self.resources.get(key)
+        return found
+
+    def put(self, key: Resource[T], value: T) -> T:
+        """Keep ``value`` under ``key`` (replacing what was there); returns it."""
+        self.resources[key] = value
+        return value
+
+    def get_or_put(self, key: Resource[T], make: Callable[[], T]) -> T:
+        """The object under ``key``, made and kept by ``make()`` the first time."""
+        found: T | None = self.resources.get(key)
+        return found if found is not None else self.put(key, make())
+
+    def take(self, key: Resource[T]) -> T | None:
+        """Remove and return the object under ``key`` (None: there was none)."""
+        found: T | None = self.resources.pop(key, None)
+        return found
 
     def resolve_path(self, path: str, *, write: bool = False) -> Path:
         """Resolve ``path`` against the cwd and refuse anything outside the workspace or inside kairos's state.

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from kairos.models.types import ArgumentsError, ToolCall
 from kairos.tools.audit import audit_of, outcome_of
-from kairos.tools.base import InvalidArguments, Tool, ToolContext, ToolResult, ToolSet
+from kairos.tools.base import InvalidArguments, Resource, Tool, ToolContext, ToolResult, ToolSet
 from kairos.tools.sandbox import call_scope
 
 BeforeTool = Callable[[ToolCall, Tool], Awaitable[ToolResult | None]]
@@ -59,8 +59,8 @@ def idempotency_key() -> str | None:
     return _IDEMPOTENCY_KEY.get()
 
 
-BACKGROUND_RESOURCE = "kairos.background"
-"""``ToolContext.resources`` key of the :class:`BackgroundRunner` long-running tools are started on."""
+BACKGROUND_RESOURCE: Resource[BackgroundRunner] = Resource("kairos.background")
+"""The :class:`BackgroundRunner` long-running tools are started on (the event runtime puts one there)."""
 
 
 class ToolFailed(Exception):
@@ -181,7 +181,7 @@ async def _start_or_call(
     call: ToolCall, t: Tool, args: dict[str, Any], ctx: ToolContext, format_error: ErrorFormatter
 ) -> ToolResult:
     """A long-running tool as a background task when a runner is there; a slow call handed over; the rest inline."""
-    runner: BackgroundRunner | None = ctx.resources.get(BACKGROUND_RESOURCE)
+    runner = ctx.get(BACKGROUND_RESOURCE)
     title = f"{t.name}({json.dumps(args, ensure_ascii=False)[:200]})"
     if runner is not None and t.long_running:
 

@@ -17,7 +17,7 @@ from tests.support.shell import sh
 
 
 def session_of(ctx: ToolContext) -> BashSession:
-    session = ctx.resources[RESOURCE_KEY]
+    session = ctx.get(RESOURCE_KEY)
     assert isinstance(session, BashSession)
     return session
 
@@ -115,7 +115,7 @@ async def test_a_deleted_cwd_moves_the_shell_back(ctx: ToolContext) -> None:
 
 def unconfined(ctx: ToolContext) -> ToolContext:
     """Tests that follow a process by its pid outside the sandbox's PID namespace run without it."""
-    ctx.resources[SANDBOX_RESOURCE] = Sandbox(SandboxConfig(mode="off"))
+    ctx.put(SANDBOX_RESOURCE, Sandbox(SandboxConfig(mode="off")))
     return ctx
 
 

@@ -79,7 +79,7 @@ async def test_request_input_needs_a_default_and_a_sane_timeout(ctx: ToolContext
 
 async def test_a_human_in_the_context_wins_over_the_fallback(ctx: ToolContext) -> None:
     fallback, given = Scripted(["deny"]), Scripted(["approve"])
-    ctx.resources[HUMAN_RESOURCE] = given
+    ctx.put(HUMAN_RESOURCE, given)
     t = named(collaboration_tools(human=fallback))["request_approval"]
     assert json.loads((await run(t, ctx, question="ok?")).content)["approved"] is True
     assert not fallback.asked and given.asked

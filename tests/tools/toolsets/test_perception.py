@@ -278,7 +278,7 @@ async def test_latest_user_request_is_the_default_focus(ctx: ToolContext) -> Non
 
     (ctx.workspace / "long.md").write_text(LONG)
     t = tools(page_chars=2000, compress_over_chars=5000)["read_document"]
-    ctx.resources[FOCUS_RESOURCE] = "What is the rocket's launch code?"
+    ctx.put(FOCUS_RESOURCE, "What is the rocket's launch code?")
     res = await run(t, ctx, path="long.md")
     assert res.metadata["compressed"] and "AURORA-7" in res.content
     assert "rocket's launch code" in res.content  # the focus used is named

@@ -118,7 +118,7 @@ class StatusBar(Plugin):
     async def open(self, ctx: RunContext) -> None:
         """Share a configured (simulated) clock with the tools, so TODO and current_time read the same time."""
         if self.config.enabled and self._shared_clock:
-            ctx.session.tool_context.resources.setdefault(CLOCK_RESOURCE, self.clock)
+            ctx.session.tool_context.get_or_put(CLOCK_RESOURCE, lambda: self.clock)
 
     # -- the status ------------------------------------------------------------------------
 

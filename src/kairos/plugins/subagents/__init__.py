@@ -29,10 +29,10 @@ from kairos.plugins.subagents.envelope import (
 )
 from kairos.plugins.subagents.runner import SubAgentRunner
 from kairos.prompts.builder import SUBAGENT_SPEC, PromptBuilder
-from kairos.tools.base import Tool, ToolContext, ToolResult, ToolSource
+from kairos.tools.base import Resource, Tool, ToolContext, ToolResult, ToolSource
 from kairos.tools.function import make_tool
 
-RUNNER_KEY = "kairos.subagents"
+RUNNER_KEY: Resource[SubAgentRunner] = Resource("kairos.subagents")
 
 
 class SubAgents(Plugin):
@@ -75,18 +75,18 @@ class SubAgents(Plugin):
 
     async def open(self, ctx: RunContext) -> None:
         """The session's runner, where the tools find it."""
-        ctx.session.tool_context.resources[RUNNER_KEY] = SubAgentRunner(self, ctx)
+        ctx.session.tool_context.put(RUNNER_KEY, SubAgentRunner(self, ctx))
 
     async def close(self, ctx: RunContext) -> None:
         """Cancel the session's running children."""
-        runner = ctx.session.tool_context.resources.pop(RUNNER_KEY, None)
+        runner = ctx.session.tool_context.take(RUNNER_KEY)
         if isinstance(runner, SubAgentRunner):
             await runner.aclose()
 
 
 def _runner(ctx: ToolContext) -> SubAgentRunner | ToolResult:
-    r = ctx.resources.get(RUNNER_KEY)
-    if isinstance(r, SubAgentRunner):
+    r = ctx.get(RUNNER_KEY)
+    if r is not None:
         return r
     return ToolResult("Sub-agents are not available here (a sub-agent cannot start its own).", True)
 

@@ -1,7 +1,7 @@
 """The ``current_time`` tool.
 
 Tests and evaluations can freeze time by putting a zero-argument callable that returns an aware
-:class:`~datetime.datetime` into ``ctx.resources["clock"]``.
+:class:`~datetime.datetime` under :data:`CLOCK_RESOURCE`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from datetime import UTC, datetime, tzinfo
 from functools import cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.base import Resource, ToolContext, ToolResult
 from kairos.tools.function import tool
 
-CLOCK_RESOURCE = "clock"
-"""Key in ``ToolContext.resources`` of an optional ``() -> datetime`` clock."""
+CLOCK_RESOURCE: Resource[Callable[[], datetime]] = Resource("clock")
+"""An optional ``() -> datetime`` clock (tests and benches fix the time with it)."""
 
 
 def system_now() -> datetime:
@@ -75,7 +75,7 @@ def current_time(timezone: str = "UTC", *, ctx: ToolContext) -> ToolResult:
             "'America/Vancouver', 'Asia/Tokyo' or 'UTC'.",
             is_error=True,
         )
-    clock: Callable[[], datetime] = ctx.resources.get(CLOCK_RESOURCE, system_now)
+    clock = ctx.get(CLOCK_RESOURCE) or system_now
     now = clock()
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)

@@ -1,6 +1,6 @@
 """The ``bash`` tool: one persistent shell per session.
 
-Each session gets one ``bash --noprofile --norc`` process (stored in ``ctx.resources["bash"]``),
+Each session gets one ``bash --noprofile --norc`` process (kept under :data:`RESOURCE_KEY`),
 started in its own process group. Commands are sent on stdin wrapped in ``eval`` (so a syntax
 error cannot swallow what follows) with stdin from ``/dev/null``; a sentinel line carrying a fresh
 UUID, the exit status and the physical cwd marks the end of each command's output.
@@ -39,13 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kairos.tools.base import STATE_DIR_NAME, ToolContext, ToolResult, is_secret_name
+from kairos.tools.base import STATE_DIR_NAME, Resource, ToolContext, ToolResult, is_secret_name
 from kairos.tools.builtins._bash_output import Capture, Spill, render
 from kairos.tools.builtins._proc import Watchdog, die_with_kairos, kill_group
 from kairos.tools.function import tool
 from kairos.tools.sandbox import Sandbox, granted, sandbox_of
 
-RESOURCE_KEY = "bash"
+RESOURCE_KEY: Resource[BashSession] = Resource("bash")
 MAX_TIMEOUT_S = 600.0
 MIN_TIMEOUT_S = 1.0
 _CHUNK = 64 * 1024
@@ -380,7 +380,7 @@ def _new_session(ctx: ToolContext, box: Sandbox, *, network: bool) -> BashSessio
 
 async def _session(ctx: ToolContext, box: Sandbox) -> tuple[BashSession, str | None]:
     """The session's shell, and a note when it was restarted to show folders shown since it started."""
-    session = ctx.resources.get(RESOURCE_KEY)
+    session = ctx.get(RESOURCE_KEY)
     note = None
     if (
         isinstance(session, BashSession)
@@ -394,7 +394,7 @@ async def _session(ctx: ToolContext, box: Sandbox) -> tuple[BashSession, str | N
         session = None
     if not isinstance(session, BashSession):
         session = _new_session(ctx, box, network=box.config.network == "allow")
-        ctx.resources[RESOURCE_KEY] = session
+        ctx.put(RESOURCE_KEY, session)
     return session, note
 
 
@@ -430,7 +430,7 @@ async def bash(command: str, timeout_s: float = 60, network: bool = False, *, ct
 async def run_command(command: str, timeout_s: float, network: bool, ctx: ToolContext) -> ToolResult:
     """Run ``command`` as the ``bash`` tool does (sandbox checks, limits, the result's notes)."""
     limit = min(max(timeout_s, MIN_TIMEOUT_S), MAX_TIMEOUT_S) if not math.isnan(timeout_s) else 60.0
-    box = sandbox_of(ctx.resources)
+    box = sandbox_of(ctx)
     refusal = await box.check()
     confined = await box.confined()
     if refusal is None and network and confined and box.config.network != "allow":

@@ -3,7 +3,7 @@
 The list is external memory the model recites at the end of its context (the status bar renders
 it), against drift towards local subtasks. Items are ``{id, content, status, timestamp}``.
 
-The state lives in ``ctx.resources[TODO_RESOURCE]`` while a session runs, but it is *derived
+The state lives in ``ctx.get(TODO_RESOURCE)`` while a session runs, but it is *derived
 from the trajectory*: :func:`replay_todos` re-applies every successful TODO call found in the
 messages, taking each call's timestamp from its own result (``updated YYYY-MM-DD HH:MM:SS``), so
 a resumed session rebuilds exactly the list it had. The plugin :class:`kairos.plugins.todo.TodoTools`
@@ -16,22 +16,21 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kairos.models.types import Message, ToolCall
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.base import Resource, Tool, ToolContext, ToolResult
 from kairos.tools.builtins.clock import CLOCK_RESOURCE, system_now
 from kairos.tools.function import FunctionTool, tool
 
 TodoStatus: TypeAlias = Literal["pending", "in_progress", "completed", "cancelled"]
 TODO_STATUSES: tuple[str, ...] = get_args(TodoStatus)
-TODO_RESOURCE = "kairos.todo"
-"""Key of the live :class:`TodoList` in ``ToolContext.resources``."""
+TODO_RESOURCE: Resource[TodoList] = Resource("kairos.todo")
+"""The live :class:`TodoList` of a session."""
 TODO_TOOL_NAMES = ("rewrite_todo_list", "update_todo_status")
 MAX_ITEMS = 30
 MAX_CONTENT_CHARS = 200
@@ -124,7 +123,7 @@ class TodoList:
 
 
 def _now(ctx: ToolContext) -> str:
-    clock: Callable[[], datetime] = ctx.resources.get(CLOCK_RESOURCE, system_now)
+    clock = ctx.get(CLOCK_RESOURCE) or system_now
     return clock().strftime(_TIME_FORMAT)
 
 
@@ -134,7 +133,7 @@ def _result(name: str, todos: TodoList, now: str) -> ToolResult:
 
 
 def _live(ctx: ToolContext) -> TodoList:
-    todos = ctx.resources.get(TODO_RESOURCE)
+    todos = ctx.get(TODO_RESOURCE)
     return todos if isinstance(todos, TodoList) else TodoList()
 
 
@@ -184,7 +183,7 @@ async def _rewrite(items: list[TodoInput], ctx: ToolContext) -> ToolResult:
         todos = _live(ctx).rewrite(items, now)
     except TodoError as e:
         return ToolResult(f"TODO list unchanged: {e}.", is_error=True)
-    ctx.resources[TODO_RESOURCE] = todos
+    ctx.put(TODO_RESOURCE, todos)
     return _result("rewrite_todo_list", todos, now)
 
 
@@ -211,7 +210,7 @@ async def update_todo_status(id: int, status: TodoStatus, *, ctx: ToolContext) -
         todos = _live(ctx).update(id, status, now)
     except TodoError as e:
         return ToolResult(f"TODO list unchanged: {e}.", is_error=True)
-    ctx.resources[TODO_RESOURCE] = todos
+    ctx.put(TODO_RESOURCE, todos)
     return _result("update_todo_status", todos, now)
 
 

@@ -17,11 +17,12 @@ from typing import Literal, TypeAlias
 from pydantic import BaseModel, ConfigDict, Field
 
 from kairos.paths import user_config_dir
+from kairos.tools.base import Resource, ToolContext
 
 SandboxMode: TypeAlias = Literal["bwrap", "ask", "off"]
 NetworkPolicy: TypeAlias = Literal["ask", "allow", "deny"]
-SANDBOX_RESOURCE = "kairos.sandbox"
-"""``ToolContext.resources`` key of the session's :class:`Sandbox`."""
+SANDBOX_RESOURCE: Resource[Sandbox] = Resource("kairos.sandbox")
+"""The session's :class:`Sandbox`."""
 Grant: TypeAlias = Literal["network", "unconfined"]
 
 HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers", "/etc/security/opasswd")
@@ -397,10 +398,6 @@ def _inside(p: str, root: str) -> bool:
     return p == root or p.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def sandbox_of(resources: dict[str, object]) -> Sandbox:
-    """The session's sandbox (``resources[SANDBOX_RESOURCE]``), created with default settings if none."""
-    box = resources.get(SANDBOX_RESOURCE)
-    if not isinstance(box, Sandbox):
-        box = Sandbox()
-        resources[SANDBOX_RESOURCE] = box
-    return box
+def sandbox_of(ctx: ToolContext) -> Sandbox:
+    """The session's sandbox (under :data:`SANDBOX_RESOURCE`), created with default settings if none."""
+    return ctx.get_or_put(SANDBOX_RESOURCE, Sandbox)

@@ -4,7 +4,7 @@ A question to the human always carries a timeout and a declared default, so an a
 on someone who is away, and what happens then was chosen in advance (for an approval, "deny"
 unless the model declares otherwise). Who answers:
 
-1. a :class:`Human` put in ``ctx.resources[HUMAN_RESOURCE]`` (a front end, a test);
+1. a :class:`Human` put in ``ctx.put(HUMAN_RESOURCE, …)`` (a front end, a test);
 2. under the runtime (``kairos serve``/``kairos chat``), its outbox: the runtime's ``Outbox`` *is*
    a :class:`Human` (``wait_answer``), so the question shows in ``GET /v1/questions`` and the chat,
    exactly like ``ask_user`` — no second queue;
@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from kairos.errors import KairosError
-from kairos.tools.base import RUNTIME_RESOURCE, Tool, ToolContext, ToolResult
+from kairos.tools.base import RUNTIME_RESOURCE, Resource, Tool, ToolContext, ToolResult
 from kairos.tools.function import make_tool
 from kairos.tools.toolsets.config import NotifyConfig
 from kairos.tools.toolsets.notify import NotifyError, send
 
-HUMAN_RESOURCE = "kairos.human"
-"""``ctx.resources`` key of the :class:`Human` that answers (overrides the runtime's outbox and the terminal)."""
+HUMAN_RESOURCE: Resource[Human] = Resource("kairos.human")
+"""The :class:`Human` that answers (overrides the runtime's outbox and the terminal)."""
 MAX_WAIT_S = 86_400.0
 
 
@@ -100,15 +100,13 @@ class TerminalHuman:
 
 def _human(ctx: ToolContext, fallback: Human) -> tuple[Human, str, str]:
     """Who answers for this session, the session id to ask in, and a name for the result."""
-    given = ctx.resources.get(HUMAN_RESOURCE)
-    if isinstance(given, Human):
+    given = ctx.get(HUMAN_RESOURCE)
+    if given is not None:
         return given, ctx.session_id, "the user"
-    handle = ctx.resources.get(RUNTIME_RESOURCE)
-    service = getattr(handle, "service", None)
-    if callable(service):
-        outbox = service(Human)
-        if isinstance(outbox, Human):
-            return outbox, str(getattr(handle, "session_id", ctx.session_id)), "the user (through the outbox)"
+    handle = ctx.get(RUNTIME_RESOURCE)
+    outbox = handle.service(Human) if handle is not None else None  # type: ignore[type-abstract]  # a Protocol
+    if handle is not None and outbox is not None:
+        return outbox, handle.session_id, "the user (through the outbox)"
     return fallback, ctx.session_id, "the user at the terminal"
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from kairos.tools.base import FOCUS_RESOURCE, Tool, ToolContext, ToolResult
+from kairos.tools.base import FOCUS_RESOURCE, Resource, Tool, ToolContext, ToolResult
 from kairos.tools.builtins._fs import error, human, open_error, open_regular, resolve, show
 from kairos.tools.function import make_tool
 from kairos.tools.toolsets._pages import focus_excerpt, is_spill, page, spill
@@ -35,10 +35,8 @@ from kairos.tools.toolsets.documents import (
     kind_of,
 )
 
-"""``ctx.resources`` key of the latest user request (set by the front end or a plugin): the focus of a long
-text read without one, so it is still compressed with the task in view."""
-CACHE_KEY = "kairos.toolsets.texts"
-"""``ctx.resources`` key of the per-session cache of extracted texts (so reading on does not re-parse)."""
+CACHE_KEY: Resource[OrderedDict[tuple[Any, ...], Document]] = Resource("kairos.toolsets.texts")
+"""The per-session cache of extracted texts (so reading on does not re-parse)."""
 _CACHE_SIZE = 16
 _USER_AGENT = "kairos/0.1 (+fetch_url)"
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/rss+xml",
@@ -46,10 +44,7 @@ _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtm
 
 
 def _cache(ctx: ToolContext) -> OrderedDict[tuple[Any, ...], Document]:
-    found = ctx.resources.get(CACHE_KEY)
-    if not isinstance(found, OrderedDict):
-        found = ctx.resources[CACHE_KEY] = OrderedDict()
-    return found
+    return ctx.get_or_put(CACHE_KEY, OrderedDict)
 
 
 def _remember(ctx: ToolContext, key: tuple[Any, ...], doc: Document) -> None:
@@ -75,13 +70,13 @@ def present(
 
     ``again`` is how to read another part, with ``{offset}`` left to fill, e.g.
     ``read_document(path='a.pdf', offset={offset})``. Without ``focus``, the latest user request
-    (``ctx.resources[FOCUS_RESOURCE]``) is the focus; ``compress=False`` never compresses (spill files).
+    (``ctx.get(FOCUS_RESOURCE)``) is the focus; ``compress=False`` never compresses (spill files).
     """
     text = doc.text
     if not compress:
         focus = ""
     elif not focus.strip() and offset == 0:
-        latest = ctx.resources.get(FOCUS_RESOURCE)
+        latest = ctx.get(FOCUS_RESOURCE)
         focus = latest[:500] if isinstance(latest, str) else ""
     what = doc.kind.upper() + (f", {doc.parts} {'slides' if doc.kind == 'pptx' else 'pages'}" if doc.parts else "")
     meta: dict[str, Any] = {"kind": doc.kind, "total_chars": len(text), "offset": offset}
