@@ -17,7 +17,7 @@ import typer.core
 from kairos.cli._console import _text as _text  # re-exported: serve.py imports them from here
 from kairos.cli._console import console as console
 from kairos.cli._console import err_console as err_console
-from kairos.cli._console import existing_workspace
+from kairos.cli._options import BaseUrlOpt, ModelOpt, WorkspaceOpt
 from kairos.cli.kb import kb_app
 from kairos.cli.mcp import mcp_app
 from kairos.cli.memory import memory_app
@@ -66,19 +66,6 @@ app.add_typer(mcp_app, name="mcp")
 app.add_typer(kb_app, name="kb")
 app.add_typer(memory_app, name="memory")
 
-ModelOpt = Annotated[
-    str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
-]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, ...)")]
-WorkspaceOpt = Annotated[
-    Path,
-    typer.Option(
-        "--workspace",
-        "-w",
-        help="directory the tools work in; state lives in its .kairos/",
-        callback=existing_workspace,
-    ),
-]
 TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, cached tokens, TTFT, prefix audit")]
 BENCH_GROUP = "kairos.benchmarks"
 """Entry-point group of benchmarks (the kairos-bench distribution registers the shipped ones)."""

@@ -13,6 +13,7 @@ from urllib.parse import quote
 import typer
 
 from kairos.cli._console import existing_workspace
+from kairos.cli._options import BaseUrlOpt, BusOpt, GraceOpt, ModelOpt, StoreOpt, TokenEnvOpt, WorkspaceOpt
 from kairos.server.auth import TOKEN_ENV, WEBHOOK_SECRET_ENV
 
 
@@ -36,7 +37,7 @@ def ui(
         Path,
         typer.Option("--workspace", "-w", help="workspace to serve when no server runs", callback=existing_workspace),
     ] = Path("."),
-    token_env: Annotated[str, typer.Option("--token-env", help="env var holding the bearer token")] = TOKEN_ENV,
+    token_env: TokenEnvOpt = TOKEN_ENV,
 ) -> None:
     """Open the web UI: of the kairos server on --host:--port, or of a new one (kairos serve --open) when none runs."""
     import httpx
@@ -56,24 +57,14 @@ def ui(
 def serve(
     host: Annotated[str, typer.Option("--host", help="address to bind; non-loopback needs a token")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="port (0: any free one)")] = 8765,
-    workspace: Annotated[
-        Path,
-        typer.Option(
-            "--workspace",
-            "-w",
-            help="directory the tools work in; state lives in its .kairos/",
-            callback=existing_workspace,
-        ),
-    ] = Path("."),
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint")] = None,
-    token_env: Annotated[str, typer.Option("--token-env", help="env var holding the bearer token")] = TOKEN_ENV,
+    workspace: WorkspaceOpt = Path("."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    token_env: TokenEnvOpt = TOKEN_ENV,
     webhook_secret_env: Annotated[
         str, typer.Option("--webhook-secret-env", help="env var holding the webhook HMAC secret")
     ] = WEBHOOK_SECRET_ENV,
-    grace: Annotated[float, typer.Option("--grace", min=0, help="seconds running turns get to finish on stop")] = 10.0,
+    grace: GraceOpt = 10.0,
     keepalive: Annotated[
         float, typer.Option("--keepalive", min=1, help="seconds of silence before a stream sends a keep-alive comment")
     ] = 15.0,
@@ -86,14 +77,8 @@ def serve(
         ),
     ] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="open the web UI in the browser once serving")] = False,
-    store_url: Annotated[
-        str | None,
-        typer.Option("--store", help="session store: embedded (SQLite, the default) or postgresql://… ([storage])"),
-    ] = None,
-    bus_url: Annotated[
-        str | None,
-        typer.Option("--bus", help="event bus: embedded (SQLite, the default) or nats://host:port ([storage] bus)"),
-    ] = None,
+    store_url: StoreOpt = None,
+    bus_url: BusOpt = None,
     no_worker: Annotated[
         bool,
         typer.Option(

@@ -14,30 +14,16 @@ from typing import Annotated
 
 import typer
 
-from kairos.cli._console import existing_workspace
+from kairos.cli._options import BaseUrlOpt, BusOpt, GraceOpt, ModelOpt, StoreOpt, WorkspaceOpt
 
 
 def worker(
-    workspace: Annotated[
-        Path,
-        typer.Option(
-            "--workspace",
-            "-w",
-            help="directory the tools work in; state lives in its .kairos/",
-            callback=existing_workspace,
-        ),
-    ] = Path("."),
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="local | local-small | openai:NAME | anthropic:NAME | PATH.gguf")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible endpoint")] = None,
-    store_url: Annotated[
-        str | None, typer.Option("--store", help="the deployment's session store, postgresql://… ([storage] store)")
-    ] = None,
-    bus_url: Annotated[
-        str | None, typer.Option("--bus", help="the deployment's bus and work queue, nats://host:port ([storage] bus)")
-    ] = None,
-    grace: Annotated[float, typer.Option("--grace", min=0, help="seconds running turns get to finish on stop")] = 10.0,
+    workspace: WorkspaceOpt = Path("."),
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    store_url: StoreOpt = None,
+    bus_url: BusOpt = None,
+    grace: GraceOpt = 10.0,
     ack_wait: Annotated[
         float,
         typer.Option(
