@@ -192,3 +192,20 @@ def test_model_and_tool_text_cannot_drive_the_terminal(scripted: ScriptedModel, 
     flat = out.replace("\n", "")
     assert "\\x1b]0;owned\\x07" in flat and "\\x1b]52;c;cm0gLXJmIC8=\\x07\\x1b[2J" in flat  # text, file content
     assert 'evil.txt\\x1b[1A\\u202e"' in flat and "done\\rFAKE\\x9b2J" in flat  # arguments, answer
+
+
+def test_sessions_lists_the_deployments_sessions_when_the_store_is_postgresql(
+    workspace: Path, user_config_dir: Path, postgres_url: str
+) -> None:
+    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[scale]'")
+    from kairos.runtime.backends import open_store
+
+    store = open_store(postgres_url, workspace)
+    try:
+        sid = store.trajectories.create_session("kept in postgres")
+    finally:
+        store.close()
+    (user_config_dir / "config.toml").write_text(f'[storage]\nstore = "{postgres_url}"\n', encoding="utf-8")
+    listing = runner.invoke(app, ["sessions", "-w", str(workspace)])
+    assert listing.exit_code == 0 and sid in listing.output and "kept in postgres" in listing.output
+    assert not (workspace / ".kairos" / "kairos.db").exists()  # PostgreSQL, never a SQLite file in its place

@@ -96,17 +96,11 @@ def _open(
         typer.Exit: after a clear error.
     """
     from kairos.config import load_config
-    from kairos.context.session import SessionStore
 
     try:
         config = load_config(workspace, {"model": model, "base_url": base_url})
         _notices(config)
-        if config.storage.store_kind == "embedded":
-            store = SessionStore(workspace)
-        else:  # the store [storage] names, never SQLite in its place
-            from kairos.runtime.backends import open_store
-
-            store = open_store(config.storage.store, workspace)
+        store = _session_store(config, workspace)
     except KairosError as e:
         raise _fail(str(e)) from e
     try:
@@ -350,13 +344,28 @@ def chat(
         raise typer.Exit(128 + stopped_by)
 
 
-@app.command()
-def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
-    """List the stored sessions of the workspace, newest first."""
+def _session_store(config: KairosConfig, workspace: Path) -> SessionStore:
+    """The session store ``[storage] store`` names (PostgreSQL never silently replaced by SQLite).
+
+    Raises:
+        KairosError: the store cannot be opened (the message says what to do).
+    """
     from kairos.context.session import SessionStore
 
+    if config.storage.store_kind == "embedded":
+        return SessionStore(workspace)
+    from kairos.runtime.backends import open_store
+
+    return open_store(config.storage.store, workspace)
+
+
+@app.command()
+def sessions(workspace: WorkspaceOpt = Path(".")) -> None:
+    """List the stored sessions, newest first: the workspace's, or the deployment's in ``[storage] store``."""
+    from kairos.config import load_config
+
     try:
-        store = SessionStore(workspace)
+        store = _session_store(load_config(workspace), workspace)
     except KairosError as e:
         raise _fail(str(e)) from e
     for info in store.list():
