@@ -70,7 +70,7 @@ def _run(code: str, *args: str, cwd: Path, config_dir: Path, **env: str) -> subp
         (["memory", "--help"], (), 0),
         (["mcp", "--help"], (), 0),
         (["serve", "--help"], (), 0),
-        (["sessions"], (), 0),
+        (["sessions"], ("kairos.config", "kairos.agent.agent", "httpx"), 0),  # [storage] says where they are
         (["config"], ("kairos.config", "kairos.agent.agent", "httpx"), 0),  # the settings' types come with them
         # a mistyped workspace is refused before anything loads (it took 8.4 s)
         (["run", "-w", "/nonexistent/ws", "hi"], (), 1),
