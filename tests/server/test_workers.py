@@ -252,3 +252,25 @@ def test_worker_and_no_worker_need_postgresql_and_nats(workspace: Path, user_con
         code, _, err = run_kairos(*args, config_dir=user_config_dir, logs=tmp_path / "logs")
         assert code == 1 and "--store postgresql://… and --bus nats://…" in err, err
     assert not (workspace / ".kairos" / "kairos.db").exists()  # refused before anything was opened
+
+
+def test_the_stop_button_of_a_front_end_stops_the_turn_in_the_worker_that_runs_it(
+    workspace: Path, user_config_dir: Path, tmp_path: Path, postgres_url: str, nats_url: str, nats_stream: str
+) -> None:
+    _config(user_config_dir, postgres_url, nats_url, nats_stream)
+    with (
+        AnsweringModel() as model,
+        _deployment(workspace, user_config_dir, tmp_path / "logs", model, workers=2) as (url, ws),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        sid = client.post("/v1/sessions", json={"title": "stop"}).json()["id"]
+        idle = client.post(f"/v1/sessions/{sid}/interrupt").json()
+        assert idle == {"interrupted": False}  # nothing runs: no worker answers
+        assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "q:slow-stop"}).status_code == 202
+        _wait("the slow request", model.hanging.is_set, 20, ws)
+        stopped = client.post(f"/v1/sessions/{sid}/interrupt", json={"reason": "the user pressed stop"}).json()
+        assert stopped == {"interrupted": True}  # the front end runs no turn: the worker that does stopped it
+        assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "q:after"}).status_code == 202
+        _wait("the next answer", lambda: "a:q:after" in _answers(_trajectories(postgres_url, [sid])[sid]), 20, ws)
+    trajectory = _trajectories(postgres_url, [sid])[sid]
+    assert "a:q:slow-stop" not in _answers(trajectory)  # cut, never answered

@@ -159,6 +159,7 @@ def serve(
         memory=next((p.memory for p in runtime.agent.plugins if isinstance(p, MemoryPlugin)), None),
         knowledge=next((p.kb for p in runtime.agent.plugins if isinstance(p, KnowledgeTools)), None),
         mcp=[s for p in runtime.agent.plugins if isinstance(p, McpTools) for s in p.sources],
+        workers=queue,
         settings={
             "settings": config.model_dump(mode="json"),
             "sources": list(config.sources),

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from kairos.context.inbox import TaskCompleted
 from kairos.models.types import Message
@@ -79,6 +80,7 @@ class Workers:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Pull and serve messages until ``stop`` is set (then stop the runtime and :meth:`close`)."""
+        await self.queue.answer(self.control, asyncio.get_running_loop())
         watcher = asyncio.create_task(self.watch_held(stop), name="work:held")
         self._tasks.add(watcher)
         watcher.add_done_callback(self._tasks.discard)
@@ -97,6 +99,12 @@ class Workers:
                 task = asyncio.create_task(self.serve(delivery), name=f"work:{delivery.session}")
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    def control(self, session: str, verb: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """A front end's request for a session (:meth:`WorkQueue.ask`): answered only where the session runs."""
+        if verb == "interrupt" and self.runtime.interrupt(session, str(arguments.get("reason", ""))):
+            return {"interrupted": True}
+        return None
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """After the runtime stopped: held messages end (acked when done, else put back); the rest are cut."""

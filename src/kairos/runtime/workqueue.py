@@ -12,6 +12,10 @@ worker), so a worker that dies holding one hands it over. A worker that is still
 (``in_progress``) every third of ``ack_wait``. The message id is ``<session>:<seq>``: an event
 announced twice within the duplicate window (2 minutes) is queued once.
 
+A front end reaches the worker that runs a session (a stop button) with :meth:`WorkQueue.ask`: a core NATS
+request on ``kairos-ctl.<stream>.<session>``, which every worker answers through :meth:`WorkQueue.answer`
+only for the sessions it runs; no answer within :data:`ASK_WAIT_S` means none runs it.
+
 Like :class:`~kairos.runtime.bus_nats.NatsBus`, the client runs on an event loop of its own in a
 daemon thread: :meth:`WorkQueue.announce` is synchronous (the runtime calls it where it stores the
 event, and it returns once JetStream stored the message); :meth:`WorkQueue.fetch` and a delivery's
@@ -25,7 +29,7 @@ import concurrent.futures
 import contextlib
 import json
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 CONSUMER = "workers"
 """The durable consumer every worker of a deployment pulls from."""
+ASK_WAIT_S = 1.0
+"""How long a front end waits for the worker that runs a session to answer (none answers: none runs it)."""
+ControlHandler = Callable[[str, str, dict[str, Any]], dict[str, Any] | None]
+"""``(session, verb, arguments)``: a worker's reply, or None when the session is not its own (it stays silent)."""
 
 
 @dataclass(eq=False)
@@ -91,6 +99,7 @@ class WorkQueue:
         self.shown_url = mask_url(url)
         self.stream = f"{stream}-work"
         self.prefix = f"kairos-work.{stream}"
+        self.control = f"kairos-ctl.{stream}"  # core NATS: outside both streams' subjects, never stored
         self.ack_wait_s = ack_wait_s
         self._timeout = timeout
         self._nc: Client | None = None
@@ -196,6 +205,43 @@ class WorkQueue:
             out.append(Delivery(self, msg, session, seq, int(msg.metadata.num_delivered or 1)))
         return out
 
+    async def ask(self, session: str, verb: str, **arguments: Any) -> dict[str, Any] | None:
+        """Ask the worker that runs ``session`` to ``verb`` (``interrupt``); its reply, None when none answers."""
+        import nats.errors
+
+        data = json.dumps({"session": session, "verb": verb, "arguments": arguments}).encode()
+
+        async def request() -> dict[str, Any] | None:
+            assert self._nc is not None
+            try:
+                msg = await self._nc.request(f"{self.control}.{session_token(session)}", data, timeout=ASK_WAIT_S)
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError, TimeoutError):
+                return None
+            reply = json.loads(msg.data)
+            return reply if isinstance(reply, dict) else None
+
+        return await self._await(request())
+
+    async def answer(self, handler: ControlHandler, loop: asyncio.AbstractEventLoop) -> None:
+        """Answer the front ends' requests for the sessions run here: ``handler`` runs on ``loop`` (the runtime's)."""
+
+        async def on_request(msg: Msg) -> None:
+            try:
+                item = json.loads(msg.data)
+                session, verb, arguments = str(item["session"]), str(item["verb"]), dict(item.get("arguments") or {})
+            except (ValueError, KeyError, TypeError):
+                return  # not ours to read
+            call = asyncio.run_coroutine_threadsafe(_run(handler, session, verb, arguments), loop)
+            reply = await asyncio.wrap_future(call)
+            if reply is not None:
+                await msg.respond(json.dumps(reply).encode())
+
+        async def subscribe() -> None:
+            assert self._nc is not None
+            await self._nc.subscribe(f"{self.control}.>", cb=on_request)
+
+        await self._await(subscribe())
+
     def close(self) -> None:
         """Close the connection and stop the client's thread (idempotent)."""
         if self._loop.is_closed():
@@ -211,4 +257,8 @@ class WorkQueue:
             self._loop.close()
 
 
-__all__ = ["CONSUMER", "Delivery", "WorkQueue"]
+async def _run(handler: ControlHandler, session: str, verb: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    return handler(session, verb, arguments)
+
+
+__all__ = ["ASK_WAIT_S", "CONSUMER", "ControlHandler", "Delivery", "WorkQueue"]

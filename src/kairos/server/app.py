@@ -29,7 +29,7 @@ from kairos.server import auth
 from kairos.server.auth import LOOPBACK_NAMES, host_name
 from kairos.server.middleware import ApiError, Guard, install_handlers
 from kairos.server.outbox import OutboxAPI, settle
-from kairos.server.state import ServerState, state_of, submit_user
+from kairos.server.state import ServerState, Workers, state_of, submit_user
 from kairos.server.webui import mount_ui
 
 if TYPE_CHECKING:
@@ -183,11 +183,18 @@ def _title_from(text: str, limit: int = 60) -> str:
 async def interrupt(
     request: Request, session_id: str, body: Annotated[InterruptBody | None, Body()] = None
 ) -> dict[str, Any]:
-    """Stop the running turn now (a stop button); ``interrupted`` is false when nothing ran."""
+    """Stop the running turn now (a stop button); ``interrupted`` is false when nothing ran.
+
+    On a front end of several workers the turn runs in one of them: the request reaches it there.
+    """
     state = state_of(request)
     if not state.runtime.has_session(session_id):
         raise SessionNotFoundError(session_id)
-    stopped = state.runtime.interrupt(session_id, (body.reason if body else "") or "interrupted over http")
+    reason = (body.reason if body else "") or "interrupted over http"
+    stopped = state.runtime.interrupt(session_id, reason)
+    if not stopped and state.workers is not None:
+        reply = await state.workers.ask(session_id, "interrupt", reason=reason)
+        stopped = bool(reply and reply.get("interrupted"))
     return {"interrupted": stopped}
 
 
@@ -336,6 +343,7 @@ def create_app(
     memory: UserMemory | None = None,
     knowledge: KnowledgeBase | None = None,
     mcp: Sequence[McpServerSource] = (),
+    workers: Workers | None = None,
 ) -> FastAPI:
     """The API app over ``runtime``.
 
@@ -356,6 +364,8 @@ def create_app(
         memory: the user's memory the agent uses (``/v1/memory``); None: those routes answer 503.
         knowledge: the workspace's knowledge base (``/v1/knowledge``); None: those routes answer 503.
         mcp: the agent's MCP servers (``/v1/mcp``: their state, tools and approval; approve, revoke).
+        workers: where turns run when this process is a front end only (the work queue): a stop button
+            reaches the worker that runs the session.
         settings: what ``GET /v1/settings`` shows (``kairos serve`` passes the effective configuration,
             its sources and notices; it holds no secrets, only the names of the variables that do).
     """
@@ -375,6 +385,7 @@ def create_app(
         tuple(mcp),
         dict(settings or {}),
         max_body,
+        workers=workers,
     )
 
     @asynccontextmanager

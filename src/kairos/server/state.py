@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from starlette.requests import HTTPConnection
 
@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from kairos.knowledge.base import KnowledgeBase
     from kairos.mcp.client import McpServerSource
     from kairos.memory import UserMemory
+
+
+class Workers(Protocol):
+    """The deployment's workers as a front end reaches them (:class:`~kairos.runtime.workqueue.WorkQueue`)."""
+
+    async def ask(self, session: str, verb: str, **arguments: Any) -> dict[str, Any] | None:
+        """The reply of the worker that runs ``session``; None when none runs it."""
+        ...
 
 
 @dataclass
@@ -42,6 +50,9 @@ class ServerState:
     """The largest request body, and the largest WebSocket frame: one limit for a message however it comes."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server begins to stop: streams end, so connections close and the drain can start."""
+    workers: Workers | None = None
+    """Where the turns run when this process is a front end only (``kairos serve --no-worker``): a stop
+    button reaches the worker that runs the session."""
 
     def begin_shutdown(self) -> None:
         """End every stream (call from the event loop's thread)."""
