@@ -45,9 +45,16 @@ COMPRESSION = Bench("compression", "Exp 2-10: six compression strategies under a
 INJECTION = Bench("injection", "Exp 2-5: attack success rate, 3 attacks x 4 defence configurations", True)
 SKILLS = Bench("skills", "Exp 2-6 in small: a task only a skill's script can do; progressive loading", True)
 RUNTIME = Bench("runtime_perf", "event runtime: interrupt-to-stop p99, dispatch events/s, RSS of 10k sessions", True)
-CRASH = Bench("crash", "kairos serve killed with SIGKILL 100 times mid-work: lost events, repeated side effects")
+CRASH = Bench(
+    "crash",
+    "kairos serve killed with SIGKILL 100 times mid-work: lost events, repeated side effects",
+    options=("store", "bus"),
+)
 LOAD = Bench(
-    "load", "signed webhooks to 1,000 sessions of kairos serve at 200/s: lost, dispatch p99", takes_duration=True
+    "load",
+    "signed webhooks to 1,000 sessions of kairos serve at 200/s: lost, dispatch p99",
+    takes_duration=True,
+    options=("store", "bus"),
 )
 EMAIL_AGENT = Bench(
     "email_agent", "Exp 6-1: email agent on real IMAP/SMTP (invite, complaint, advert)", True, options=("modes",)

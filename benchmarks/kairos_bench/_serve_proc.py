@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -41,13 +41,15 @@ class ServeProcess:
         base_url: the OpenAI-compatible model endpoint.
         home: a folder for the user config and the logs.
         secret: the webhook HMAC secret.
+        extra: further ``kairos serve`` arguments (``--store URL --bus URL``: the scale-out backends).
     """
 
-    def __init__(self, workspace: Path, base_url: str, home: Path, secret: str) -> None:
+    def __init__(self, workspace: Path, base_url: str, home: Path, secret: str, extra: Sequence[str] = ()) -> None:
         self.workspace = workspace
         self.base_url = base_url
         self.home = home
         self.secret = secret
+        self.extra = list(extra)
         self.config_dir = home / "config"
         self.config_dir.mkdir(parents=True, exist_ok=True)
         (self.config_dir / "config.toml").write_text(USER_CONFIG, encoding="utf-8")
@@ -91,6 +93,7 @@ class ServeProcess:
             self.base_url,
             "--grace",
             "5",
+            *self.extra,
         ]
         with log.open("wb") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env(), cwd=self.home)

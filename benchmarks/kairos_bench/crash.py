@@ -16,6 +16,9 @@ read:
   (the trajectory has the "may or may not have happened" placeholder for it: the book allows
   this, the model is told to check), and ``missing_effects``: absent without such a placeholder;
 - ``trajectory_problems``: tool-call protocol violations (:func:`kairos.testing.trajectory_problems`).
+
+``store``/``bus`` (:mod:`._backends`): ``postgresql``/``nats`` run the server on real PostgreSQL (a
+new database per run) and NATS JetStream, and the verification reads that PostgreSQL.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from kairos.context.session import INTERRUPTED_TOOL_RESULT, SessionStore
+from kairos.context.session import INTERRUPTED_TOOL_RESULT
 from kairos.testing import trajectory_problems
+from kairos_bench._backends import Backends, backends, read_store, serve_args
 from kairos_bench._fake_openai import EFFECT_RE, EFFECTS_FILE, EVENT_RE, DeterministicModel
 from kairos_bench._serve_proc import ServeProcess, post_webhook
 
@@ -115,9 +119,9 @@ async def _idle(client: httpx.AsyncClient, url: str, sessions: list[str], timeou
     return False
 
 
-def _verify(workspace: Path, run: _Run) -> dict[str, Any]:
-    """Read the stopped server's database and effects log (see the module docstring)."""
-    store = SessionStore(workspace, state_dir=workspace / ".kairos")
+def _verify(workspace: Path, store_url: str, run: _Run) -> dict[str, Any]:
+    """Read the stopped server's store and effects log (see the module docstring)."""
+    store = read_store(workspace, store_url)
     try:
         shown: dict[str, set[str]] = {}
         cut: set[str] = set()
@@ -154,11 +158,12 @@ def _verify(workspace: Path, run: _Run) -> dict[str, Any]:
 
 
 async def _one_run(
-    index: int, root: Path, base_url: str, rng: random.Random, n_sessions: int, max_kill_s: float
+    index: int, root: Path, base_url: str, rng: random.Random, n_sessions: int, max_kill_s: float, where: Backends
 ) -> dict[str, Any]:
     workspace = root / f"run-{index}" / "ws"
     workspace.mkdir(parents=True)
-    server = ServeProcess(workspace, base_url, workspace.parent, SECRET)
+    store = await asyncio.to_thread(where.store_for, f"crash{index}")
+    server = ServeProcess(workspace, base_url, workspace.parent, SECRET, serve_args(store, where.bus))
     url = await asyncio.to_thread(server.start)
     limits = httpx.Limits(max_connections=8)
     async with httpx.AsyncClient(timeout=30, limits=limits) as client:
@@ -178,7 +183,7 @@ async def _one_run(
         run.url = url = await asyncio.to_thread(server.start)
     except RuntimeError as e:  # it did not come back: what it had stored is still verified
         return _row(index, kill_after, sent_before, acked_before, [], time.monotonic() - started, run, workspace,
-                    [f"restart failed: {e}"])  # fmt: skip
+                    store, [f"restart failed: {e}"])  # fmt: skip
     restart_s = time.monotonic() - started
     async with httpx.AsyncClient(timeout=30) as client:
         unacked = [e for e in run.events.values() if not e.acked]
@@ -195,7 +200,7 @@ async def _one_run(
         problems.append(f"kairos serve exited with {exit_code} on SIGTERM")
     problems += [f"event {e.id} never acknowledged after {e.tries} tries" for e in run.events.values()
                  if not e.acked]  # fmt: skip
-    return _row(index, kill_after, sent_before, acked_before, again, restart_s, run, workspace, problems)
+    return _row(index, kill_after, sent_before, acked_before, again, restart_s, run, workspace, store, problems)
 
 
 def _row(
@@ -207,10 +212,11 @@ def _row(
     restart_s: float,
     run: _Run,
     workspace: Path,
+    store: str,
     problems: list[str],
 ) -> dict[str, Any]:
     """One run's row: what the clients saw and what the stopped server's state shows."""
-    found = _verify(workspace, run)
+    found = _verify(workspace, store, run)
     problems = [*found["problems"], *problems]
     return {
         "run": index,
@@ -235,18 +241,28 @@ def _row(
 
 
 def run(
-    console: Console | None = None, quick: bool = False, runs: int | None = None, seed: int = 0, sessions: int = 3
+    console: Console | None = None,
+    quick: bool = False,
+    runs: int | None = None,
+    seed: int = 0,
+    sessions: int = 3,
+    store: str | None = None,
+    bus: str | None = None,
 ) -> dict[str, Any]:
-    """Kill and restart ``kairos serve`` ``runs`` times (100; ``quick``: 10); see the module docstring."""
+    """Kill and restart ``kairos serve`` ``runs`` times (100; ``quick``: 10) on ``store``/``bus`` (embedded)."""
     console = console or Console()
     runs = runs or (10 if quick else 100)
     rng = random.Random(seed)
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kairos-crash-bench-") as tmp, DeterministicModel("effect") as model:
+    with (
+        tempfile.TemporaryDirectory(prefix="kairos-crash-bench-") as tmp,
+        DeterministicModel("effect") as model,
+        backends(store, bus) as where,
+    ):
         base_url = model.base_url
         for i in range(runs):
-            row = asyncio.run(_one_run(i, Path(tmp), base_url, rng, sessions, max_kill_s=2.5))
+            row = asyncio.run(_one_run(i, Path(tmp), base_url, rng, sessions, 2.5, where))
             rows.append(row)
             flag = "" if not (row["lost_events"] or row["duplicated_side_effects"] or row["problems"]) else " [red]!"
             console.print(f"[dim]run {i + 1}/{runs}: killed after {row['kill_after_s']:.2f} s, "
@@ -263,6 +279,7 @@ def run(
             "sessions": sessions,
             "kill_after_s": [0.2, 2.5],
             "effect_pause_s": model.pause_s,
+            **where.params(),
         },  # fmt: skip
         "rows": rows,
         "summary": {

@@ -15,6 +15,9 @@ After ``duration`` seconds the poster stops, the bench waits for the model to ha
 accepted event (up to ``drain_s``), stops the server and reads its database: ``lost`` counts
 accepted (2xx) events, warm-up included, the model never saw or that are missing from their
 session's trajectory. Rows: one per 10-second window (rate achieved, dispatch p50/p99, server RSS).
+
+``store``/``bus`` (:mod:`._backends`): ``postgresql``/``nats`` run the server on real PostgreSQL and
+NATS JetStream (started on loopback by the bench), and ``lost`` reads that PostgreSQL.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from kairos.context.session import SessionStore
 from kairos.server.auth import sign
+from kairos_bench._backends import Backends, backends, read_store, serve_args
 from kairos_bench._fake_openai import EVENT_RE, DeterministicModel
 from kairos_bench._serve_proc import ServeProcess
 from kairos_bench._stats import percentile
@@ -185,13 +188,13 @@ async def _sample_rss(server: ServeProcess, into: list[tuple[float, float]], sto
             pass
 
 
-def _in_trajectories(workspace: Path, accepted: dict[str, str]) -> set[str]:
+def _in_trajectories(workspace: Path, store_url: str, accepted: dict[str, str]) -> set[str]:
     """Accepted event ids found in their session's trajectory (read after the server stopped)."""
     wanted: dict[str, set[str]] = {}
     for eid, sid in accepted.items():
         wanted.setdefault(sid, set()).add(eid)
     found: set[str] = set()
-    store = SessionStore(workspace, state_dir=workspace / ".kairos")
+    store = read_store(workspace, store_url)
     try:
         for sid, ids in wanted.items():
             for m in store.trajectories.load_messages(sid):
@@ -203,11 +206,12 @@ def _in_trajectories(workspace: Path, accepted: dict[str, str]) -> set[str]:
 
 
 async def _measure(root: Path, sessions: int, rate: float, duration_s: float, drain_s: float,
-                   console: Console) -> dict[str, Any]:  # fmt: skip
+                   console: Console, where: Backends) -> dict[str, Any]:  # fmt: skip
     workspace = root / "ws"
     workspace.mkdir(parents=True)
+    store = await asyncio.to_thread(where.store_for, "load")
     with DeterministicModel("answer") as model:
-        server = ServeProcess(workspace, model.base_url, root, SECRET)
+        server = ServeProcess(workspace, model.base_url, root, SECRET, serve_args(store, where.bus))
         url = await asyncio.to_thread(server.start)
         try:
             async with httpx.AsyncClient(timeout=60) as client:
@@ -235,7 +239,7 @@ async def _measure(root: Path, sessions: int, rate: float, duration_s: float, dr
         finally:
             server.kill()
         seen = model.seen()
-        in_db = _in_trajectories(workspace, {**warm.accepted, **poster.accepted})
+        in_db = _in_trajectories(workspace, store, {**warm.accepted, **poster.accepted})
         every = model.latencies_ms()
         latencies = {e: ms for e, ms in every.items() if e in poster.sent_at}
         warm_lat = [ms for e, ms in every.items() if e in warm.sent_at]
@@ -293,15 +297,20 @@ def run(
     sessions: int | None = None,
     rate: float | None = None,
     drain_s: float = 60.0,
+    store: str | None = None,
+    bus: str | None = None,
 ) -> dict[str, Any]:
-    """Post webhooks for ``duration`` seconds (600; ``quick``: 20) to ``sessions`` (1,000) at ``rate``/s (200)."""
+    """Post webhooks for ``duration`` s (600; ``quick``: 20) to ``sessions`` (1,000) at ``rate``/s (200).
+
+    ``store``/``bus``: embedded (the default), ``postgresql``/``nats`` (started here) or URLs.
+    """
     console = console or Console()
     duration_s = float(duration or (20 if quick else 600))
     sessions = sessions or 1000
     rate = rate or 200.0
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="kairos-load-bench-") as tmp:
-        result = asyncio.run(_measure(Path(tmp), sessions, rate, duration_s, drain_s, console))
+    with tempfile.TemporaryDirectory(prefix="kairos-load-bench-") as tmp, backends(store, bus) as where:
+        result = asyncio.run(_measure(Path(tmp), sessions, rate, duration_s, drain_s, console, where))
     result["summary"]["wall_s"] = round(time.monotonic() - started, 1)
     return {
         "bench": "load",
@@ -312,6 +321,7 @@ def run(
             "drain_s": drain_s,
             "connections": CONNECTIONS,
             "warmup": "one event per session before the clock starts",
+            **where.params(),
         },  # fmt: skip
         **result,
     }

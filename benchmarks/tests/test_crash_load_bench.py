@@ -135,3 +135,47 @@ def test_bench_refuses_duration_for_a_bench_without_one(benches: None) -> None:
     result = CliRunner().invoke(app, ["bench", "crash", "--duration", "5"])
     assert result.exit_code == 1
     assert "does not take --duration" in result.output and "load" in result.output
+
+
+@pytest.fixture
+def scale_deps() -> None:
+    """Skip without PostgreSQL, nats-server, psycopg or nats-py (as tests/support/servers.py's fixtures do)."""
+    from kairos.testing.servers import find_nats_server, find_postgres_bin
+
+    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[scale]'")
+    pytest.importorskip("nats", reason="nats-py is not installed: pip install -e '.[scale]'")
+    if find_postgres_bin() is None or find_nats_server() is None:
+        pytest.skip("PostgreSQL or nats-server is not installed (make test-deps)")
+
+
+def test_tiny_crash_run_on_postgresql_and_nats_loses_nothing(scale_deps: None) -> None:
+    result = crash.run(runs=1, seed=5, sessions=2, store="postgresql", bus="nats")
+    assert result["params"]["store"] == "postgresql (started by the bench)"
+    assert result["params"]["bus"].startswith("nats://127.0.0.1:")
+    summary = result["summary"]
+    assert summary["lost_events"] == 0 and summary["duplicated_side_effects"] == 0, result["rows"]
+    assert summary["runs"] == 1 and summary["failed_restarts"] == 0, result["rows"]
+    assert result["rows"][0]["events"] >= 3
+    json.dumps(result)
+
+
+def test_tiny_load_run_on_postgresql_and_nats_loses_nothing(scale_deps: None) -> None:
+    result = load.run(duration=2, sessions=3, rate=5, store="postgresql", bus="nats")
+    assert result["params"]["store"] == "postgresql (started by the bench)"
+    summary = result["summary"]
+    assert summary["lost"] == 0 and summary["accepted"] == summary["sent"] > 0, summary
+    assert summary["http_errors"] == 0 and summary["server_exit_code"] == 0, summary
+    json.dumps(result)
+
+
+def test_bench_passes_store_and_bus(benches: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    def fake_run(**kwargs: Any) -> dict[str, Any]:
+        seen.update(kwargs)
+        return {"bench": "load", "params": {}, "rows": [], "summary": {"lost": 0}}
+
+    monkeypatch.setattr(kairos_bench.load, "run", fake_run)
+    result = CliRunner().invoke(app, ["bench", "load", "--store", "postgresql", "--bus", "nats"])
+    assert result.exit_code == 0, result.output
+    assert seen["store"] == "postgresql" and seen["bus"] == "nats"

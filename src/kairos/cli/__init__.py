@@ -532,6 +532,12 @@ def bench(
     calibrate: Annotated[
         bool, typer.Option("--calibrate", help="calibrate on held-out cases instead (bfcl: the relevance gate)")
     ] = False,
+    store: Annotated[
+        str | None, typer.Option("--store", help="embedded, postgresql (started by the bench) or a URL (crash, load)")
+    ] = None,
+    bus: Annotated[
+        str | None, typer.Option("--bus", help="embedded, nats (started by the bench) or a URL (crash, load)")
+    ] = None,
 ) -> None:
     """Run a benchmark and write {bench, params, rows, summary} JSON."""
     from importlib.metadata import entry_points
@@ -575,6 +581,7 @@ def bench(
     extra |= {"judge_key_env": judge_key_env, "conversations": conversations, "k": k, "categories": categories}
     extra |= {"cards": cards or None, "no_model": no_model or None, "docs": docs, "questions": questions}
     extra |= {"modes": modes, "calibrate": calibrate or None, "embedder": embedder, "rerank_depth": rerank_depth}
+    extra |= {"store": store, "bus": bus}
     for key, value in extra.items():
         if value is None:
             continue
