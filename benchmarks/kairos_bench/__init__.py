@@ -136,3 +136,8 @@ PGVECTOR = Bench(
     takes_trials=True,
     options=("docs",),
 )
+SCALE = Bench(
+    "scale",
+    "front end + 1/2 kairos workers on PostgreSQL+NATS, 1,000 sessions, webhooks, kill -9 every 30 s: lost, handover",
+    takes_duration=True,
+)

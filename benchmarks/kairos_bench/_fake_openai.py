@@ -88,10 +88,12 @@ class DeterministicModel:
     Args:
         mode: ``effect`` (a ``bash`` call per new event) or ``answer`` (always a text answer).
         pause_s: the pauses around the effect in ``effect`` mode.
+        latency_s: how long each chat-completions reply waits before it is sent (a model's fixed latency).
     """
 
     mode: Mode = "answer"
     pause_s: float = 0.05
+    latency_s: float = 0.0
     base_url: str = ""
     requests: int = 0
     bad_requests: int = 0
@@ -211,6 +213,8 @@ class DeterministicModel:
                     break
                 raw = await reader.readexactly(length) if length else b""
                 status, ctype, payload = self._route(method, path, raw)
+                if self.latency_s and method == "POST":
+                    await asyncio.sleep(self.latency_s)
                 keep = headers.get("connection", "").lower() != "close"
                 writer.write(
                     f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(payload)}\r\n"
