@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kairos.runtime.db import RuntimeDB
+from kairos.runtime.db_pg import PgRuntimeDB
 from tests.server.test_workers import AnsweringModel, _answers, _questions, _trajectories, _wait
 from tests.support.kairos_cli import KairosProcess
 
@@ -53,18 +53,22 @@ def _session(postgres_url: str) -> str:
         store.close()
 
 
-def _timer(workspace: Path, session: str, message: str, after_s: float) -> None:
-    """A one-shot timer written where the timers component keeps them (read by a leader when it starts)."""
+def _timer(url: str, session: str, message: str, after_s: float) -> None:
+    """A one-shot timer written where the timers component keeps them: the deployment's PostgreSQL records
+    (read by a leader when it starts)."""
     from kairos.runtime.timers import MIGRATIONS
 
-    db = RuntimeDB(workspace / ".kairos" / "runtime.db")
-    db.ensure("timers", MIGRATIONS)
-    now = time.time()
-    db.write(
-        "INSERT INTO timers_timers (id, session, message, kind, every_s, cron, timezone, next_due, created) "
-        "VALUES (?, ?, ?, 'once', 0, '', 'UTC', ?, ?)",
-        (uuid.uuid4().hex[:12], session, message, now + after_s, now),
-    )
+    db = PgRuntimeDB(url)
+    try:
+        db.ensure("timers", MIGRATIONS)
+        now = time.time()
+        db.write(
+            "INSERT INTO timers_timers (id, session, message, kind, every_s, cron, timezone, next_due, created) "
+            "VALUES (?, ?, ?, 'once', 0, '', 'UTC', ?, ?)",
+            (uuid.uuid4().hex[:12], session, message, now + after_s, now),
+        )
+    finally:
+        db.close()
 
 
 @contextlib.contextmanager
@@ -100,7 +104,7 @@ def test_one_of_two_workers_leads_and_a_timer_fires_once(
 ) -> None:
     workspace, config_dir, url, stream = deployment
     sid = _session(url)
-    _timer(workspace, sid, "q:timer-a", after_s=3.0)
+    _timer(url, sid, "q:timer-a", after_s=3.0)
     with AnsweringModel() as model, _workers(workspace, config_dir, tmp_path / "logs", model) as ws:
         _wait("a leader", lambda: len(_leader_pids(url, stream)) == 1, 10, ws)
         assert _leader_pids(url, stream)[0] in {w.pid for w in ws}
@@ -118,13 +122,13 @@ def test_the_other_worker_takes_over_when_the_leader_is_killed(
 ) -> None:
     workspace, config_dir, url, stream = deployment
     sid = _session(url)
-    _timer(workspace, sid, "q:timer-before", after_s=3.0)
+    _timer(url, sid, "q:timer-before", after_s=3.0)
     with AnsweringModel() as model, _workers(workspace, config_dir, tmp_path / "logs", model) as ws:
         _wait("the first timer", lambda: "a:q:timer-before" in _answers(_trajectories(url, [sid])[sid]), 20, ws)
         leader_pid = _leader_pids(url, stream)[0]
         leader = next(w for w in ws if w.pid == leader_pid)
         other = next(w for w in ws if w is not leader)
-        _timer(workspace, sid, "q:timer-after", after_s=3.0)  # the leader read its timers when it started
+        _timer(url, sid, "q:timer-after", after_s=3.0)  # the leader read its timers when it started
         leader.send(signal.SIGKILL)
         killed = time.monotonic()
         assert leader.wait() == -signal.SIGKILL

@@ -23,7 +23,7 @@ from kairos.mcp.review import render_listing
 from kairos.models.base import Model
 from kairos.runtime import Classifier, Component, RuleRouter, Runtime, UrgencyRule
 from kairos.runtime.backends import open_bus
-from kairos.runtime.db import RuntimeDB
+from kairos.runtime.db import RuntimeDB, open_records
 from kairos.runtime.handlers import Case, EventHandler, Handlers
 from kairos.runtime.outbox import MAX_TEXT, Outbox, OutboxApprover
 from kairos.runtime.toolsets import runtime_tools
@@ -71,7 +71,9 @@ def build_runtime(
     when the approver is ``auto`` or ``interactive``: a server has no terminal, and the chat shows
     the question and takes the answer like any other.
 
-    The event bus is the one ``[storage] bus`` names (:func:`kairos.runtime.backends.open_bus`).
+    The event bus is the one ``[storage] bus`` names (:func:`kairos.runtime.backends.open_bus`); the
+    runtime's records are in PostgreSQL when ``[storage] store`` is a ``postgresql://`` URL (shared
+    by the deployment's processes), else in ``.kairos/runtime.db`` (:func:`kairos.runtime.db.open_records`).
     ``dispatch`` hands stored events to the deployment's work queue (several workers, see
     :mod:`kairos.runtime.worker`) instead of running their sessions in this process.
 
@@ -103,15 +105,18 @@ def build_runtime(
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
     agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
-    db = RuntimeDB(store.state_dir / "runtime.db")
     storage = config.storage
+    db = open_records(storage.store, store.state_dir)  # PostgreSQL: shared by the deployment's processes
+    local = db if isinstance(db, RuntimeDB) else None
+    if local is None and storage.bus_kind == "embedded":  # the embedded bus keeps its table in runtime.db
+        local = RuntimeDB(store.state_dir / "runtime.db")
     leader = None
     if storage.store_kind == "postgresql":  # timers, file watches and mail: one process of the deployment
         from kairos.runtime.backends import bus_stream
         from kairos.runtime.leader import PgLeaderLease
 
         leader = PgLeaderLease(storage.store, bus_stream(workspace, storage.deployment))
-    bus = open_bus(storage.bus, workspace=workspace, db=db, deployment=storage.deployment)  # last: it may connect
+    bus = open_bus(storage.bus, workspace=workspace, db=local, deployment=storage.deployment)  # last: it may connect
     try:
         runtime = Runtime(
             agent,

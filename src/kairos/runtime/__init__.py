@@ -6,7 +6,7 @@ shape; :mod:`kairos.runtime.urgency` for how its strategy is chosen.
 
 from kairos.runtime.bus import BusEvent, EventBus, SqliteBus, SubscriberTooSlow
 from kairos.runtime.calendar import Calendar
-from kairos.runtime.db import RuntimeDB
+from kairos.runtime.db import RecordDB, RuntimeDB
 from kairos.runtime.events import Event, Strategy
 from kairos.runtime.mail import MailSource
 from kairos.runtime.outbound import OutboundPayload, UnknownPayload, parse_payload
@@ -32,6 +32,7 @@ __all__ = [
     "OutboundPayload",
     "Outbox",
     "Receipt",
+    "RecordDB",
     "Router",
     "RuleRouter",
     "Runtime",

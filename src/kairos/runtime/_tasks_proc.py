@@ -15,6 +15,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,27 @@ def alive(pid: int, start: str) -> bool:
     return not start or (len(fields) > 19 and fields[19] == start)
 
 
+def owner_id() -> str:
+    """This process as a task's owner: ``host/pid/start`` (the start time tells a reused pid apart)."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}/{pid}/{start_time(pid) or ''}"
+
+
+def owner_gone(owner: str) -> bool:
+    """Whether ``owner`` (:func:`owner_id`) is a process of this host that no longer runs.
+
+    An empty owner (a row from before owners were kept, always this host's) counts as gone; a process
+    of another host is never judged here (False), since its pid means nothing on this one.
+    """
+    if not owner:
+        return True
+    host, _, rest = owner.partition("/")
+    pid, _, start = rest.partition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return not alive(int(pid), start)
+
+
 def read_exit_code(exit_file: Path) -> int | None:
     """The exit code the wrapper wrote (None: it never wrote one, e.g. it was killed)."""
     try:
@@ -142,4 +164,15 @@ def read_tail(path: Path, n: int) -> bytes:
         return b""
 
 
-__all__ = ["Launched", "alive", "kill_group", "launch", "read_exit_code", "read_from", "read_tail", "start_time"]
+__all__ = [
+    "Launched",
+    "alive",
+    "kill_group",
+    "launch",
+    "owner_gone",
+    "owner_id",
+    "read_exit_code",
+    "read_from",
+    "read_tail",
+    "start_time",
+]

@@ -30,13 +30,13 @@ def bus_stream(workspace: Path, deployment: str | None = None) -> str:
     return stream_name(deployment or workspace)
 
 
-def open_bus(url: str, *, workspace: Path, db: RuntimeDB, deployment: str | None = None) -> EventBus:
+def open_bus(url: str, *, workspace: Path, db: RuntimeDB | None, deployment: str | None = None) -> EventBus:
     """The event bus ``url`` names: ``embedded`` (SQLite in ``db``) or ``nats://host:port``.
 
     Args:
         url: the bus setting (see :class:`~kairos.storage.config.StorageConfig`).
         workspace: the workspace, which names the NATS stream when ``deployment`` is None.
-        db: the runtime database (the embedded bus's table lives there).
+        db: the SQLite ``runtime.db`` (the embedded bus's table lives there; None: not needed for NATS).
         deployment: the name every process of a deployment shares (the NATS stream).
 
     Raises:
@@ -49,6 +49,8 @@ def open_bus(url: str, *, workspace: Path, db: RuntimeDB, deployment: str | None
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if kind == "embedded":
+        if db is None:
+            raise ConfigError("the embedded bus keeps its events in runtime.db: open it (RuntimeDB) for the bus")
         return SqliteBus(db)
     from kairos.runtime.bus_nats import NatsBus
 
@@ -58,8 +60,8 @@ def open_bus(url: str, *, workspace: Path, db: RuntimeDB, deployment: str | None
 def open_store(url: str, workspace: Path) -> SessionStore:
     """The session store ``url`` names: ``embedded`` (SQLite in ``.kairos/kairos.db``) or ``postgresql://…``.
 
-    With PostgreSQL the trajectories (messages, the inbox, write leases) live in the database; the
-    runtime's own tables (``runtime.db``) stay in the workspace's ``.kairos/`` for now.
+    With PostgreSQL the trajectories (messages, the inbox, write leases) live in the database, and the
+    runtime's own records too (:func:`kairos.runtime.db.open_records`).
 
     Raises:
         ConfigError: ``url`` names no store.

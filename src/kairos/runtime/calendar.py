@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kairos.errors import KairosError
-from kairos.runtime.db import RuntimeDB
+from kairos.runtime.db import RecordDB
 from kairos.runtime.mail import IDEMPOTENCY_RESOURCE
 from kairos.runtime.runtime import runtime_handle
 from kairos.storage import Migration
@@ -68,7 +68,7 @@ def parse_time(text: str) -> str:
 class Calendar:
     """The calendar in a runtime database."""
 
-    def __init__(self, db: RuntimeDB) -> None:
+    def __init__(self, db: RecordDB) -> None:
         self.db = db
         db.ensure("calendar", MIGRATIONS)
 
@@ -97,11 +97,14 @@ class Calendar:
                 r = rows[0]
                 return CalendarEvent(str(r[0]), str(r[1]), str(r[2]), str(r[3])), False
         event = CalendarEvent(uuid.uuid4().hex[:12], title, s, e)
-        self.db.write(
-            'INSERT INTO calendar_events (id, title, start, "end", key, created) VALUES (?, ?, ?, ?, ?, ?)',
+        added = self.db.write(  # a key taken meanwhile (another worker, the same event again): theirs stands
+            'INSERT INTO calendar_events (id, title, start, "end", key, created) VALUES (?, ?, ?, ?, ?, ?) '
+            "ON CONFLICT DO NOTHING",
             (event.id, title, s, e, key, time.time()),
         )
-        return event, True
+        if not added:  # the key's entry is read back (or, without one, an id collision: a new id)
+            return self.add(title, start, end, key)
+        return event, bool(added)
 
 
 def _calendar(ctx: ToolContext) -> Calendar | ToolResult:

@@ -11,7 +11,7 @@ from kairos.agent.events import FinalAnswer
 from kairos.context.inbox import InboxEvent
 from kairos.errors import KairosError
 from kairos.runtime.bus import EventBus
-from kairos.runtime.db import RuntimeDB
+from kairos.runtime.db import RecordDB
 from kairos.runtime.events import Event, Strategy
 from kairos.runtime.outbound import OutboundPayload
 from kairos.tools.base import RUNTIME_RESOURCE, ToolContext, ToolResult
@@ -30,7 +30,7 @@ class RuntimeContext(Protocol):
     """
 
     @property
-    def db(self) -> RuntimeDB:
+    def db(self) -> RecordDB:
         """The runtime's database (a component keeps its state in tables of its own)."""
         ...
 

@@ -203,7 +203,8 @@ class MailSource:
         if sid is None or not runtime.has_session(sid):
             sid = runtime.create_session(f"mail: {mail.subject[:60] or mail.sender}", {"mail_thread": mail.message_id})
         runtime.db.write(
-            "INSERT OR REPLACE INTO mail_threads (account, message_id, session) VALUES (?, ?, ?)",
+            "INSERT INTO mail_threads (account, message_id, session) VALUES (?, ?, ?) "
+            "ON CONFLICT (account, message_id) DO UPDATE SET session = excluded.session",
             (self.config.account, mail.message_id, sid),
         )
         return sid
@@ -216,7 +217,8 @@ class MailSource:
 
     def _save(self, runtime: RuntimeContext, validity: int, last: int) -> None:
         runtime.db.write(
-            "INSERT OR REPLACE INTO mail_state (account, uidvalidity, last_uid) VALUES (?, ?, ?)",
+            "INSERT INTO mail_state (account, uidvalidity, last_uid) VALUES (?, ?, ?) "
+            "ON CONFLICT (account) DO UPDATE SET uidvalidity = excluded.uidvalidity, last_uid = excluded.last_uid",
             (self.config.account, validity, last),
         )
 
@@ -290,24 +292,32 @@ class MailSource:
         return str(await self._imap(work))
 
     async def send(self, to: str, subject: str, body: str, in_reply_to: str = "", key: str | None = None) -> str:
-        """Send a message over SMTP; with a key, a second call with the same key sends nothing."""
+        """Send a message over SMTP; with a key, a second call with the same key sends nothing.
+
+        The key is claimed in ``mail_sent`` before SMTP is called, so two workers given the same
+        event (a redelivery) cannot both send: the loser says "already sent". A failed send gives
+        the claim back; a crash while SMTP talks leaves it (at most once: never a second copy).
+        """
         cfg = self.config
         db = self._runtime.db if self._runtime is not None else None
+        mid = mc.message_id(key, cfg.from_address)
+        record = "INSERT INTO mail_sent (key, message_id, recipients, subject, at) VALUES (?, ?, ?, ?, ?)"
         if key and db is not None:
             db.ensure("mail", MIGRATIONS)
-            rows = db.read("SELECT message_id FROM mail_sent WHERE key = ?", (key,))
-            if rows:
-                return f"already sent (Message-ID {rows[0][0]}); not sent again"
-        mid = mc.message_id(key, cfg.from_address)
-        msg = mc.compose(cfg, to, subject, body, mid, in_reply_to=in_reply_to)
-        password = cfg.password(smtp=True) if cfg.smtp_login_user else None
-        await asyncio.to_thread(mc.smtp_send, cfg, password, msg)
-        if db is not None:
+            if not db.write(record + " ON CONFLICT (key) DO NOTHING", (key, mid, to, subject, time.time())):
+                rows = db.read("SELECT message_id FROM mail_sent WHERE key = ?", (key,))
+                return f"already sent (Message-ID {rows[0][0] if rows else mid}); not sent again"
+        try:
+            msg = mc.compose(cfg, to, subject, body, mid, in_reply_to=in_reply_to)
+            password = cfg.password(smtp=True) if cfg.smtp_login_user else None
+            await asyncio.to_thread(mc.smtp_send, cfg, password, msg)
+        except BaseException:
+            if key and db is not None:
+                db.write("DELETE FROM mail_sent WHERE key = ?", (key,))
+            raise
+        if db is not None and not key:
             db.ensure("mail", MIGRATIONS)
-            db.write(
-                "INSERT OR REPLACE INTO mail_sent (key, message_id, recipients, subject, at) VALUES (?, ?, ?, ?, ?)",
-                (key or mid, mid, to, subject, time.time()),
-            )
+            db.write(record + " ON CONFLICT (key) DO UPDATE SET at = excluded.at", (mid, mid, to, subject, time.time()))
         return f"sent to {to} (Message-ID {mid})"
 
 

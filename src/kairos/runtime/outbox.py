@@ -46,7 +46,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox_messages (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
-    user TEXT NOT NULL,
+    "user" TEXT NOT NULL,
     session TEXT NOT NULL,
     kind TEXT NOT NULL,
     text TEXT NOT NULL,
@@ -62,7 +62,7 @@ CREATE TABLE IF NOT EXISTS outbox_messages (
     answered_by TEXT NOT NULL DEFAULT '',
     delivered INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS outbox_by_user ON outbox_messages (user, read_at);
+CREATE INDEX IF NOT EXISTS outbox_by_user ON outbox_messages ("user", read_at);
 """
 MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
 """The ``outbox`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
@@ -72,7 +72,7 @@ MAX_ASK_S = 86400.0
 """The longest an ``ask_user`` call may wait (``timeout_s=0`` waits this long at most)."""
 MAX_TEXT = 20_000
 _COLUMNS = (
-    "id, user, session, kind, text, priority, created, read_at, options, default_answer, timeout_s, status, "
+    'id, "user", session, kind, text, priority, created, read_at, options, default_answer, timeout_s, status, '
     "answer, answered_at, answered_by"
 )
 
@@ -201,7 +201,7 @@ class Outbox:
         rt = self._bound()
         mid = f"{kind[0]}-{uuid.uuid4().hex[:12]}"
         rt.db.write(
-            "INSERT INTO outbox_messages (id, user, session, kind, text, priority, created, options, "
+            'INSERT INTO outbox_messages (id, "user", session, kind, text, priority, created, options, '
             "default_answer, timeout_s, status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (mid, self.user_of(session), session, kind, text, priority, time.time(),
              json.dumps(question.get("options", [])), question.get("default", ""), question.get("timeout_s", 0.0),
@@ -331,13 +331,15 @@ class Outbox:
         self, user: str | None = None, unread_only: bool = False, limit: int = 100
     ) -> builtins.list[dict[str, Any]]:
         """A user's messages (default: :attr:`default_user`), oldest first, the newest ``limit``."""
-        sql = f"SELECT {_COLUMNS} FROM outbox_messages WHERE user = ?" + (" AND read_at IS NULL" if unread_only else "")
+        sql = f'SELECT {_COLUMNS} FROM outbox_messages WHERE "user" = ?' + (
+            " AND read_at IS NULL" if unread_only else ""
+        )
         rows = self._bound().db.read(sql + " ORDER BY seq DESC LIMIT ?", (user or self.default_user, max(limit, 0)))
         return [_record(r) for r in reversed(rows)]
 
     def questions(self, user: str | None = None, pending_only: bool = True) -> builtins.list[dict[str, Any]]:
         """A user's questions (the open ones by default), oldest first."""
-        sql = f"SELECT {_COLUMNS} FROM outbox_messages WHERE user = ? AND kind = 'question'"
+        sql = f"SELECT {_COLUMNS} FROM outbox_messages WHERE \"user\" = ? AND kind = 'question'"
         sql += " AND status = 'pending'" if pending_only else ""
         return [_record(r) for r in self._bound().db.read(sql + " ORDER BY seq", (user or self.default_user,))]
 
@@ -351,7 +353,7 @@ class Outbox:
         sql = f"UPDATE outbox_messages SET read_at = ? WHERE read_at IS NULL AND id IN ({marks})"
         args: builtins.list[Any] = [time.time(), *wanted]
         if user is not None:
-            sql += " AND user = ?"
+            sql += ' AND "user" = ?'
             args.append(user)
         changed = rt.db.write(sql, args)
         if changed:

@@ -45,7 +45,7 @@ from kairos.errors import (
 )
 from kairos.models.types import Message, estimate_tokens
 from kairos.runtime.bus import EventBus, SqliteBus
-from kairos.runtime.db import RuntimeDB
+from kairos.runtime.db import RecordDB, RuntimeDB
 from kairos.runtime.events import Event, idempotency_key, inbox_event, same_payload
 from kairos.runtime.handle import (
     NO_RUNTIME,
@@ -119,7 +119,11 @@ class _Worker:
         handle = RuntimeHandle(rt, self.session_id)
         session.tool_context.resources[RUNTIME_RESOURCE] = handle
         session.tool_context.resources[BACKGROUND_RESOURCE] = handle
-        rt.db.write("INSERT OR REPLACE INTO active (session, since) VALUES (?, ?)", (self.session_id, time.time()))
+        rt.db.write(
+            "INSERT INTO active (session, since) VALUES (?, ?) "
+            "ON CONFLICT (session) DO UPDATE SET since = excluded.since",
+            (self.session_id, time.time()),
+        )
         backoff = 0.0
         try:
             while True:
@@ -202,8 +206,8 @@ _NAMED_SESSIONS = """
 CREATE TABLE IF NOT EXISTS named_sessions (
     namespace TEXT NOT NULL, name TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (namespace, name)
 );
-CREATE TABLE IF NOT EXISTS server_openai_users (user TEXT PRIMARY KEY, session TEXT NOT NULL);
-INSERT OR IGNORE INTO named_sessions SELECT 'openai', user, session FROM server_openai_users;
+CREATE TABLE IF NOT EXISTS server_openai_users ("user" TEXT PRIMARY KEY, session TEXT NOT NULL);
+INSERT INTO named_sessions SELECT 'openai', "user", session FROM server_openai_users WHERE true ON CONFLICT DO NOTHING;
 """
 """Sessions kept per name (``server_openai_users``: where the OpenAI endpoint kept them before)."""
 _NAMED_MIGRATIONS: tuple[Migration, ...] = (
@@ -245,7 +249,7 @@ class Runtime(SessionQueries):
         handlers: Handlers | None = None,
         background_after_s: float | None = None,
         bus: EventBus | None = None,
-        db: RuntimeDB | None = None,
+        db: RecordDB | None = None,
         components: list[Component] | None = None,
         idle_close_s: float = 300.0,
         default_session: str | None = None,
@@ -256,9 +260,11 @@ class Runtime(SessionQueries):
         self.agent = agent
         self.dispatch = dispatch
         self.store = store
-        self.db = db or RuntimeDB(store.state_dir / "runtime.db")
+        self.db: RecordDB = db or RuntimeDB(store.state_dir / "runtime.db")
         self.db.ensure("runtime", _MIGRATIONS)
-        self.bus: EventBus = bus or SqliteBus(self.db)
+        if bus is None:  # the embedded bus is SQLite's, in runtime.db even when the records are elsewhere
+            bus = SqliteBus(self.db if isinstance(self.db, RuntimeDB) else RuntimeDB(store.state_dir / "runtime.db"))
+        self.bus: EventBus = bus
         self.router: Router = router or RuleRouter()
         self.handlers = handlers or Handlers()
         self.background_after_s = background_after_s
@@ -404,13 +410,33 @@ class Runtime(SessionQueries):
         """The session events without one go to (created once, then remembered)."""
         if self._default_session:
             return self._default_session
-        rows = self.db.read("SELECT value FROM kv WHERE key = 'default_session'")
-        sid = str(rows[0][0]) if rows else ""
-        if not sid or not self.store.trajectories.has_session(sid):
-            sid = self.create_session("main")
-            self.db.write("INSERT OR REPLACE INTO kv (key, value) VALUES ('default_session', ?)", (sid,))
+        read = "SELECT value FROM kv WHERE key = 'default_session'"
+        write = "INSERT INTO kv (key, value) VALUES ('default_session', ?) ON CONFLICT (key) DO NOTHING"
+        replace = "UPDATE kv SET value = ? WHERE key = 'default_session' AND value = ?"
+        sid = self._remembered(read, (), write, replace, (), lambda: self.create_session("main"))
         self._default_session = sid
         return sid
+
+    def _remembered(
+        self, read: str, key: tuple[Any, ...], insert: str, replace: str, where: tuple[Any, ...],
+        create: Callable[[], str],
+    ) -> str:  # fmt: skip
+        """The session a row remembers, made and remembered when missing or deleted.
+
+        Two processes sharing the records (workers on PostgreSQL) may both find none: each makes one,
+        the first insert (or compare-and-set over a deleted one) wins, and both return the winner's.
+        """
+        rows = self.db.read(read, key)
+        old = str(rows[0][0]) if rows else ""
+        if old and self.has_session(old):
+            return old
+        sid = create()
+        if rows:
+            self.db.write(replace, (sid, *where, old))
+        else:
+            self.db.write(insert, (*where, sid) if where else (sid,))
+        rows = self.db.read(read, key)
+        return str(rows[0][0]) if rows else sid
 
     def create_session(
         self, title: str = "", meta: dict[str, Any] | None = None, history: Sequence[Message] = ()
@@ -427,18 +453,18 @@ class Runtime(SessionQueries):
     def named_session(self, namespace: str, name: str, title: str, meta: dict[str, Any] | None = None) -> str:
         """The session kept for ``name`` in ``namespace`` (an API user, say), created on first use.
 
-        Remembered in ``runtime.db``; a remembered session that was deleted is made again.
+        Remembered in the runtime's records (``runtime.db``, or PostgreSQL: then deployment-wide); a
+        remembered session that was deleted is made again.
         """
         if not self._named_ready:
             self.db.ensure("named_sessions", _NAMED_MIGRATIONS)
             self._named_ready = True
-        rows = self.db.read("SELECT session FROM named_sessions WHERE namespace = ? AND name = ?", (namespace, name))
-        if rows and self.has_session(str(rows[0][0])):
-            return str(rows[0][0])
-        sid = self.create_session(title, meta)
-        self.db.write("INSERT OR REPLACE INTO named_sessions (namespace, name, session) VALUES (?, ?, ?)",
-                      (namespace, name, sid))  # fmt: skip
-        return sid
+        return self._remembered(
+            "SELECT session FROM named_sessions WHERE namespace = ? AND name = ?", (namespace, name),
+            "INSERT INTO named_sessions (namespace, name, session) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            "UPDATE named_sessions SET session = ? WHERE namespace = ? AND name = ? AND session = ?",
+            (namespace, name), lambda: self.create_session(title, meta),
+        )  # fmt: skip
 
     @property
     def state_dir(self) -> Path:

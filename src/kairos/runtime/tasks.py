@@ -15,6 +15,16 @@ secrets). After a restart a task whose process still runs (same pid *and* start 
 again; one whose process is gone is reported by its exit code if the wrapper wrote one, else as
 lost in the restart. Any async function can run as a task too (:meth:`TaskManager.spawn_coroutine`);
 those cannot outlive the process and are reported lost after a crash.
+
+Several workers (records on PostgreSQL) share ``tasks_tasks``, but a pid means something on one
+machine only: each row names its ``owner``, the runtime process that started it (host, pid, start
+time). A runtime restores only its own host's tasks whose owner is gone (its previous run, or a
+worker on the same host that died), taking each over with a compare-and-set so that one process
+does; it never signals, re-attaches to or marks dead a task owned by a live process or by another
+host. A dead worker's tasks therefore wait, still ``running``, for a runtime on their host: their
+commands go on there (detached), and only that machine can read their exit codes and logs.
+An ``effect_key`` is claimed with the row before the command starts, so a tool call redelivered
+to another worker returns the first task instead of starting the command twice.
 """
 
 from __future__ import annotations
@@ -50,7 +60,10 @@ CREATE TABLE IF NOT EXISTS tasks_tasks (
 CREATE INDEX IF NOT EXISTS tasks_tasks_session ON tasks_tasks (session, started);
 CREATE UNIQUE INDEX IF NOT EXISTS tasks_tasks_effect ON tasks_tasks (effect_key) WHERE effect_key IS NOT NULL;
 """
-MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
+MIGRATIONS: tuple[Migration, ...] = (
+    SCHEMA,
+    "ALTER TABLE tasks_tasks ADD COLUMN owner TEXT NOT NULL DEFAULT ''",  # 2: the runtime process that runs it
+)
 """The ``tasks`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 _COLUMNS = "id, session, kind, title, command, pattern, pid, status, exit_code, started, ended, output, progress, note"
 _PERCENT = re.compile(r"(\d{1,3}(?:\.\d+)?)\s*%")
@@ -154,8 +167,9 @@ class TaskManager:
         runtime.db.ensure("tasks", MIGRATIONS)
         self._dir = runtime.state_dir / "tasks"
         self._dir.mkdir(parents=True, exist_ok=True)
+        me = proc.owner_id()
         for info in self._rows("status = 'running'", ()):
-            if info.id not in self._live:
+            if info.id not in self._live and self._take_over(info.id, me):
                 await self._restore(info)
         self._ready.set()
         try:
@@ -163,6 +177,17 @@ class TaskManager:
         finally:
             self._ready.clear()
             await self._shutdown()
+
+    def _take_over(self, task_id: str, me: str) -> bool:
+        """Whether this process may judge the task: its owner is this process, or a gone one of this host."""
+        rows = self._db().read("SELECT owner FROM tasks_tasks WHERE id = ?", (task_id,))
+        owner = str(rows[0][0]) if rows else me
+        if owner == me:
+            return True
+        if not proc.owner_gone(owner):
+            return False  # a live worker's, or another host's: never ours to judge
+        changed = self._db().write("UPDATE tasks_tasks SET owner = ? WHERE id = ? AND owner = ?", (me, task_id, owner))
+        return bool(changed)
 
     async def _restore(self, info: TaskInfo) -> None:
         rows = self._db().read("SELECT pgid, pid_start FROM tasks_tasks WHERE id = ?", (info.id,))
@@ -218,25 +243,34 @@ class TaskManager:
                 re.compile(pattern)
             except re.error as e:
                 raise KairosError(f"the pattern {pattern!r} is not a valid regular expression: {e}") from e
-        if effect_key:
-            found = self._rows("effect_key = ?", (effect_key,))
-            if found:
-                return found[0]
         tid, dirpath = self._new_id(), self._dir
         assert dirpath is not None
         log_file = dirpath / f"{tid}.log"
         kind = "monitor" if pattern else "command"
         title = title.strip() or command.strip().splitlines()[0][:60]
+        # the row (and its effect key) first: a second start with the key, here or on another worker, finds it
+        claimed = self._db().write(
+            "INSERT INTO tasks_tasks (id, session, kind, title, command, pattern, effect_key, status, started, output, "
+            "owner) VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?) ON CONFLICT DO NOTHING",
+            (tid, session, kind, title, command, pattern, effect_key or None, time.time(), str(log_file),
+             proc.owner_id()),
+        )  # fmt: skip
+        if not claimed:
+            found = self._rows("effect_key = ?", (effect_key,)) if effect_key else []
+            if found:
+                return found[0]
+            raise KairosError(f"task id {tid} is taken; start the command again")
         try:
             launched = await proc.launch(command, cwd, env, dirpath / f"{tid}.exit", log_file)
-        except OSError as e:
-            raise KairosError(f"could not start the command: {e}") from e
+        except BaseException as e:
+            self._db().write("DELETE FROM tasks_tasks WHERE id = ?", (tid,))
+            if isinstance(e, OSError):
+                raise KairosError(f"could not start the command: {e}") from e
+            raise
         self._db().write(
-            "INSERT INTO tasks_tasks (id, session, kind, title, command, pattern, effect_key, pid, pgid, pid_start, "
-            "status, started, output) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-            (tid, session, kind, title, command, pattern, effect_key, launched.pid, launched.pgid, launched.start,
-             time.time(), str(log_file)),
-        )  # fmt: skip
+            "UPDATE tasks_tasks SET pid = ?, pgid = ?, pid_start = ? WHERE id = ?",
+            (launched.pid, launched.pgid, launched.start, tid),
+        )
         live = _Live(self._get(tid), launched.pgid, launched.start)
         self._watch(live, reattached=False)
         return live.info
@@ -250,9 +284,9 @@ class TaskManager:
         self._need_running()
         tid = self._new_id()
         self._db().write(
-            "INSERT INTO tasks_tasks (id, session, kind, title, status, started) VALUES (?, ?, 'coroutine', ?, "
-            "'running', ?)",
-            (tid, session, title or "task", time.time()),
+            "INSERT INTO tasks_tasks (id, session, kind, title, status, started, owner) VALUES (?, ?, 'coroutine', ?, "
+            "'running', ?, ?)",
+            (tid, session, title or "task", time.time(), proc.owner_id()),
         )
         live = _Live(self._get(tid))
         self._live[tid] = live
@@ -346,7 +380,7 @@ class TaskManager:
 
     async def _finish_process(self, live: _Live, *, reattached: bool) -> None:
         info = live.info
-        code = proc.read_exit_code(Path(info.output).with_suffix(".exit"))
+        code = proc.read_exit_code(Path(info.output).with_suffix(".exit")) if info.output else None
         if live.cancel_requested:
             await self._finish(live, "cancelled", code, "cancelled")
         elif code is None:
@@ -429,6 +463,10 @@ class TaskManager:
         if info is None:
             raise KairosError(f"no task {task_id!r}")
         live = self._live.get(task_id)
+        if info.status == "running" and live is None:
+            rows = self._db().read("SELECT owner FROM tasks_tasks WHERE id = ?", (task_id,))
+            owner = str(rows[0][0]) if rows else ""
+            raise KairosError(f"task {task_id} runs in another kairos process ({owner or 'unknown'}): cancel it there")
         if info.status != "running" or live is None:
             raise KairosError(f"task {task_id} already ended: {info.line()}")
         live.cancel_requested = True
