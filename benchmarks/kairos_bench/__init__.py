@@ -136,6 +136,13 @@ PGVECTOR = Bench(
     takes_trials=True,
     options=("docs",),
 )
+LEXICAL = Bench(
+    "lexical",
+    "lexical search on PostgreSQL: full-text search (tsvector + GIN) vs the embedded tantivy BM25, LoCoMo recall@10",
+    takes_limit=True,
+    takes_data=True,
+    options=("conversations",),
+)
 SCALE = Bench(
     "scale",
     "front end + 1/2 kairos workers on PostgreSQL+NATS, 1,000 sessions, webhooks, kill -9 every 30 s: lost, handover",
