@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from kairos.context.builder import (
+    _TASK_CURSOR,
     BasicStatus,
     ContextBuilder,
     NoStatus,
@@ -161,7 +162,7 @@ async def test_session_task_follows_appends_without_rescanning(store: SessionSto
     for i in range(50):
         session.append(Message.user(f"hook {i}", Origin("event", "webhook")), Message.assistant("ok"))
     assert session_task(session) == "summarise it"
-    assert session.state["kairos.current_task"] == (len(session.messages), 2)  # cursor at the end
+    assert session.state.get(_TASK_CURSOR) == (len(session.messages), 2)  # cursor at the end
     session.append(Message.user("and now?"))
     assert session_task(session) == "and now?" == current_task(session.message_list())
     await session.aclose()

@@ -219,6 +219,28 @@ async def _uid_of(mail: MailServer, message_id: str) -> int:
             await asyncio.sleep(0.05)
 
 
+async def test_a_redelivered_send_email_call_sends_once_by_the_executors_key(
+    mailserver: MailServer, tmp_path: Path
+) -> None:
+    """No test override: the key is the executor's for the call, as after a crash or a redelivery."""
+    from kairos.tools import executor
+
+    source = MailSource(mailserver.config(poll_s=3600))
+    async with _runtime(tmp_path, source) as rt:
+        sid = rt.create_session()
+        ctx = ToolContext(tmp_path, resources={RUNTIME_RESOURCE: RuntimeHandle(rt, sid)})
+        token = executor._IDEMPOTENCY_KEY.set("call-1 of session s")
+        try:
+            args = {"to": "bob@example.org", "subject": "Once", "body": "hi"}
+            text, err = await _tool("send_email", args, ctx)
+            assert not err and "sent to bob@example.org" in text
+            text, err = await _tool("send_email", args, ctx)
+            assert not err and "already sent" in text
+        finally:
+            executor._IDEMPOTENCY_KEY.reset(token)
+    assert sum(b"Subject: Once" in m for m in mailserver.handler.received) == 1
+
+
 async def test_the_tools_send_draft_move_flag_and_read(mailserver: MailServer, tmp_path: Path) -> None:
     source = MailSource(mailserver.config(poll_s=3600))
     async with _runtime(tmp_path, source) as rt:
@@ -264,7 +286,7 @@ async def test_the_tools_send_draft_move_flag_and_read(mailserver: MailServer, t
         assert out["From"] == "alice@example.test" and out["Message-ID"].startswith("<kairos-")
 
         bad = {**args, "to": "bob@example.org\r\nBcc: eve@example.org"}
-        ctx.resources[IDEMPOTENCY_RESOURCE] = "k-2"
+        ctx.put(IDEMPOTENCY_RESOURCE, "k-2")
         text, err = await _tool("send_email", bad, ctx)
         assert err and len(mailserver.handler.received) == sent_before + 1
 

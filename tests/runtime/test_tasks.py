@@ -24,7 +24,7 @@ async def _until(check, timeout_s: float = 20.0) -> None:  # type: ignore[no-unt
 
 def _ctx(rt: Runtime, sid: str, workspace: Path) -> ToolContext:
     ctx = ToolContext(workspace=workspace, session_id=sid)
-    ctx.resources[RUNTIME_RESOURCE] = RuntimeHandle(rt, sid)
+    ctx.put(RUNTIME_RESOURCE, RuntimeHandle(rt, sid))
     return ctx
 
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import pytest
 
-from kairos.tools.base import InvalidArguments, Resource, Tool, ToolContext, ToolResult, ToolSet, ToolSource
+from kairos.tools.base import InvalidArguments, Resource, Slots, Tool, ToolContext, ToolResult, ToolSet, ToolSource
 from kairos.tools.function import FunctionTool, parse_docstring, to_result, tool
 from kairos.tools.schema import SchemaTool
 
@@ -175,7 +175,7 @@ async def test_tool_context_aclose_closes_resources(tmp_path: Path) -> None:
     ctx = ToolContext(workspace=tmp_path, resources={Resource("res"): Res(), Resource("plain"): 1})
     await ctx.aclose()
     assert closed == ["res"]
-    assert ctx.resources == {}
+    assert len(ctx.resources) == 0
 
 
 def test_resources_are_found_by_their_typed_keys(tmp_path: Path) -> None:
@@ -188,6 +188,14 @@ def test_resources_are_found_by_their_typed_keys(tmp_path: Path) -> None:
     assert ctx.get(Resource("test.counter")) is made  # a key is its name: equal keys find the same object
     assert ctx.take(counter) == [1] and ctx.get(counter) is None
     assert ctx.put(counter, [2]) == [2] and ctx.get(counter) == [2]
+
+
+def test_a_sub_agent_shares_only_the_resources_named() -> None:
+    clock: Resource[str] = Resource("clock")
+    shell: Resource[str] = Resource("bash")
+    parent, child = Slots({clock: "parent's clock", shell: "parent's shell"}), Slots()
+    child.share(parent, ["clock", "kairos.nothing"])
+    assert child.get(clock) == "parent's clock" and shell not in child and len(child) == 1
 
 
 def test_a_first_snapshot_is_sorted_by_name_and_refuses_duplicates() -> None:

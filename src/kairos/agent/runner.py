@@ -67,7 +67,7 @@ from kairos.models.types import (
     ToolCallDelta,
 )
 from kairos.tools.audit import NOT_RUN_KEY
-from kairos.tools.base import FOCUS_RESOURCE, Tool, ToolResult, ToolSource
+from kairos.tools.base import FOCUS_RESOURCE, Resource, Tool, ToolResult, ToolSource
 from kairos.tools.executor import Executed, execute
 
 if TYPE_CHECKING:
@@ -113,7 +113,8 @@ class Runner:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self._key = f"{_STATE_KEY}.{next(_RUNNER_IDS)}"  # not id(self): a later runner may reuse a dead one's id
+        # not id(self): a later runner may reuse a dead one's id
+        self._key: Resource[RunState] = Resource(f"{_STATE_KEY}.{next(_RUNNER_IDS)}")
 
     # -- per-session state ----------------------------------------------------------------
 
@@ -136,7 +137,7 @@ class Runner:
             _OpenFailed: a guard plugin could not open (the others were closed again).
         """
         st = session.state.get(self._key)
-        if isinstance(st, RunState):
+        if st is not None:
             return st
         tools, prints = await self._current_tools()
         snapshot, version = restore_order(session, tools)
@@ -146,7 +147,7 @@ class Runner:
         if failed is not None:
             await self.agent.pipeline.close(st, st.report)
             raise _OpenFailed(failed, st.flush())
-        session.state[self._key] = st
+        session.state.put(self._key, st)
 
         async def close() -> None:
             await self.agent.pipeline.close(st, st.report)

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from kairos.context.session import SessionView
 from kairos.models.types import STATUS, Message, ModelRequest, SystemPrompt, ToolSpec
+from kairos.tools.base import Resource
 
 Clock = Callable[[], datetime]
 
@@ -88,7 +89,7 @@ def current_task(messages: Sequence[Message]) -> str | None:
     return None
 
 
-_TASK_CURSOR = "kairos.current_task"
+_TASK_CURSOR: Resource[tuple[int, int | None]] = Resource("kairos.current_task")
 
 
 def session_task(session: SessionView) -> str | None:
@@ -98,14 +99,14 @@ def session_task(session: SessionView) -> str | None:
     message, and a full scan each time would make a long session quadratic.
     """
     messages = session.message_list()
-    scanned, found = session.state.get(_TASK_CURSOR, (0, None))
+    scanned, found = session.state.get(_TASK_CURSOR) or (0, None)
     if scanned > len(messages):  # not this trajectory's cursor (the trajectory only grows)
         scanned, found = 0, None
     for i in range(len(messages) - 1, scanned - 1, -1):
         if messages[i].from_user:
             found = i
             break
-    session.state[_TASK_CURSOR] = (len(messages), found)
+    session.state.put(_TASK_CURSOR, (len(messages), found))
     return messages[found].content if found is not None else None
 
 

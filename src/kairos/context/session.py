@@ -18,7 +18,7 @@ from kairos.context.inbox import Inbox, InboxEvent, Interrupt, InterruptMode, Po
 from kairos.context.store import Lease, SessionInfo, TrajectoryStore, open_trajectory_store
 from kairos.models.types import Message
 from kairos.paths import default_state_dir, user_config_dir
-from kairos.tools.base import ToolContext, ToolResult
+from kairos.tools.base import Slots, ToolContext, ToolResult
 
 INTERRUPTED_TOOL_RESULT = "[interrupted: this tool call was stopped before it finished; its result is unknown]"
 
@@ -69,8 +69,8 @@ class SessionView(Protocol):
         ...
 
     @property
-    def state(self) -> dict[str, Any]:
-        """Per-session scratch space of plugins (counters, caches); not persisted."""
+    def state(self) -> Slots:
+        """Per-session scratch space of plugins (counters, caches) under typed keys; not persisted."""
         ...
 
     @property
@@ -125,8 +125,8 @@ class Session:
         self._messages = messages
         self.tool_context = ToolContext(workspace=workspace, session_id=session_id, state_dirs=state_dirs)
         self.request_count = store.count_requests(session_id)
-        self.state: dict[str, Any] = {}
-        """Per-session harness state kept by plug-ins (counters, audit memory); not persisted."""
+        self.state = Slots()
+        """Per-session harness state kept by plug-ins (counters, audit memory) under typed keys; not persisted."""
         self.inbox = Inbox(store, session_id, pending)
         self.lease = lease
         self._closers: list[Closer] = []

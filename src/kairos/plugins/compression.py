@@ -28,7 +28,6 @@ so the spill file keeps the full output and the preview states its real size.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from kairos.agent.plugin import Plugin, RunContext, SafePoint
 from kairos.context.builder import TrajectoryView
@@ -50,13 +49,13 @@ from kairos.context.compression.view import CompressionView
 from kairos.context.session import SessionView
 from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest, ToolCall
-from kairos.tools.base import Tool, ToolResult
+from kairos.tools.base import Resource, Tool, ToolResult
 from kairos.tools.executor import FULL_CONTENT
 
-_ERRORS_KEY = "kairos.compression.errors"
+_ERRORS_KEY: Resource[set[str]] = Resource("kairos.compression.errors")
 _STATUS_SLACK = 1024
 """Tokens the trailing status (and other per-request text) may grow by between two measurements."""
-_FULL_KEY = "kairos.compression.full"
+_FULL_KEY: Resource[dict[str, str]] = Resource("kairos.compression.full")
 
 
 def _byte_bound(m: Message) -> int:
@@ -117,12 +116,12 @@ class CompressionPlugin(Plugin):
         """Remember which calls failed (the trajectory does not say) and the whole text of capped outputs."""
         if not self.config.enabled:
             return result
-        state: dict[str, Any] = ctx.session.state
+        state = ctx.session.state
         if result.is_error:
-            state.setdefault(_ERRORS_KEY, set()).add(call.id)
+            state.get_or_put(_ERRORS_KEY, set).add(call.id)
         full = result.metadata.get(FULL_CONTENT)
         if isinstance(full, str) and self.config.spill.enabled:
-            state.setdefault(_FULL_KEY, {})[call.id] = full
+            state.get_or_put(_FULL_KEY, dict)[call.id] = full
         return result
 
     async def at_safe_point(self, ctx: RunContext, at: SafePoint) -> Sequence[Message]:
@@ -180,7 +179,7 @@ class CompressionPlugin(Plugin):
     # -- layers -----------------------------------------------------------------------------
 
     def _freeze_errors(self, session: SessionView, st: SessionCompression) -> None:
-        pending: set[str] | None = session.state.get(_ERRORS_KEY)
+        pending = session.state.get(_ERRORS_KEY)
         if not pending:
             return
         for seq, m in enumerate(session.message_list()):
@@ -202,7 +201,7 @@ class CompressionPlugin(Plugin):
                 msg = f"{len(new)} duplicate tool results replaced by pointers"
                 event = CompressionEvent("noise_removed", msg, session.request_count, tuple(new))
                 emit(session, st, self.listeners, event)
-        full: dict[str, str] = session.state.pop(_FULL_KEY, {})
+        full = session.state.take(_FULL_KEY) or {}
         if not cfg.spill.enabled:
             return
         for seq in range(start, len(messages)):

@@ -35,7 +35,7 @@ from kairos.memory.excerpts import PER_SESSION, RECALL
 from kairos.memory.records import MemoryCard, PendingIngest
 from kairos.memory.safety import alerts
 from kairos.models.types import Message, Origin
-from kairos.tools.base import Tool, ToolResult, ToolSource
+from kairos.tools.base import Resource, Tool, ToolResult, ToolSource
 from kairos.tools.function import make_tool
 
 if TYPE_CHECKING:
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kairos.memory")
 MEMORY_ORIGIN = Origin("harness", "memory")
 _INGESTED = "kairos.memory.ingested."
-_STATE = "kairos.memory.cards_checked"
-_ALERTS = "kairos.memory.alerts"
+_STATE: Resource[bool] = Resource("kairos.memory.cards_checked")
+_ALERTS: Resource[list[str]] = Resource("kairos.memory.alerts")
 
 
 SETTLE_S = 2.0
@@ -112,10 +112,10 @@ class MemoryPlugin(Plugin):
         if self.safety_alerts:
             request = next((m.content for m in reversed(session.message_list()) if m.from_user), "")
             live = await asyncio.to_thread(self.memory.current)
-            session.state[_ALERTS] = [_alert_line(c) for c in alerts(request, live)]
+            session.state.put(_ALERTS, [_alert_line(c) for c in alerts(request, live)])
         if session.state.get(_STATE):
             return ()
-        session.state[_STATE] = True
+        session.state.put(_STATE, True)
         messages = session.message_list()
         if any(m.origin == MEMORY_ORIGIN for m in messages):
             return ()

@@ -36,14 +36,14 @@ from kairos.context.session import SessionView
 from kairos.models.types import Message, Origin
 from kairos.skills.catalog import SKILL_FILE, Skill, SkillCatalog, SkillEntry
 from kairos.skills.config import SkillsConfig
-from kairos.tools.base import Tool, ToolContext, ToolResult, ToolSource
+from kairos.tools.base import Resource, Tool, ToolContext, ToolResult, ToolSource
 from kairos.tools.function import make_tool
 from kairos.tools.sandbox import sandbox_of
 
 CATALOG_TAG = "skills_catalog"
 UPDATE_TAG = "skills_catalog_update"
 _HEAD = re.compile(rf'^<({CATALOG_TAG}|{UPDATE_TAG}) fingerprint="([0-9a-f]+)">')
-_STATE_KEY = "kairos.skills"
+_STATE_KEY: Resource[dict[str, Any]] = Resource("kairos.skills")
 _FROZEN_PREFIX = "kairos.skills.catalog."
 CATALOG_INTRO = (
     "Skills are instruction packages for specific kinds of task, loaded on demand. When the user's task "
@@ -101,7 +101,7 @@ def render_update(old: Mapping[str, str], new: Mapping[str, str], fp: str) -> st
 
 def last_catalog(session: SessionView) -> str | None:
     """The fingerprint of the last catalog message in the trajectory (scans only new messages)."""
-    memo: dict[str, Any] = session.state.setdefault(_STATE_KEY, {"scanned": 0, "fingerprint": None})
+    memo = session.state.get_or_put(_STATE_KEY, lambda: {"scanned": 0, "fingerprint": None})
     messages = session.message_list()
     for m in messages[memo["scanned"] :]:
         if m.origin is not None:

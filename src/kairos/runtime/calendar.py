@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from kairos.errors import KairosError
 from kairos.runtime.db import RecordDB
-from kairos.runtime.mail import IDEMPOTENCY_RESOURCE
+from kairos.runtime.mail import effect_key
 from kairos.runtime.runtime import runtime_handle
 from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
@@ -144,10 +144,10 @@ def add_calendar_event(title: str, start: str, end: str, *, ctx: ToolContext) ->
     cal = _calendar(ctx)
     if isinstance(cal, ToolResult):
         return cal
-    key = ctx.resources.get(IDEMPOTENCY_RESOURCE)
+    key = effect_key(ctx)
     try:
         clashes = cal.overlapping(start, end)
-        event, added = cal.add(title, start, end, str(key) if key else None)
+        event, added = cal.add(title, start, end, key)
     except CalendarError as e:
         return ToolResult(str(e), is_error=True)
     text = f"added {event.describe()} (id {event.id})" if added else f"already added: {event.describe()}"

@@ -163,8 +163,17 @@ NO_RUNTIME = "this tool needs the runtime: run under `kairos serve` or `kairos c
 
 def runtime_handle(ctx: ToolContext) -> RuntimeHandle | ToolResult:
     """The runtime a tool runs under, or the error result it returns outside one."""
-    handle = ctx.resources.get(RUNTIME_RESOURCE)
+    handle = ctx.get(RUNTIME_RESOURCE)
     return handle if isinstance(handle, RuntimeHandle) else ToolResult(NO_RUNTIME, is_error=True)
+
+
+def caller_of(ctx: ToolContext) -> RuntimeContext | None:
+    """The calling session's runtime, for a leader's component that does not run in this worker.
+
+    Its tools then work on the caller's records, which the deployment's workers share.
+    """
+    handle = runtime_handle(ctx)
+    return handle.runtime if isinstance(handle, RuntimeHandle) else None
 
 
 def runtime_service(ctx: ToolContext, kind: type[T], missing: str) -> tuple[T, str] | ToolResult:

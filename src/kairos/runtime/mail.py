@@ -29,19 +29,20 @@ from kairos.runtime import _mail_client as mc
 from kairos.runtime._mail_client import MailAuthError, MailError
 from kairos.runtime._mail_parse import ParsedMail
 from kairos.runtime.events import Event
+from kairos.runtime.handle import RuntimeContext, caller_of
 from kairos.runtime.runtime import runtime_service
 from kairos.storage import Migration
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.base import Resource, Tool, ToolContext, ToolResult
+from kairos.tools.executor import idempotency_key
 from kairos.tools.function import tool
 
 if TYPE_CHECKING:
     from imapclient import IMAPClient  # type: ignore[import-untyped]
 
-    from kairos.runtime.handle import RuntimeContext
-
 log = logging.getLogger("kairos.runtime.mail")
-IDEMPOTENCY_RESOURCE = "kairos.idempotency_key"
-"""Where a side-effecting tool call's idempotency key is found in ``ToolContext.resources``."""
+IDEMPOTENCY_RESOURCE: Resource[str] = Resource("kairos.idempotency_key")
+"""A fixed idempotency key for the mail and calendar tools (tests); otherwise the executor's key of the call
+(:func:`~kairos.tools.executor.idempotency_key`, stable across a crash and a redelivery)."""
 IDLE_CHECK_S = 30.0
 """Longest a thread blocks in one IDLE wait (cancelling also closes the socket, so it returns at once)."""
 
@@ -291,15 +292,25 @@ class MailSource:
 
         return str(await self._imap(work))
 
-    async def send(self, to: str, subject: str, body: str, in_reply_to: str = "", key: str | None = None) -> str:
+    async def send(
+        self,
+        to: str,
+        subject: str,
+        body: str,
+        in_reply_to: str = "",
+        key: str | None = None,
+        caller: RuntimeContext | None = None,
+    ) -> str:
         """Send a message over SMTP; with a key, a second call with the same key sends nothing.
 
         The key is claimed in ``mail_sent`` before SMTP is called, so two workers given the same
         event (a redelivery) cannot both send: the loser says "already sent". A failed send gives
-        the claim back; a crash while SMTP talks leaves it (at most once: never a second copy).
+        the claim back; a crash while SMTP talks leaves it (at most once: never a second copy). ``caller``: the
+        calling session's runtime, whose records are used on a worker where this source does not run.
         """
         cfg = self.config
-        db = self._runtime.db if self._runtime is not None else None
+        runtime = self._runtime or caller
+        db = runtime.db if runtime is not None else None
         mid = mc.message_id(key, cfg.from_address)
         record = "INSERT INTO mail_sent (key, message_id, recipients, subject, at) VALUES (?, ?, ?, ?, ?)"
         if key and db is not None:
@@ -339,9 +350,9 @@ async def _do(ctx: ToolContext, op: Any) -> ToolResult:
         return ToolResult(str(e), is_error=True)
 
 
-def _key(ctx: ToolContext) -> str | None:
-    key = ctx.resources.get(IDEMPOTENCY_RESOURCE)
-    return str(key) if key else None
+def effect_key(ctx: ToolContext) -> str | None:
+    """The idempotency key of this side-effecting call (a sent mail, a saved draft, a calendar entry)."""
+    return ctx.get(IDEMPOTENCY_RESOURCE) or idempotency_key()
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
@@ -354,7 +365,8 @@ async def send_email(to: str, subject: str, body: str, in_reply_to: str = "", *,
         body: the message text.
         in_reply_to: the Message-ID of the mail this answers, to keep the thread.
     """
-    return await _do(ctx, lambda s: s.send(to, subject, body, in_reply_to, _key(ctx)))
+    caller = caller_of(ctx)
+    return await _do(ctx, lambda s: s.send(to, subject, body, in_reply_to, effect_key(ctx), caller))
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
@@ -365,7 +377,7 @@ async def draft_reply(uid: int, body: str, *, ctx: ToolContext) -> ToolResult:
         uid: the email's uid (from the email event).
         body: the reply text.
     """
-    return await _do(ctx, lambda s: s.draft_reply(uid, body, _key(ctx)))
+    return await _do(ctx, lambda s: s.draft_reply(uid, body, effect_key(ctx)))
 
 
 @tool(side_effects=True, external=True, timeout_s=120)
@@ -420,4 +432,4 @@ def tools() -> list[Tool]:
     return [send_email, draft_reply, move_email, flag_email, read_email]
 
 
-__all__ = ["IDEMPOTENCY_RESOURCE", "MailAuthError", "MailConfig", "MailError", "MailSource", "tools"]
+__all__ = ["IDEMPOTENCY_RESOURCE", "MailAuthError", "MailConfig", "MailError", "MailSource", "effect_key", "tools"]

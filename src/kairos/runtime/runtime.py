@@ -117,8 +117,8 @@ class _Worker:
         self.known.update(p.seq for p in session.inbox.pending())
         session.inbox.listeners.append(lambda posted: self.known.add(posted.seq))
         handle = RuntimeHandle(rt, self.session_id)
-        session.tool_context.resources[RUNTIME_RESOURCE] = handle
-        session.tool_context.resources[BACKGROUND_RESOURCE] = handle
+        session.tool_context.put(RUNTIME_RESOURCE, handle)
+        session.tool_context.put(BACKGROUND_RESOURCE, handle)
         rt.db.write(
             "INSERT INTO active (session, since) VALUES (?, ?) "
             "ON CONFLICT (session) DO UPDATE SET since = excluded.since",
@@ -682,7 +682,7 @@ class Runtime(SessionQueries):
     async def _parallel(self, session_id: str, event: Event) -> None:
         """Answer ``event`` in a side session now; log the exchange in the main one (ch6 §3.2)."""
         side = self.store.new(f"parallel: {event.content[:60]}", {"parallel_of": session_id})
-        side.tool_context.resources[RUNTIME_RESOURCE] = RuntimeHandle(self, side.id)
+        side.tool_context.put(RUNTIME_RESOURCE, RuntimeHandle(self, side.id))
         self.publish(session_id, ParallelStarted(question=event.content, side_session=side.id))
         answer = ""
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -55,6 +55,60 @@ class Resource(Generic[T]):
 
     name: str
     """Stable and unique (``kairos.sandbox``): sub-agents name the resources they share by it."""
+
+
+class Slots:
+    """Objects kept under typed :class:`Resource` keys: a session's tool resources, plug-ins' per-session state.
+
+    The one way a session's parts find each other: ``slots.get(KEY)`` is typed by the key.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[Resource[Any], Any] | None = None) -> None:
+        self._items: dict[Resource[Any], Any] = dict(items or {})
+
+    def get(self, key: Resource[T]) -> T | None:
+        """The object kept under ``key``, or None."""
+        found: T | None = self._items.get(key)
+        return found
+
+    def put(self, key: Resource[T], value: T) -> T:
+        """Keep ``value`` under ``key`` (replacing what was there); returns it."""
+        self._items[key] = value
+        return value
+
+    def get_or_put(self, key: Resource[T], make: Callable[[], T]) -> T:
+        """The object under ``key``, made and kept by ``make()`` the first time."""
+        found = self.get(key)
+        return found if found is not None else self.put(key, make())
+
+    def take(self, key: Resource[T]) -> T | None:
+        """Remove and return the object under ``key`` (None: there was none)."""
+        found: T | None = self._items.pop(key, None)
+        return found
+
+    def items(self) -> list[tuple[Resource[Any], Any]]:
+        """What is kept, key and object (a copy: safe to change the slots meanwhile)."""
+        return list(self._items.items())
+
+    def share(self, other: Slots, names: Iterable[str]) -> None:
+        """Keep here what ``other`` keeps under the keys named ``names`` (a sub-agent's shared resources)."""
+        wanted = set(names)
+        self._items.update({k: v for k, v in other._items.items() if k.name in wanted})
+
+    def clear(self) -> None:
+        """Forget everything (closing is the owner's: :meth:`ToolContext.aclose`)."""
+        self._items.clear()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Slots({', '.join(k.name for k in self._items)})"
 
 
 class Services(Protocol):
@@ -109,9 +163,9 @@ class ToolContext:
     session_id: str = ""
     cwd: Path | None = None
     """Current directory of the session's shell; starts at ``workspace``."""
-    resources: dict[Any, Any] = field(default_factory=dict)
+    resources: Slots = field(default_factory=Slots)
     """Long-lived per-session objects (the bash shell, caches) by their typed keys; closed with the session.
-    Use :meth:`get`, :meth:`put` and :meth:`get_or_put`: they are typed by the key."""
+    A mapping given here becomes :class:`Slots`."""
     state_dirs: tuple[Path, ...] = ()
     """kairos's own state (trajectories, spill files): file tools never write there, and read only its
     ``spill`` folder. ``<workspace>/.kairos`` is always one of them."""
@@ -119,6 +173,8 @@ class ToolContext:
     """Environment variables kept from the processes tools start (see :meth:`environment`)."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.resources, Slots):  # a plain mapping of typed keys (tests, callers)
+            self.resources = Slots(self.resources)  # type: ignore[unreachable]
         self.workspace = self.workspace.resolve()
         if self.cwd is None:
             self.cwd = self.workspace
@@ -127,24 +183,20 @@ class ToolContext:
         self.state_dirs = tuple(sorted(dirs))
 
     def get(self, key: Resource[T]) -> T | None:
-        """The object kept under ``key``, or None."""
-        found: T | None = self.resources.get(key)
-        return found
+        """The resource kept under ``key``, or None."""
+        return self.resources.get(key)
 
     def put(self, key: Resource[T], value: T) -> T:
         """Keep ``value`` under ``key`` (replacing what was there); returns it."""
-        self.resources[key] = value
-        return value
+        return self.resources.put(key, value)
 
     def get_or_put(self, key: Resource[T], make: Callable[[], T]) -> T:
-        """The object under ``key``, made and kept by ``make()`` the first time."""
-        found: T | None = self.resources.get(key)
-        return found if found is not None else self.put(key, make())
+        """The resource under ``key``, made and kept by ``make()`` the first time."""
+        return self.resources.get_or_put(key, make)
 
     def take(self, key: Resource[T]) -> T | None:
-        """Remove and return the object under ``key`` (None: there was none)."""
-        found: T | None = self.resources.pop(key, None)
-        return found
+        """Remove and return the resource under ``key`` (None: there was none)."""
+        return self.resources.take(key)
 
     def resolve_path(self, path: str, *, write: bool = False) -> Path:
         """Resolve ``path`` against the cwd and refuse anything outside the workspace or inside kairos's state.
@@ -174,7 +226,7 @@ class ToolContext:
 
     async def aclose(self) -> None:
         """Close every resource that has an ``aclose`` (the bash shell, clients)."""
-        for res in list(self.resources.values()):
+        for _, res in self.resources.items():
             close = getattr(res, "aclose", None)
             if close is not None:
                 await close()

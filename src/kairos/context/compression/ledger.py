@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from kairos.context.session import SessionView
+from kairos.tools.base import Resource
 
 COMPRESSED = "[COMPRESSED]"
 """Marks content layer 5 produced; marked content is never compressed again."""
@@ -31,7 +32,7 @@ Layer: TypeAlias = Literal["spill", "noise", "compressed"]
 LAYERS: tuple[Layer, ...] = ("compressed", "noise", "spill")
 """Precedence when a message has several replacements: first wins."""
 _PREFIX = "kairos.compression/"
-STATE_KEY = "kairos.compression"
+STATE_KEY: Resource[SessionCompression] = Resource("kairos.compression")
 
 EventKind: TypeAlias = Literal[
     "spilled", "noise_removed", "compressed", "nothing_new", "failed", "breaker_tripped", "provider_edit", "archived"
@@ -158,11 +159,7 @@ class SessionCompression:
 
 def state_of(session: SessionView) -> SessionCompression:
     """The session's compression state, made on first use."""
-    st = session.state.get(STATE_KEY)
-    if not isinstance(st, SessionCompression):
-        st = SessionCompression(Ledger(session))
-        session.state[STATE_KEY] = st
-    return st
+    return session.state.get_or_put(STATE_KEY, lambda: SessionCompression(Ledger(session)))
 
 
 def emit(session: SessionView, st: SessionCompression, listeners: list[Listener], event: CompressionEvent) -> None:

@@ -57,14 +57,14 @@ from kairos.plugins.status_bar.config import (
     choose_update_mode,
 )
 from kairos.plugins.status_bar.tally import CallTally, CallVerdict, clean, constraint_lines, ordinal_note
-from kairos.tools.base import Tool, ToolResult, ToolSet
+from kairos.tools.base import Resource, Tool, ToolResult, ToolSet
 from kairos.tools.builtins.clock import CLOCK_RESOURCE
 from kairos.tools.executor import ErrorFormatter
 
 UNANNOTATED = "kairos.unannotated"
 """``ToolResult.metadata`` key holding a result's text before the status bar annotated it."""
 _MODE_KEY = "status_bar.mode"
-_TALLY_KEY = "kairos.status_bar.tally"
+_TALLY_KEY: Resource[tuple[object, CallTally]] = Resource("kairos.status_bar.tally")
 _STAMP = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\] ")
 _OPEN = "<agent_status>\n"
 
@@ -176,10 +176,10 @@ class StatusBar(Plugin):
 
     def tally(self, session: SessionView, tools: ToolSet) -> CallTally:
         """The session's call counters, brought up to date with its trajectory."""
-        owner, tally = session.state.get(_TALLY_KEY, (None, None))
-        if owner is not self or not isinstance(tally, CallTally):
+        owner, tally = session.state.get(_TALLY_KEY) or (None, None)
+        if owner is not self or tally is None:
             tally = CallTally()
-            session.state[_TALLY_KEY] = (self, tally)
+            session.state.put(_TALLY_KEY, (self, tally))
         tally.update(session.message_list(), tools, self.config.limits)
         return tally
 

@@ -199,8 +199,7 @@ class SubAgentRunner:
         meta = {"parent_session": parent.session.id, "subagent": task_id, "context": context, "tools": allowed}
         session = parent.new_session(f"subagent {task_id}: {text[:60]}", meta)
         session.tool_context.cwd = pt.cwd
-        shared = set(self.config.share_resources)
-        session.tool_context.resources.update({k: v for k, v in pt.resources.items() if k.name in shared})
+        session.tool_context.resources.share(pt.resources, self.config.share_resources)
         child = _Child(task_id, session, text)
         guard = ChildGuard(child, set(allowed), self.guards)
         from kairos.plugins.subagents import SubAgents
