@@ -15,7 +15,7 @@ import pytest
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
-from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeHandle, SqliteBus
+from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeDB, RuntimeHandle, SqliteBus
 from kairos.runtime.timers import Timers, cancel_timer, list_timers, set_timer
 from kairos.testing import ScriptedModel, reply
 from kairos.testing.clock import ManualClock
@@ -263,3 +263,43 @@ async def test_the_heartbeat_goes_to_the_default_session_only_when_configured(tm
         clock2.advance(3600)
         await _settle(rt)
         assert _fires(rt, None, "heartbeat") == []
+
+
+class _NeverLeader:
+    """A leader lease another process holds: this runtime never runs the leader's components."""
+
+    def try_acquire(self) -> bool:
+        return False
+
+    def release(self) -> None:
+        pass
+
+
+async def test_a_worker_that_is_not_the_leader_sets_and_cancels_timers_the_leaders_scheduler_fires(
+    tmp_path: Path,
+) -> None:
+    """Two runtimes on one store (as workers share PostgreSQL): only the leader schedules; both take timers."""
+    leader_timers = Timers(sync_s=0.05)
+    follower_timers = Timers(sync_s=0.05)
+    leader = _runtime(tmp_path, leader_timers)
+    follower = Runtime(
+        Agent(ScriptedModel([_ok] * 20)), SessionStore(tmp_path), components=[follower_timers],
+        leader=_NeverLeader(), leader_retry_s=3600,
+        bus=SqliteBus(RuntimeDB(tmp_path / "follower-bus.db")),  # its own stream, as NATS gives each publisher
+    )  # fmt: skip
+    async with leader, follower:
+        await leader_timers.wait_ready()
+        sid = follower.create_session("t")
+        ctx = _ctx(follower, sid, tmp_path)
+        kept = await _set(ctx, after_s=1)
+        doomed = await _set(ctx, after_s=1, message="never")
+        assert not kept.is_error and not doomed.is_error, (kept.content, doomed.content)
+        listed = await list_timers.call({}, ctx)
+        assert len(json.loads(listed.content)) == 2
+        doomed_id = json.loads(doomed.content)["timer_id"]
+        assert (await cancel_timer.call({"timer_id": doomed_id}, ctx)).content == f"Timer {doomed_id} cancelled."
+        await _until(lambda: bool(_fires(leader, sid)))  # the leader's scheduler took it in and fired it
+        await _settle(leader)
+        fired = _fires(leader, sid)
+        assert [f["content"] for f in fired] == ["check the build"]  # once, and never the cancelled one
+        assert json.loads((await list_timers.call({}, ctx)).content) == []

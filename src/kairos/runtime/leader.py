@@ -7,6 +7,10 @@ deployment's name, on a connection of its own, so the server drops it when the h
 ends (``kill -9`` included). A process without it tries again every ``retry_s`` and starts the
 components when it takes over; a leader that loses its connection stops them and tries again.
 With the embedded SQLite store there is no lease: the one process is the leader.
+
+The tools of a leader's component work on every worker: a worker that does not run it writes its
+rows in the shared records and bumps a :class:`ChangeCounter`, which the leader's component reads
+every few seconds (one small query) to take those rows in.
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kairos.storage.postgres import CONNECT_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from kairos.runtime.db import RecordDB
 
 log = logging.getLogger("kairos.runtime.leader")
 
@@ -136,4 +143,38 @@ async def lead(
         lease.release()
 
 
-__all__ = ["LEADER_KEY", "LeaderLease", "PgLeaderLease", "lead"]
+class ChangeCounter:
+    """How a leader's component hears that another worker changed its rows: a counter they bump.
+
+    ``<owner>_meta`` holds one row, ``version``; :meth:`migration` is the owner's migration that makes it.
+    """
+
+    def __init__(self, owner: str) -> None:
+        self.table = f"{owner}_meta"
+        self.seen = 0
+
+    def migration(self) -> str:
+        """The DDL of the counter's table (one of the owner's migrations)."""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.table} (id INTEGER PRIMARY KEY CHECK (id = 0), "
+            "version INTEGER NOT NULL);\n"
+            f"INSERT INTO {self.table} (id, version) VALUES (0, 0) ON CONFLICT DO NOTHING;"
+        )
+
+    def bump(self, db: RecordDB) -> None:
+        """Say that the rows changed (a worker that does not run the component)."""
+        db.write(f"UPDATE {self.table} SET version = version + 1 WHERE id = 0")
+
+    def read(self, db: RecordDB) -> int:
+        """The counter now (remembered as seen)."""
+        rows = db.read(f"SELECT version FROM {self.table} WHERE id = 0")
+        self.seen = int(rows[0][0]) if rows else 0
+        return self.seen
+
+    def changed(self, db: RecordDB) -> bool:
+        """Whether another worker bumped the counter since the last :meth:`read` or :meth:`changed`."""
+        before = self.seen
+        return self.read(db) != before
+
+
+__all__ = ["LEADER_KEY", "ChangeCounter", "LeaderLease", "PgLeaderLease", "lead"]

@@ -11,6 +11,12 @@ so 10,000 timers cost a heap entry and a row each, not a task each. Each fire's 
 ``timer:<id>:<due time>``: the runtime queues an id once, so a fire repeated after a crash (the
 event was accepted, the next due time not yet saved) is not delivered twice.
 
+In a deployment of several workers the scheduler runs on the leader only
+(:mod:`kairos.runtime.leader`), but the tools work on every worker: a worker that does not run it writes
+and deletes rows in the shared records and bumps a change counter
+(:class:`~kairos.runtime.leader.ChangeCounter`); the scheduler reads it every ``sync_s`` and reloads the
+table when another process changed it.
+
 The clock is injectable (``now`` and ``sleep``); :class:`kairos.testing.clock.ManualClock` is the test double.
 """
 
@@ -33,8 +39,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 
 from kairos.errors import KairosError, SessionNotFoundError
+from kairos.runtime.db import RecordDB
 from kairos.runtime.events import Event
-from kairos.runtime.handle import RuntimeContext
+from kairos.runtime.handle import RuntimeContext, caller_of
+from kairos.runtime.leader import ChangeCounter
 from kairos.runtime.runtime import runtime_service
 from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
@@ -58,14 +66,16 @@ CREATE TABLE IF NOT EXISTS timers_timers (
 );
 CREATE INDEX IF NOT EXISTS timers_by_session ON timers_timers (session);
 """
-MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
-"""The ``timers`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA, ChangeCounter("timers").migration())
+"""The ``timers`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage),
+2 the change counter other workers bump."""
 TimerKind = Literal["once", "interval", "cron"]
 MAX_DELAY_S = 10 * 366 * 86400.0
 """The farthest a timer may be set (ten years)."""
 _MAX_SLEEP_S = 60.0
 """The scheduler looks at the clock at least this often (a wall-clock jump is noticed within it)."""
 _RETRY_S = 5.0
+_COLUMNS = "id, session, message, kind, every_s, cron, timezone, next_due, created, fired"
 HEARTBEAT_ID = "heartbeat"
 
 
@@ -156,6 +166,7 @@ class Timers:
         heartbeat_message: str = "Heartbeat: check whether anything needs attention; do nothing if not.",
         min_interval_s: float = 1.0,
         max_per_session: int = 1000,
+        sync_s: float = 2.0,
     ) -> None:
         if heartbeat_s is not None and not heartbeat_s >= min_interval_s:
             raise ValueError(f"heartbeat_s must be at least {min_interval_s:g} s")
@@ -165,6 +176,8 @@ class Timers:
         self.heartbeat_message = heartbeat_message
         self.min_interval_s = min_interval_s
         self.max_per_session = max_per_session
+        self.sync_s = sync_s
+        self._changes = ChangeCounter("timers")
         self._runtime: RuntimeContext | None = None
         self._timers: dict[str, Timer] = {}
         self._heap: list[tuple[float, int, str]] = []
@@ -183,6 +196,7 @@ class Timers:
         try:
             while True:
                 self._wake.clear()
+                self._sync(runtime)
                 await self._fire_due(runtime)
                 await self._wait()
         finally:
@@ -198,17 +212,24 @@ class Timers:
         self._timers.clear()
         self._heap.clear()
         now = self._now().timestamp()
-        rows = runtime.db.read(
-            "SELECT id, session, message, kind, every_s, cron, timezone, next_due, created, fired FROM timers_timers"
-        )
-        for r in rows:
-            t = Timer(str(r[0]), str(r[1]), str(r[2]), r[3], float(r[7]), float(r[4]), str(r[5]), str(r[6]))
-            t.created, t.fired = float(r[8]), int(r[9])
+        self._changes.read(runtime.db)
+        for t in _rows(runtime.db, ""):
             t.late = t.next_due < now - 1.0
             self._push(t, t.next_due)
         if self.heartbeat_s:
             self._push(Timer(HEARTBEAT_ID, None, self.heartbeat_message, "interval", now + self.heartbeat_s,
                              self.heartbeat_s), now + self.heartbeat_s)  # fmt: skip
+
+    def _sync(self, runtime: RuntimeContext) -> None:
+        """Take in the timers another worker set or cancelled since the last look (one small read)."""
+        if not self._changes.changed(runtime.db):
+            return
+        stored = {t.id: t for t in _rows(runtime.db, "")}
+        for tid in [tid for tid in self._timers if tid != HEARTBEAT_ID and tid not in stored]:
+            del self._timers[tid]  # cancelled elsewhere (its heap entry goes stale)
+        for tid, t in stored.items():
+            if tid not in self._timers:
+                self._push(t, t.next_due)
 
     def _push(self, t: Timer, when: float) -> None:
         t.wake_at = when
@@ -227,6 +248,8 @@ class Timers:
         while self._heap and self._stale(self._heap[0]):
             heapq.heappop(self._heap)  # cancelled or rescheduled: dropped lazily
         waits: list[asyncio.Task[Any]] = [asyncio.ensure_future(self._wake.wait())]
+        if self.sync_s > 0:  # other workers' changes, on the real clock (they do not share an injected one)
+            waits.append(asyncio.ensure_future(asyncio.sleep(self.sync_s)))
         if self._heap:
             waits.append(asyncio.ensure_future(self._sleep_until(self._heap[0][0])))
         try:
@@ -313,10 +336,17 @@ class Timers:
 
     # -- the service ----------------------------------------------------------------------------
 
-    def _bound(self) -> RuntimeContext:
-        if self._runtime is None:
+    def _records(self, caller: RuntimeContext | None) -> RecordDB:
+        """Where timers are kept: the scheduler's records here, else the caller's.
+
+        A worker that is not the leader shares its records with the leader's scheduler.
+        """
+        if self._runtime is not None:
+            return self._runtime.db
+        if caller is None:
             raise KairosError("the timers component is not running (add it to the runtime's components)")
-        return self._runtime
+        caller.db.ensure("timers", MIGRATIONS)
+        return caller.db
 
     def add(
         self,
@@ -328,17 +358,19 @@ class Timers:
         every_s: float = 0,
         cron: str = "",
         timezone: str = "UTC",
+        caller: RuntimeContext | None = None,
     ) -> Timer:
         """Set a timer for ``session``: exactly one of ``at``, ``after_s``, ``every_s`` and ``cron``.
 
         ``at`` is an ISO 8601 time (without an offset it is read in ``timezone``); ``cron`` is a
-        5-field (or 6-field, seconds last) expression read in ``timezone``.
+        5-field (or 6-field, seconds last) expression read in ``timezone``. ``caller``: the calling
+        session's runtime, whose records are used where the scheduler runs in another process (the leader).
 
         Raises:
             ValueError: what is wrong with the arguments, naming the field.
             KairosError: the component is not running.
         """
-        rt = self._bound()
+        records = self._records(caller)
         if not message.strip():
             raise ValueError("message must say what to do when the timer fires")
         chosen = [n for n, v in (("at", at), ("after_s", after_s), ("every_s", every_s), ("cron", cron)) if v]
@@ -359,17 +391,20 @@ class Timers:
         else:
             kind = "cron"
             due = self._check_cron(cron.strip(), timezone, now)
-        count = rt.db.read("SELECT COUNT(*) FROM timers_timers WHERE session = ?", (session,))[0][0]
+        count = records.read("SELECT COUNT(*) FROM timers_timers WHERE session = ?", (session,))[0][0]
         if count >= self.max_per_session:
             raise ValueError(f"this session already has {count} timers; cancel some first (cancel_timer)")
         t = Timer(f"tm-{uuid.uuid4().hex[:10]}", session, message, kind, due, float(every_s or 0), cron.strip(),
                   timezone, time.time())  # fmt: skip
-        rt.db.write(
+        records.write(
             "INSERT INTO timers_timers (id, session, message, kind, every_s, cron, timezone, next_due, created) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (t.id, session, message, kind, t.every_s, t.cron, timezone, due, t.created),
         )
-        self._push(t, due)
+        if self._runtime is not None:
+            self._push(t, due)
+        else:
+            self._changes.bump(records)  # the leader's scheduler takes it in at its next look
         return t
 
     def _seconds(self, field: str, value: float, minimum: float) -> float:
@@ -411,19 +446,43 @@ class Timers:
             raise ValueError(f"cron {expr!r} fires more often than every {self.min_interval_s:g} s")
         return first
 
-    def cancel(self, timer_id: str, session: str | None = None) -> bool:
+    def cancel(self, timer_id: str, session: str | None = None, caller: RuntimeContext | None = None) -> bool:
         """Remove a timer (only ``session``'s own when given); False when there is no such timer."""
-        rt = self._bound()
+        records = self._records(caller)
+        rt = self._runtime
+        if rt is None:
+            where = "id = ? AND id != ?" + ("" if session is None else " AND session = ?")
+            args = (timer_id, HEARTBEAT_ID) + (() if session is None else (session,))
+            gone = records.write(f"DELETE FROM timers_timers WHERE {where}", args)
+            if gone:
+                self._changes.bump(records)
+            return bool(gone)
         t = self._timers.get(timer_id)
         if t is None or t.id == HEARTBEAT_ID or (session is not None and t.session != session):
             return False
         self._drop(rt, t)
         return True
 
-    def list(self, session: str | None = None) -> builtins.list[Timer]:
+    def list(self, session: str | None = None, caller: RuntimeContext | None = None) -> builtins.list[Timer]:
         """The timers of ``session`` (all when None), soonest first; the heartbeat is not listed."""
+        if self._runtime is None and caller is not None:
+            stored = _rows(
+                self._records(caller),
+                "" if session is None else "WHERE session = ?",
+                () if session is None else (session,),
+            )
+            return sorted(stored, key=lambda t: t.next_due)
         timers = [t for t in self._timers.values() if t.id != HEARTBEAT_ID and session in (None, t.session)]
         return sorted(timers, key=lambda t: t.next_due)
+
+
+def _rows(db: RecordDB, where: str, args: tuple[Any, ...] = ()) -> builtins.list[Timer]:
+    timers = []
+    for r in db.read(f"SELECT {_COLUMNS} FROM timers_timers {where}", args):
+        t = Timer(str(r[0]), str(r[1]), str(r[2]), r[3], float(r[7]), float(r[4]), str(r[5]), str(r[6]))
+        t.created, t.fired = float(r[8]), int(r[9])
+        timers.append(t)
+    return timers
 
 
 # -- tools ---------------------------------------------------------------------------------------
@@ -460,7 +519,10 @@ async def set_timer(
         return found
     timers, session = found
     try:
-        t = timers.add(session, message, at=at, after_s=after_s, every_s=every_s, cron=cron, timezone=timezone)
+        t = timers.add(
+            session, message, at=at, after_s=after_s, every_s=every_s, cron=cron, timezone=timezone,
+            caller=caller_of(ctx),
+        )  # fmt: skip
     except (ValueError, KairosError) as e:
         return ToolResult(f"Timer not set: {e}", is_error=True)
     return {"timer_id": t.id, "schedule": t.schedule(), "next_due": _iso(t.next_due)}
@@ -479,7 +541,7 @@ async def cancel_timer(timer_id: str, ctx: ToolContext) -> str | ToolResult:
         return found
     timers, session = found
     try:
-        if timers.cancel(timer_id, session):
+        if timers.cancel(timer_id, session, caller_of(ctx)):
             return f"Timer {timer_id} cancelled."
     except KairosError as e:
         return ToolResult(str(e), is_error=True)
@@ -493,7 +555,7 @@ async def list_timers(ctx: ToolContext) -> list[dict[str, Any]] | ToolResult:
     if isinstance(found, ToolResult):
         return found
     timers, session = found
-    return [t.to_record() for t in timers.list(session)]
+    return [t.to_record() for t in timers.list(session, caller_of(ctx))]
 
 
 def tools() -> list[Tool]:

@@ -6,13 +6,16 @@ them instead of reaching into the stores.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from kairos.context.session import SessionStore
 from kairos.context.store import SessionInfo
 from kairos.errors import SessionNotFoundError
 from kairos.models.types import Message
 from kairos.runtime.bus import BusEvent, EventBus
+
+if TYPE_CHECKING:
+    from kairos.runtime.handle import RuntimeContext
 
 T = TypeVar("T")
 _COMPRESSION = "kairos.compression/"
@@ -53,7 +56,7 @@ class SessionQueries:
         timer_rows = [
             {"id": t.id, "message": t.message, "schedule": t.schedule(), "next_due": t.next_due, "fired": t.fired,
              "late": t.late}
-            for t in (timers.list(session_id) if timers else [])
+            for t in (timers.list(session_id, caller=cast("RuntimeContext", self)) if timers else [])  # Runtime's
         ]  # fmt: skip
         return {"tasks": task_rows, "timers": timer_rows}
 

@@ -5,6 +5,9 @@ restart); :mod:`watchfiles` reports changes, debounced, and each batch becomes o
 ``file.changed`` event (``"src/app.py: modified"`` lines) for the owner's session. Only paths
 inside the session's workspace can be watched, never kairos's own state (whose database changes
 with every event: reporting it would wake the agent forever).
+
+In a deployment of several workers the watcher runs on the leader (:mod:`kairos.runtime.leader`);
+the tools work on every worker, writing rows the leader takes in within ``sync_s``.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from typing import Any
 from watchfiles import Change, DefaultFilter, awatch
 
 from kairos.errors import KairosError, SessionNotFoundError
+from kairos.runtime.db import RecordDB
 from kairos.runtime.events import Event
-from kairos.runtime.handle import RuntimeContext
+from kairos.runtime.handle import RuntimeContext, caller_of
+from kairos.runtime.leader import ChangeCounter
 from kairos.runtime.outbound import WatchFailed
 from kairos.runtime.runtime import runtime_service
 from kairos.storage import Migration
@@ -45,8 +50,10 @@ CREATE TABLE IF NOT EXISTS watch_watches (
 );
 CREATE INDEX IF NOT EXISTS watch_by_session ON watch_watches (session);
 """
-MIGRATIONS: tuple[Migration, ...] = (SCHEMA,)
-"""The ``watch`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
+MIGRATIONS: tuple[Migration, ...] = (SCHEMA, ChangeCounter("watch").migration())
+"""The ``watch`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage),
+2 the change counter of workers that do not run the watcher."""
+_COLUMNS = "id, session, path, root, pattern, ignore"
 MAX_LINES = 50
 _VERBS = {Change.added: "added", Change.modified: "modified", Change.deleted: "deleted"}
 
@@ -115,8 +122,12 @@ class FileWatch:
     name = "watch"
     leader_only = True  # one watcher per deployment (a leader lease)
 
-    def __init__(self, *, debounce_ms: int = 1600, step_ms: int = 50, max_per_session: int = 20) -> None:
+    def __init__(
+        self, *, debounce_ms: int = 1600, step_ms: int = 50, max_per_session: int = 20, sync_s: float = 2.0
+    ) -> None:
         self.debounce_ms = debounce_ms
+        self.sync_s = sync_s
+        self._changes = ChangeCounter("watch")
         self.step_ms = step_ms
         self.max_per_session = max_per_session
         self._runtime: RuntimeContext | None = None
@@ -133,21 +144,36 @@ class FileWatch:
         try:
             async with asyncio.TaskGroup() as group:
                 self._runtime, self._group = runtime, group
+                self._changes.read(runtime.db)
                 self._restore(runtime)
                 self._ready.set()
-                await asyncio.Event().wait()
+                while True:
+                    await asyncio.sleep(self.sync_s)
+                    if self._changes.changed(runtime.db):
+                        self._sync(runtime)
         finally:
             self._ready.clear()
             self._runtime = self._group = None
 
     def _restore(self, runtime: RuntimeContext) -> None:
-        for r in runtime.db.read("SELECT id, session, path, root, pattern, ignore FROM watch_watches"):
-            w = Watch(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), tuple(json.loads(r[5])))
+        for w in _rows(runtime.db):
             if Path(w.path).exists():
                 self._start(w)
             else:
                 log.warning("watch %s: %s no longer exists; removed", w.id, w.path)
                 self._forget(w.id)
+
+    def _sync(self, runtime: RuntimeContext) -> None:
+        """Take in the watches other workers added or removed (their rows are the truth)."""
+        stored = {w.id: w for w in _rows(runtime.db)}
+        for wid in [wid for wid in self._watches if wid not in stored]:
+            self._watches.pop(wid, None)
+            task = self._tasks.pop(wid, None)
+            if task is not None:
+                task.cancel()
+        for wid, w in stored.items():
+            if wid not in self._watches and Path(w.path).exists():
+                self._start(w)
 
     async def wait_ready(self, timeout_s: float = 10.0) -> None:
         """Until :meth:`run` has restored the watches (tests; tools run later anyway)."""
@@ -192,19 +218,30 @@ class FileWatch:
 
     # -- the service ----------------------------------------------------------------------------
 
-    def add(self, session: str, path: Path, root: Path, pattern: str = "", ignore: tuple[Path, ...] = ()) -> Watch:
+    def _here_or(self, caller: RuntimeContext | None) -> RuntimeContext:
+        """The runtime this watcher runs in, else the caller's (a worker that is not the leader)."""
+        rt = self._runtime if self._group is not None else caller
+        if rt is None:
+            raise KairosError("the file-watch component is not running (add it to the runtime's components)")
+        return rt
+
+    def add(
+        self, session: str, path: Path, root: Path, pattern: str = "", ignore: tuple[Path, ...] = (),
+        caller: RuntimeContext | None = None,
+    ) -> Watch:  # fmt: skip
         """Watch ``path`` (already checked to be inside the workspace ``root``) for ``session``.
+
+        ``caller``: the calling session's runtime, whose records are used where the watcher runs in
+        another process (the deployment's leader).
 
         Raises:
             ValueError: the path does not exist, or the session has too many watches.
             KairosError: the component is not running.
         """
-        rt = self._runtime
-        if rt is None or self._group is None:
-            raise KairosError("the file-watch component is not running (add it to the runtime's components)")
+        rt = self._here_or(caller)
         if not path.exists():
             raise ValueError(f"{_rel(str(path), str(root))!r} does not exist; watch an existing file or folder")
-        mine = [w for w in self._watches.values() if w.session == session]
+        mine = self.list(session, caller)
         if len(mine) >= self.max_per_session:
             raise ValueError(f"this session already has {len(mine)} watches; remove some first (unwatch_files)")
         state = {str(p) for p in ignore} | {str(rt.state_dir.resolve())}
@@ -214,11 +251,23 @@ class FileWatch:
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (w.id, session, w.path, w.root, w.pattern, json.dumps(list(w.ignore)), time.time()),
         )
-        self._start(w)
+        if rt is self._runtime:
+            self._start(w)
+        else:
+            self._changes.bump(rt.db)  # the leader's watcher takes it in at its next look
         return w
 
-    def remove(self, watch_id: str, session: str | None = None) -> bool:
+    def remove(self, watch_id: str, session: str | None = None, caller: RuntimeContext | None = None) -> bool:
         """Stop a watch (only ``session``'s own when given); False when there is no such watch."""
+        rt = self._here_or(caller)
+        if rt is not self._runtime:
+            where = "id = ?" + ("" if session is None else " AND session = ?")
+            gone = rt.db.write(
+                f"DELETE FROM watch_watches WHERE {where}", (watch_id,) + (() if session is None else (session,))
+            )
+            if gone:
+                self._changes.bump(rt.db)
+            return bool(gone)
         w = self._watches.get(watch_id)
         if w is None or (session is not None and w.session != session):
             return False
@@ -228,9 +277,18 @@ class FileWatch:
         self._forget(watch_id)
         return True
 
-    def list(self, session: str | None = None) -> builtins.list[Watch]:
+    def list(self, session: str | None = None, caller: RuntimeContext | None = None) -> builtins.list[Watch]:
         """The watches of ``session`` (all when None)."""
-        return [w for w in self._watches.values() if session in (None, w.session)]
+        watches = self._watches.values() if self._group is not None or caller is None else _rows(caller.db)
+        return [w for w in watches if session in (None, w.session)]
+
+
+def _rows(db: RecordDB) -> builtins.list[Watch]:
+    db.ensure("watch", MIGRATIONS)
+    return [
+        Watch(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), tuple(json.loads(r[5])))
+        for r in db.read(f"SELECT {_COLUMNS} FROM watch_watches")
+    ]
 
 
 @tool(side_effects=True)
@@ -250,7 +308,7 @@ async def watch_files(path: str, ctx: ToolContext, pattern: str = "") -> dict[st
     watcher, session = found
     try:
         resolved = ctx.resolve_path(path, write=True)  # write: kairos's state is never watched, not even spill/
-        w = watcher.add(session, resolved, ctx.workspace, pattern, ctx.state_dirs)
+        w = watcher.add(session, resolved, ctx.workspace, pattern, ctx.state_dirs, caller_of(ctx))
     except (PermissionError, ValueError, KairosError) as e:
         return ToolResult(f"Not watched: {e}", is_error=True)
     return w.to_record()
@@ -268,7 +326,11 @@ async def unwatch_files(watch_id: str, ctx: ToolContext) -> str | ToolResult:
     if isinstance(found, ToolResult):
         return found
     watcher, session = found
-    if watcher.remove(watch_id, session):
+    try:
+        removed = watcher.remove(watch_id, session, caller_of(ctx))
+    except KairosError as e:
+        return ToolResult(str(e), is_error=True)
+    if removed:
         return f"Watch {watch_id} removed."
     return ToolResult(f"No watch {watch_id!r} in this session.", is_error=True)
 
