@@ -67,15 +67,14 @@ def _config(user_config_dir: Path, postgres_url: str, nats_url: str, stream: str
 
 @contextlib.contextmanager
 def _deployment(
-    workspace: Path, user_config_dir: Path, logs: Path, model: OpenAIServer, workers: int = 2
+    workspace: Path, user_config_dir: Path, logs: Path, model: OpenAIServer, workers: int = 2, idle_close_s: float = 30
 ) -> Iterator[tuple[str, list[KairosProcess]]]:
     """A front end and ``workers`` workers; yields the front end's URL and the workers."""
     args = ("-w", workspace, "--model", "openai:fake", "--base-url", model.openai_base_url)
+    flags = ("--ack-wait", str(ACK_WAIT_S), "--idle-close", str(idle_close_s))
     with contextlib.ExitStack() as stack:
         started = [
-            stack.enter_context(
-                KairosProcess("worker", *args, "--ack-wait", str(ACK_WAIT_S), config_dir=user_config_dir, logs=logs)
-            )
+            stack.enter_context(KairosProcess("worker", *args, *flags, config_dir=user_config_dir, logs=logs))
             for _ in range(workers)
         ]
         for w in started:
@@ -274,3 +273,21 @@ def test_the_stop_button_of_a_front_end_stops_the_turn_in_the_worker_that_runs_i
         _wait("the next answer", lambda: "a:q:after" in _answers(_trajectories(postgres_url, [sid])[sid]), 20, ws)
     trajectory = _trajectories(postgres_url, [sid])[sid]
     assert "a:q:slow-stop" not in _answers(trajectory)  # cut, never answered
+
+
+def test_a_worker_lets_an_idle_session_go_so_its_postgresql_connection_is_freed(
+    workspace: Path, user_config_dir: Path, tmp_path: Path, postgres_url: str, nats_url: str, nats_stream: str
+) -> None:
+    """Each held session holds a lease on a connection of its own: idle ones must not pile up."""
+    _config(user_config_dir, postgres_url, nats_url, nats_stream)
+    with (
+        AnsweringModel() as model,
+        _deployment(workspace, user_config_dir, tmp_path / "logs", model, workers=1, idle_close_s=0.5) as (url, ws),
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        sid = client.post("/v1/sessions", json={"title": "idle"}).json()["id"]
+        assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "q:once"}).status_code == 202
+        _wait("the answer", lambda: _answers(_trajectories(postgres_url, [sid])[sid]) == ["a:q:once"], 20, ws)
+        _wait("the lease let go", lambda: _holder_pid(postgres_url, sid) is None, 20, ws)
+        assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "q:again"}).status_code == 202
+        _wait("the next answer", lambda: "a:q:again" in _answers(_trajectories(postgres_url, [sid])[sid]), 20, ws)

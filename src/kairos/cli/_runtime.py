@@ -64,6 +64,7 @@ def build_runtime(
     approver: Approver | None = None,
     default_session: str | None = None,
     dispatch: Callable[[str, int], None] | None = None,
+    idle_close_s: float = 300.0,
 ) -> Runtime:
     """The product's runtime over ``store``: the product agent, its runtime tools, components and urgency rules.
 
@@ -75,7 +76,8 @@ def build_runtime(
     runtime's records are in PostgreSQL when ``[storage] store`` is a ``postgresql://`` URL (shared
     by the deployment's processes), else in ``.kairos/runtime.db`` (:func:`kairos.runtime.db.open_records`).
     ``dispatch`` hands stored events to the deployment's work queue (several workers, see
-    :mod:`kairos.runtime.worker`) instead of running their sessions in this process.
+    :mod:`kairos.runtime.worker`) instead of running their sessions in this process. ``idle_close_s``: a
+    session is let go (its lease, on PostgreSQL its connection) after this long without work.
 
     Raises:
         ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
@@ -131,6 +133,7 @@ def build_runtime(
             dispatch=dispatch,
             leader=leader,
             leader_retry_s=storage.leader_retry_s,
+            idle_close_s=idle_close_s,
         )
     except BaseException:
         bus.close()

@@ -34,6 +34,14 @@ def worker(
         ),
     ] = 10.0,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="sessions run at once")] = 64,
+    idle_close: Annotated[
+        float,
+        typer.Option(
+            "--idle-close",
+            min=0.1,
+            help="seconds without work before a session is let go (its lease holds a PostgreSQL connection)",
+        ),
+    ] = 30.0,
 ) -> None:
     """Run the turns of the deployment's sessions: pull the work queue that front ends (kairos serve --no-worker) fill.
 
@@ -64,7 +72,7 @@ def worker(
         queue.close()
         raise _fail(str(e)) from e
     try:
-        runtime = build_runtime(llm, workspace, config, store, dispatch=queue.announce)
+        runtime = build_runtime(llm, workspace, config, store, dispatch=queue.announce, idle_close_s=idle_close)
     except KairosError as e:
         queue.close()
         store.close()
