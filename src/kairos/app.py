@@ -152,6 +152,7 @@ def open_user_memory(workspace: Path, config: KairosConfig, model: Model | None,
         default_state_dir(workspace), embedder, worker, user=config.memory.user,
         scrubber=pii_scrubber(worker, config.memory.scrub_timeout_s), max_memories=config.memory.max_memories,
         formats=config.memory.formats, extractor=config.memory.extractor, session_notes=config.memory.session_notes,
+        store=config.storage.store,
     )  # fmt: skip
 
 

@@ -52,7 +52,7 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 
 def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory | None:
-    """The user's memory, or None when the workspace has no memory database yet."""
+    """The user's memory (in PostgreSQL when ``[storage] store`` says so), or None when there is none yet."""
     from kairos.config import load_config
     from kairos.knowledge.embeddings import make_embedder
     from kairos.memory import UserMemory
@@ -60,11 +60,10 @@ def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory
     try:
         config = load_config(workspace)
         state = default_state_dir(workspace)
-        if not (state / DB_FILE).exists():
+        if config.storage.store_kind == "embedded" and not (state / DB_FILE).exists():
             return None
-        return UserMemory.open(
-            state, make_embedder(embedder or config.knowledge.embedder), None, user=user or config.memory.user
-        )
+        chosen = make_embedder(embedder or config.knowledge.embedder)
+        return UserMemory.open(state, chosen, None, user=user or config.memory.user, store=config.storage.store)
     except KairosError as e:
         raise _fail(str(e)) from e
 
@@ -173,7 +172,7 @@ def save(
         config = load_config(root, {"model": model})
         if not config.memory.enabled:
             raise _fail(_off_note(root) or "memory is off")
-        if not (default_state_dir(root) / DB_FILE).exists():
+        if config.storage.store_kind == "embedded" and not (default_state_dir(root) / DB_FILE).exists():
             _out("nothing to save")
             return
         with console.status(f"loading model {config.model} ..."):

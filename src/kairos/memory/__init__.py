@@ -14,13 +14,14 @@ if TYPE_CHECKING:
     from kairos.memory.core import CARDS_TAG, IngestReport, MemoryHit, Scrubber, UserMemory, check_user, render_card
     from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStore, MemoryStoreError
     from kairos.memory.scrub import pii_scrubber
-    from kairos.memory.store import SQLiteMemoryStore
+    from kairos.memory.store import SQLiteMemoryStore, open_memory_store
+    from kairos.memory.store_pg import PgMemoryStore
 
 _WHERE = {
     "CARDS_TAG": "core", "IngestReport": "core", "MemoryHit": "core", "Scrubber": "core", "UserMemory": "core",
     "check_user": "core", "render_card": "core", "MemoryCard": "records", "MemoryIn": "records",
     "MemoryProvenance": "records", "MemoryStore": "records", "MemoryStoreError": "records",
-    "pii_scrubber": "scrub", "SQLiteMemoryStore": "store",
+    "pii_scrubber": "scrub", "SQLiteMemoryStore": "store", "open_memory_store": "store", "PgMemoryStore": "store_pg",
 }  # fmt: skip
 
 
@@ -40,10 +41,12 @@ __all__ = [
     "MemoryProvenance",
     "MemoryStore",
     "MemoryStoreError",
+    "PgMemoryStore",
     "SQLiteMemoryStore",
     "Scrubber",
     "UserMemory",
     "check_user",
+    "open_memory_store",
     "pii_scrubber",
     "render_card",
 ]

@@ -43,7 +43,7 @@ from kairos.memory.records import (
     searchable,
     session_digest,
 )
-from kairos.memory.store import SQLiteMemoryStore
+from kairos.memory.store import open_memory_store
 from kairos.memory.support import Source as SupportSource
 from kairos.memory.support import Support, clauses, support
 from kairos.models.base import Model
@@ -102,7 +102,7 @@ class UserMemory:
 
     Args:
         kb: the workspace's knowledge base (conversations are indexed there).
-        store: where memories live (:class:`SQLiteMemoryStore` by default; any :class:`MemoryStore`).
+        store: where memories live (:func:`~kairos.memory.store.open_memory_store`; any :class:`MemoryStore`).
         model: the extractor and summariser (None: conversations are indexed, no memories extracted).
         user: whose memory this is.
         scrubber: PII scrubber every stored text passes through (``kairos.memory.pii``).
@@ -140,9 +140,11 @@ class UserMemory:
     @classmethod
     def open(
         cls, state_dir: Path, embedder: Embedder, model: Model | None, *, user: str = "default",
-        scrubber: Scrubber | None = None, **options: Any,
+        scrubber: Scrubber | None = None, store: str = "embedded", **options: Any,
     ) -> UserMemory:  # fmt: skip
-        """The memory of ``user`` in ``<state_dir>/knowledge.db``.
+        """The memory of ``user`` in ``<state_dir>/knowledge.db``, or in PostgreSQL when ``store`` is its URL.
+
+        Past conversations stay in the workspace's knowledge base either way.
 
         Raises:
             StoreError: the database is damaged or was built with another embedder (a clear message).
@@ -150,11 +152,11 @@ class UserMemory:
         check_user(user)
         kb = KnowledgeBase.open(state_dir, embedder)
         try:
-            store = SQLiteMemoryStore(state_dir, embedder.dim)
+            memories = open_memory_store(state_dir, embedder.dim, embedder.name, store)
         except BaseException:
             kb.close()
             raise
-        return cls(kb, store, model, user=user, scrubber=scrubber, **options)
+        return cls(kb, memories, model, user=user, scrubber=scrubber, **options)
 
     def close(self) -> None:
         """Close the memory store and the knowledge base."""

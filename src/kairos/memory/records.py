@@ -185,7 +185,7 @@ def session_digest(messages: Sequence[Message]) -> str:
 
 
 class MemoryStore(Protocol):
-    """Versioned memories per owner with BM25 and dense retrieval (SQLite here; PostgreSQL can follow).
+    """Versioned memories per owner with full-text and dense retrieval (SQLite, or PostgreSQL: ``store_pg``).
 
     Every write is one transaction: a failed write leaves no row, full-text entry or vector behind.
     """

@@ -20,12 +20,21 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kairos.errors import StoreError
+from kairos.errors import ConfigError, StoreError
 from kairos.knowledge.records import fts_query
 from kairos.knowledge.store import DB_NAME
-from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError, Op, searchable
+from kairos.memory.records import (
+    MemoryCard,
+    MemoryIn,
+    MemoryProvenance,
+    MemoryStore,
+    MemoryStoreError,
+    Op,
+    searchable,
+)
 from kairos.paths import ensure_state_dir
 from kairos.storage import Migration, connect, migrate, statements
+from kairos.storage.config import store_kind
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -445,4 +454,25 @@ class SQLiteMemoryStore:
             self._db.close()
 
 
-__all__ = ["SQLiteMemoryStore"]
+def open_memory_store(state_dir: Path, dim: int, embedder: str | None = None, url: str = "embedded") -> MemoryStore:
+    """The memory store ``url`` (``[storage] store``) names: ``knowledge.db`` in ``state_dir``, or PostgreSQL.
+
+    With PostgreSQL every worker of a deployment shares one user memory
+    (:class:`~kairos.memory.store_pg.PgMemoryStore`).
+
+    Raises:
+        ConfigError: ``url`` names no store (shown with its password masked).
+        StoreError: the store cannot be used.
+    """
+    try:
+        kind = store_kind(url)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if kind == "postgresql":
+        from kairos.memory.store_pg import PgMemoryStore
+
+        return PgMemoryStore(url, dim, embedder)
+    return SQLiteMemoryStore(state_dir, dim)
+
+
+__all__ = ["SQLiteMemoryStore", "open_memory_store"]
