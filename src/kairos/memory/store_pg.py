@@ -15,6 +15,8 @@ another store's):
   rows (a user has a few thousand memories: no index to keep in step).
 - ``forget`` deletes, then rewrites the table (``VACUUM FULL``): the erased text leaves the
   table's files, not only its visible rows (the server's WAL keeps it until it is recycled).
+- An ingest in progress is held by its process (an advisory lock that dies with it): another
+  worker's attempt on the same session is refused instead of undoing the first one's rows.
 - The embedder is recorded on first use; a process with another embedder is refused (its vectors
   would not compare).
 """
@@ -34,7 +36,7 @@ import numpy.typing as npt
 
 from kairos.knowledge.records import query_words
 from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError, Op, searchable
-from kairos.storage.postgres import PgDatabase, fault
+from kairos.storage.postgres import CONNECT_TIMEOUT_S, PgDatabase, fault
 
 T = TypeVar("T")
 WHAT = "the memory database"
@@ -106,6 +108,7 @@ class PgMemoryStore:
         import psycopg
 
         self._psycopg = psycopg
+        self._claims: dict[tuple[str, str, str], Any] = {}
         self.path = self._db.shown
         """Where it is, as errors name it (the URL without its password)."""
         try:
@@ -306,8 +309,41 @@ class PgMemoryStore:
 
         return self._write(go)
 
+    def _claim(self, key: tuple[str, str, str]) -> None:
+        """Hold an ingest until it ends (an advisory lock on a connection of its own, dropped if this process dies).
+
+        Workers share the ledger: without it a second worker's attempt would undo the first one's rows mid-way.
+        """
+        if key in self._claims:
+            return
+        psycopg = self._psycopg
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.Error as e:
+            raise fault(e, self.url, WHAT) from e
+        try:
+            lock = "SELECT pg_try_advisory_lock(hashtextextended('kairos.memory.ingest:' || %s, 0))"
+            got = conn.execute(lock, ("\x1f".join(key),)).fetchone()[0]
+        except psycopg.Error as e:
+            conn.close()
+            raise fault(e, self.url, WHAT) from e
+        if not got:
+            conn.close()
+            raise MemoryStoreError(f"the memory of session {key[1]} is being saved by another process")
+        self._claims[key] = conn
+
+    def _unclaim(self, key: tuple[str, str, str]) -> None:
+        conn = self._claims.pop(key, None)
+        if conn is not None:
+            conn.close()
+
     def begin_ingest(self, owner: str, session_id: str, digest: str) -> int:
-        """Start an attempt; an earlier attempt that never finished is rolled back first (returns its rows undone)."""
+        """Start an attempt; an earlier attempt that never finished is rolled back first (returns its rows undone).
+
+        Raises:
+            MemoryStoreError: another process is ingesting this session now.
+        """
+        self._claim((owner, session_id, digest))
 
         def go(conn: Any) -> int:
             key = (owner, session_id, digest)
@@ -346,6 +382,7 @@ class PgMemoryStore:
             conn.execute(f"DELETE FROM memory_ingest_steps WHERE {_LEDGER}", key)
 
         self._write(go)
+        self._unclaim((owner, session_id, digest))
 
     def ingested(self, owner: str, session_id: str) -> list[tuple[str, int]]:
         """(digest, messages) of the ingests of a session that finished, the longest first."""
@@ -446,7 +483,9 @@ class PgMemoryStore:
         return {"rows": int(rows), "fts_rows": int(fts)}
 
     def close(self) -> None:
-        """Close the pool (idempotent)."""
+        """Close the pool and give up the ingests held (idempotent)."""
+        for key in list(self._claims):
+            self._unclaim(key)
         self._db.close()
 
 
