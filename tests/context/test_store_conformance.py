@@ -291,6 +291,45 @@ def test_one_lease_per_session_across_stores_and_it_dies_with_its_holder(backend
         _reap(child)
 
 
+def test_a_second_lease_of_a_held_session_in_the_same_process_is_refused(backend: Backend) -> None:
+    store = backend.open()
+    sid = store.create_session()
+    first = store.lease(sid)
+    first.acquire()
+    with pytest.raises(SessionBusyError):
+        store.lease(sid).acquire()  # PostgreSQL's advisory locks are re-entrant on one connection: counted here
+    first.release()
+    again = store.lease(sid)
+    again.acquire()
+    again.release()
+
+
+def test_a_process_holds_its_leases_on_one_connection(backend: Backend) -> None:
+    """1,000 sessions held by a worker must not take 1,000 of the server's connections."""
+    if backend.name != "postgres":
+        pytest.skip("SQLite's leases are files, not connections")
+    import psycopg
+
+    store = backend.open()
+    leases = [store.lease(store.create_session()) for _ in range(30)]
+    for lease in leases:
+        lease.acquire()
+    mine = f"kairos pid {os.getpid()} %"
+    count = "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s AND datname = current_database()"
+    with psycopg.connect(backend.target, autocommit=True) as conn:
+        assert conn.execute(count, (mine,)).fetchone() == (1,)
+        for lease in leases[:10]:
+            lease.release()
+        locks = (
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+        assert conn.execute(locks).fetchone() == (20,)
+    store.close()  # closing the store frees the rest
+    with psycopg.connect(backend.target, autocommit=True) as conn:
+        assert conn.execute(count, (mine,)).fetchone() == (0,)
+
+
 _WRITER = """
 sid = {sid!r}
 store.append_messages(sid, 0, [Message.user("b0 m0"), Message.user("b0 m1")])

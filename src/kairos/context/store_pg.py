@@ -8,8 +8,9 @@ store keeps the promises of :mod:`kairos.context.store` with the server's guaran
   :class:`~kairos.errors.StoreConflictError`.
 - Inbox seqs come from a counter row per session (``inbox_seqs``), taken in the posting
   transaction, so concurrent posters never collide; an idempotency key is unique across sessions.
-- A session's write lease is a session-level advisory lock on a connection of its own: the server
-  drops it when the holder's connection ends — ``kill -9`` of the worker included.
+- A session's write lease is a session-level advisory lock on the process's lease connection (one per
+  store, whatever the number of sessions held): the server drops the locks when that connection ends —
+  ``kill -9`` of the worker included. A process holding 1,000 sessions holds one connection, not 1,000.
 
 Records are stored as the same JSON text as in SQLite (``TEXT``, not ``jsonb``: a frozen value or a
 message reads back byte for byte).
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -93,18 +95,102 @@ def _one(conn: Any, sql: str, args: tuple[Any, ...]) -> Any:
     return row[0]
 
 
-class PgSessionLease:
-    """The write lease of one session: ``pg_try_advisory_lock`` on a connection held until release."""
+class _LeaseConnection:
+    """The connection a process holds its sessions' advisory locks on (made on the first lease).
 
-    def __init__(self, url: str, session_id: str) -> None:
-        self.session_id = session_id
+    Advisory locks are re-entrant on one connection, so the sessions held are also counted here: a
+    second lease of a session this process holds is refused like one held elsewhere. A connection
+    that broke took its locks with it; the next lease opens a new one.
+    """
+
+    def __init__(self, url: str) -> None:
         self._url = url
         self._conn: Any = None
+        self._held: set[int] = set()
+        self._lock = threading.Lock()
+
+    def take(self, session_id: str) -> int:
+        """Lock ``session_id``; returns its lock key.
+
+        Raises:
+            SessionBusyError: another lease (this process or any other) holds it.
+            StoreError: the server cannot be reached.
+        """
+        import psycopg
+
+        with self._lock:
+            try:
+                conn = self._open()
+                key = int(_one(conn, _LEASE_KEY, (session_id,)))
+                if key in self._held:
+                    raise SessionBusyError(session_id, f"this process (kairos pid {os.getpid()})")
+                if not _one(conn, "SELECT pg_try_advisory_lock(%s)", (key,)):
+                    raise SessionBusyError(session_id, _holder(conn, key))
+            except psycopg.Error as e:
+                self._drop()
+                raise fault(e, self._url, "the session database") from e
+            self._held.add(key)
+            return key
+
+    def give(self, key: int) -> None:
+        """Unlock ``key`` (a broken connection already lost it)."""
+        import psycopg
+
+        with self._lock:
+            if key not in self._held:
+                return
+            self._held.discard(key)
+            if self._conn is not None:
+                try:
+                    self._conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                except psycopg.Error:
+                    self._drop()
+
+    def close(self) -> None:
+        """Drop every lock this process holds (closing the connection)."""
+        with self._lock:
+            self._drop()
+
+    def _open(self) -> Any:
+        import psycopg
+
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        self._drop()
+        command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:3])) or "python"
+        name = f"kairos pid {os.getpid()} ({command})"[:63]
+        self._conn = psycopg.connect(
+            self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name=name
+        )
+        return self._conn
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        self._held.clear()  # the server dropped them with the connection
+        if conn is not None:
+            conn.close()
+
+
+def _holder(conn: Any, key: int) -> str:
+    row = conn.execute(_HOLDER, (key,)).fetchone()
+    if row is None:
+        return "another kairos process"
+    since = row[2].astimezone().strftime("%H:%M:%S") if row[2] is not None else "?"
+    return f"{row[0] or 'another client'} at {row[1] or 'local'} (since {since})"
+
+
+class PgSessionLease:
+    """The write lease of one session: ``pg_try_advisory_lock`` on the process's lease connection."""
+
+    def __init__(self, locks: _LeaseConnection, session_id: str) -> None:
+        self.session_id = session_id
+        self._locks = locks
+        self._key: int | None = None
 
     @property
     def held(self) -> bool:
         """Whether this lease holds the session now."""
-        return self._conn is not None
+        return self._key is not None
 
     def acquire(self) -> None:
         """Take the session (idempotent for the same lease).
@@ -113,36 +199,14 @@ class PgSessionLease:
             SessionBusyError: another lease (any process, any machine) holds it.
             StoreError: the server cannot be reached.
         """
-        if self._conn is not None:
-            return
-        import psycopg
-
-        command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:3])) or "python"
-        name = f"kairos pid {os.getpid()} ({command})"[:63]
-        try:
-            conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, application_name=name)
-        except psycopg.Error as e:
-            raise fault(e, self._url, "the session database") from e
-        try:
-            key = _one(conn, _LEASE_KEY, (self.session_id,))
-            if not _one(conn, "SELECT pg_try_advisory_lock(%s)", (key,)):
-                row = conn.execute(_HOLDER, (key,)).fetchone()
-                holder = "another kairos process"
-                if row is not None:
-                    since = row[2].astimezone().strftime("%H:%M:%S") if row[2] is not None else "?"
-                    holder = f"{row[0] or 'another client'} at {row[1] or 'local'} (since {since})"
-                conn.close()
-                raise SessionBusyError(self.session_id, holder)
-        except psycopg.Error as e:
-            conn.close()
-            raise fault(e, self._url, "the session database") from e
-        self._conn = conn
+        if self._key is None:
+            self._key = self._locks.take(self.session_id)
 
     def release(self) -> None:
-        """Give the session back (idempotent): closing the connection drops the lock."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        """Give the session back (idempotent)."""
+        key, self._key = self._key, None
+        if key is not None:
+            self._locks.give(key)
 
     def __del__(self) -> None:  # a session dropped without aclose() must not keep its session locked
         self.release()
@@ -161,6 +225,7 @@ class PostgresTrajectoryStore:
         self._db = PgDatabase(url, "the session database", max_size=max_connections)
         self.path = self._db.shown
         """Where it is, as errors name it (the URL without its password)."""
+        self._locks = _LeaseConnection(url)
         try:
             self._db.migrate("sessions", MIGRATIONS)
         except BaseException:
@@ -168,12 +233,13 @@ class PostgresTrajectoryStore:
             raise
 
     def close(self) -> None:
-        """Close the pool (idempotent)."""
+        """Close the pool and the lease connection (idempotent): the sessions held here are free."""
+        self._locks.close()
         self._db.close()
 
     def lease(self, session_id: str) -> PgSessionLease:
         """The write lease of ``session_id`` (an advisory lock: one holder across the deployment)."""
-        return PgSessionLease(self.url, session_id)
+        return PgSessionLease(self._locks, session_id)
 
     # -- sessions --------------------------------------------------------------------------
 
