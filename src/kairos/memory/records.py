@@ -56,6 +56,10 @@ class MemoryStoreError(StoreError):
     """
 
 
+class IngestHeldElsewhere(MemoryStoreError):
+    """Another process (a worker of the deployment) is saving this session's memory now: nothing to do here."""
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryProvenance:
     """Where a memory came from: the session, the messages it rests on, and whether the user said it."""

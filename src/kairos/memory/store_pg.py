@@ -35,7 +35,15 @@ import numpy as np
 import numpy.typing as npt
 
 from kairos.knowledge.records import query_words
-from kairos.memory.records import MemoryCard, MemoryIn, MemoryProvenance, MemoryStoreError, Op, searchable
+from kairos.memory.records import (
+    IngestHeldElsewhere,
+    MemoryCard,
+    MemoryIn,
+    MemoryProvenance,
+    MemoryStoreError,
+    Op,
+    searchable,
+)
 from kairos.storage.postgres import CONNECT_TIMEOUT_S, PgDatabase, fault
 
 T = TypeVar("T")
@@ -329,7 +337,7 @@ class PgMemoryStore:
             raise fault(e, self.url, WHAT) from e
         if not got:
             conn.close()
-            raise MemoryStoreError(f"the memory of session {key[1]} is being saved by another process")
+            raise IngestHeldElsewhere(f"the memory of session {key[1]} is being saved by another process")
         self._claims[key] = conn
 
     def _unclaim(self, key: tuple[str, str, str]) -> None:

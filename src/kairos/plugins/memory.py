@@ -32,7 +32,7 @@ from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.tools import knowledge_tools
 from kairos.memory import CARDS_TAG, UserMemory
 from kairos.memory.excerpts import PER_SESSION, RECALL
-from kairos.memory.records import MemoryCard, PendingIngest
+from kairos.memory.records import IngestHeldElsewhere, MemoryCard, PendingIngest
 from kairos.memory.safety import alerts
 from kairos.models.types import Message, Origin
 from kairos.tools.base import Resource, Tool, ToolResult, ToolSource
@@ -220,6 +220,9 @@ class MemoryPlugin(Plugin):
             return
         if (error := job.exception()) is not None:  # not retried in this process: a broken ingest must not spin
             self._skipped.add((pending.session_id, pending.digest))
+            if isinstance(error, IngestHeldElsewhere):  # another worker of the deployment saves it
+                log.info("session %s: %s", pending.session_id, error)
+                return
             log.error("saving the memory of session %s failed: %s", pending.session_id, error, exc_info=error)
             return
         report = job.result()
