@@ -34,7 +34,7 @@ from typing import Any, Literal, TypeVar
 
 from kairos.agent import Agent
 from kairos.agent.events import AgentEvent, FinalAnswer, RunError
-from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_from_record, event_record
+from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
 from kairos.context.session import Session, SessionStore
 from kairos.errors import (
     IdempotencyConflictError,
@@ -60,24 +60,20 @@ from kairos.runtime.handle import (
 from kairos.runtime.handlers import Handlers
 from kairos.runtime.leader import LeaderLease, lead
 from kairos.runtime.outbound import (
-    AgentError,
     ComponentError,
     EventAccepted,
     EventDropped,
     OutboundPayload,
     ParallelAnswer,
     ParallelStarted,
-    RunEnded,
-    RunStarted,
     SessionCreated,
-    SessionError,
     SessionRecovered,
 )
 from kairos.runtime.records import agent_record
+from kairos.runtime.session_worker import SessionWorker
 from kairos.runtime.urgency import Router, RuleRouter
 from kairos.runtime.views import SessionQueries
 from kairos.storage import Migration
-from kairos.tools.executor import BACKGROUND_RESOURCE
 
 log = logging.getLogger("kairos.runtime")
 T = TypeVar("T")
@@ -88,118 +84,6 @@ CREATE TABLE IF NOT EXISTS active (session TEXT PRIMARY KEY, since REAL NOT NULL
 """
 _MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
 """The runtime's own tables (``kv``, ``active``); 1 is the schema from before versions (kairos.storage)."""
-
-
-class _Worker:
-    """Runs the agent on one session whenever something is pending; the session's only writer."""
-
-    def __init__(self, runtime: Runtime, session_id: str, session: Session | None = None) -> None:
-        self.runtime = runtime
-        self.session_id = session_id
-        self.session: Session | None = None
-        self._opened = session
-        self.known: set[int] = set()
-        """Inbox seqs this worker has had in its inbox (:meth:`refresh` adds only the others)."""
-        self.running = False
-        self.closing = False
-        self.idle = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
-
-    async def work(self) -> None:
-        rt = self.runtime
-        try:
-            self.session = session = self._opened if self._opened is not None else rt.store.resume(self.session_id)
-        except Exception as e:  # busy elsewhere, unreadable: report, keep its events for later
-            rt.publish(self.session_id, SessionError(message=f"cannot open the session: {e}"))
-            rt._workers.pop(self.session_id, None)
-            return
-        self._opened = None
-        self.known.update(p.seq for p in session.inbox.pending())
-        session.inbox.listeners.append(lambda posted: self.known.add(posted.seq))
-        handle = RuntimeHandle(rt, self.session_id)
-        session.tool_context.put(RUNTIME_RESOURCE, handle)
-        session.tool_context.put(BACKGROUND_RESOURCE, handle)
-        rt.db.write(
-            "INSERT INTO active (session, since) VALUES (?, ?) "
-            "ON CONFLICT (session) DO UPDATE SET since = excluded.since",
-            (self.session_id, time.time()),
-        )
-        backoff = 0.0
-        try:
-            while True:
-                self.idle.set()
-                if not await self._wait(session, backoff):
-                    break
-                self.idle.clear()
-                failed = await self._run(session)
-                backoff = min(60.0, max(1.0, backoff * 2)) if failed and len(session.inbox) else 0.0
-        finally:
-            self.closing = True
-            self.running = False
-            try:
-                await session.aclose()
-            finally:
-                rt.db.write("DELETE FROM active WHERE session = ?", (self.session_id,))
-                rt._workers.pop(self.session_id, None)
-                self.idle.set()
-                if rt.accepting and rt.store.trajectories.pending_events(self.session_id):
-                    rt._ensure_worker(self.session_id)  # posted while it closed: start again
-
-    def refresh(self) -> None:
-        """Queue the session's stored events this worker has not seen (posted by another process)."""
-        session = self.session
-        if session is None or self.closing:
-            return
-        for e in self.runtime.store.trajectories.pending_events(self.session_id):
-            if e.seq in self.known:
-                continue
-            try:
-                event = event_from_record(e.kind, e.record)
-            except ValueError:  # a record this version cannot read: the next opening consumes it
-                continue
-            session.inbox.add(Posted(e.seq, event, e.posted_at))
-
-    async def _wait(self, session: Session, backoff: float) -> bool:
-        """Until something is pending (after ``backoff`` seconds when the last run failed); False: close."""
-        if backoff:
-            await asyncio.sleep(backoff)
-        try:
-            async with asyncio.timeout(self.runtime.idle_close_s):
-                await session.inbox.wait()
-        except TimeoutError:
-            return len(session.inbox) > 0
-        return True
-
-    async def _run(self, session: Session) -> bool:
-        """One run of the agent; True when it ended in an error (the events stay pending)."""
-        rt = self.runtime
-        self.running = True
-        failed = False
-        rt.publish(self.session_id, RunStarted(pending=len(session.inbox)))
-        try:
-            async for event in rt.agent.run(session):
-                rt._on_agent_event(self.session_id, event)
-                if isinstance(event, RunError):
-                    failed = True
-                payload = agent_record(event)
-                if payload is not None:
-                    rt.publish(self.session_id, payload)
-                if isinstance(event, FinalAnswer):
-                    rt._on_answer(self.session_id, event)
-        except Exception as e:  # a bug must not kill the worker: the session stays valid
-            log.exception("run of session %s failed", self.session_id)
-            rt.publish(self.session_id, AgentError(message=f"internal error: {e}"))
-            failed = True
-        finally:
-            self.running = False
-            # an interrupt belongs to the run it was aimed at: one posted too late for it (Ctrl-C as
-            # the answer ended, the runtime stopping) must not end the next run before it starts
-            try:
-                session.consume_interrupts()
-            except Exception:  # the database failed: the next opening of the session drops them
-                log.exception("dropping the interrupts left by a run of session %s failed", self.session_id)
-            rt.publish(self.session_id, RunEnded(pending=len(session.inbox)))
-        return failed
 
 
 _NAMED_SESSIONS = """
@@ -277,7 +161,7 @@ class Runtime(SessionQueries):
         self.agent_listeners: list[Callable[[str, AgentEvent], None]] = []
         """Called with (session, event) for every event of a session's runs, unabridged (``kairos chat``)."""
         self._default_session = default_session
-        self._workers: dict[str, _Worker] = {}
+        self._workers: dict[str, SessionWorker] = {}
         self._group: asyncio.TaskGroup | None = None
         self._side: set[asyncio.Task[None]] = set()
         self._component_tasks: list[asyncio.Task[None]] = []
@@ -535,11 +419,11 @@ class Runtime(SessionQueries):
         self._ensure_worker(session_id, session)
         return "resumed"
 
-    def _ensure_worker(self, session_id: str, session: Session | None = None) -> _Worker:
+    def _ensure_worker(self, session_id: str, session: Session | None = None) -> SessionWorker:
         w = self._workers.get(session_id)
         if w is not None and not w.closing:
             return w
-        w = _Worker(self, session_id, session)
+        w = SessionWorker(self, session_id, session)
         self._workers[session_id] = w
         if self._group is None:
             raise KairosError("the runtime is not running (use `async with Runtime(...)`)")
