@@ -97,6 +97,17 @@ def _card(row: Sequence[Any]) -> MemoryCard:
     )  # fmt: skip
 
 
+def nearest(
+    cards: list[MemoryCard], vecs: npt.NDArray[np.float32], vector: npt.ArrayLike, k: int
+) -> list[tuple[MemoryCard, float]]:
+    """The ``k`` cards whose (unit) vectors have the highest cosine with ``vector``, best first (ties: row order)."""
+    if not cards or k <= 0:
+        return []
+    sims = vecs @ np.asarray(vector, dtype=np.float32).reshape(-1)
+    order = np.argsort(-sims, kind="stable")[:k]
+    return [(cards[i], float(sims[i])) for i in order]
+
+
 class SQLiteMemoryStore:
     """Memories in ``<state_dir>/knowledge.db`` (see the module docstring).
 
@@ -434,12 +445,7 @@ class SQLiteMemoryStore:
 
     def search_dense(self, owner: str, vector: npt.ArrayLike, k: int) -> list[tuple[MemoryCard, float]]:
         """Exact cosine top ``k`` (vectors are unit length) among the owner's live memories."""
-        cards, vecs = self.vectors(owner)
-        if not cards or k <= 0:
-            return []
-        sims = vecs @ np.asarray(vector, dtype=np.float32).reshape(-1)
-        order = np.argsort(-sims, kind="stable")[:k]
-        return [(cards[i], float(sims[i])) for i in order]
+        return nearest(*self.vectors(owner), vector, k)
 
     def check(self) -> dict[str, int]:
         """Rows and full-text entries, which must agree (for tests and diagnostics)."""

@@ -44,6 +44,7 @@ from kairos.memory.records import (
     Op,
     searchable,
 )
+from kairos.memory.store import nearest
 from kairos.storage.postgres import CONNECT_TIMEOUT_S, PgDatabase, fault
 
 T = TypeVar("T")
@@ -478,12 +479,7 @@ class PgMemoryStore:
 
     def search_dense(self, owner: str, vector: npt.ArrayLike, k: int) -> list[tuple[MemoryCard, float]]:
         """Exact cosine top ``k`` (vectors are unit length) among the owner's live memories."""
-        cards, vecs = self.vectors(owner)
-        if not cards or k <= 0:
-            return []
-        sims = vecs @ np.asarray(vector, dtype=np.float32).reshape(-1)
-        order = np.argsort(-sims, kind="stable")[:k]
-        return [(cards[i], float(sims[i])) for i in order]
+        return nearest(*self.vectors(owner), vector, k)
 
     def check(self) -> dict[str, int]:
         """Rows and full-text entries, which must agree (for tests and diagnostics)."""
