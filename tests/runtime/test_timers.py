@@ -15,12 +15,13 @@ import pytest
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
-from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeDB, RuntimeHandle, SqliteBus
+from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeHandle, SqliteBus
 from kairos.runtime._timers_tools import cancel_timer, list_timers, set_timer
 from kairos.runtime.timers import Timers
 from kairos.testing import ScriptedModel, reply
 from kairos.testing.clock import ManualClock
 from kairos.tools.base import InvalidArguments, ToolContext, ToolResult
+from tests.support import runtimes
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -266,16 +267,6 @@ async def test_the_heartbeat_goes_to_the_default_session_only_when_configured(tm
         assert _fires(rt, None, "heartbeat") == []
 
 
-class _NeverLeader:
-    """A leader lease another process holds: this runtime never runs the leader's components."""
-
-    def try_acquire(self) -> bool:
-        return False
-
-    def release(self) -> None:
-        pass
-
-
 async def test_a_worker_that_is_not_the_leader_sets_and_cancels_timers_the_leaders_scheduler_fires(
     tmp_path: Path,
 ) -> None:
@@ -283,11 +274,7 @@ async def test_a_worker_that_is_not_the_leader_sets_and_cancels_timers_the_leade
     leader_timers = Timers(sync_s=0.05)
     follower_timers = Timers(sync_s=0.05)
     leader = _runtime(tmp_path, leader_timers)
-    follower = Runtime(
-        Agent(ScriptedModel([_ok] * 20)), SessionStore(tmp_path), components=[follower_timers],
-        leader=_NeverLeader(), leader_retry_s=3600,
-        bus=SqliteBus(RuntimeDB(tmp_path / "follower-bus.db")),  # its own stream, as NATS gives each publisher
-    )  # fmt: skip
+    follower = runtimes.follower(tmp_path, follower_timers)
     async with leader, follower:
         await leader_timers.wait_ready()
         sid = follower.create_session("t")

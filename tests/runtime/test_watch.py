@@ -11,10 +11,11 @@ from typing import Any
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
-from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeDB, RuntimeHandle, SqliteBus
+from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeHandle, SqliteBus
 from kairos.runtime.watch import FileWatch, unwatch_files, watch_files
 from kairos.testing import ScriptedModel, reply
 from kairos.tools.base import ToolContext, ToolResult
+from tests.support import runtimes
 
 
 def _ok(request: ModelRequest) -> ModelResponse:
@@ -158,16 +159,6 @@ async def test_paths_outside_the_workspace_or_in_kairos_state_are_refused(tmp_pa
     assert bare.is_error and "needs the runtime" in bare.content
 
 
-class _NeverLeader:
-    """A leader lease another process holds: this runtime never runs the leader's components."""
-
-    def try_acquire(self) -> bool:
-        return False
-
-    def release(self) -> None:
-        pass
-
-
 async def test_a_worker_that_is_not_the_leader_adds_and_removes_watches_the_leaders_watcher_runs(
     tmp_path: Path,
 ) -> None:
@@ -175,11 +166,7 @@ async def test_a_worker_that_is_not_the_leader_adds_and_removes_watches_the_lead
     (tmp_path / "drop").mkdir()
     leader_watch, follower_watch = FileWatch(debounce_ms=50, sync_s=0.05), FileWatch(sync_s=0.05)
     leader = _runtime(tmp_path, leader_watch)
-    follower = Runtime(
-        Agent(ScriptedModel([_ok] * 20)), SessionStore(tmp_path), components=[follower_watch],
-        leader=_NeverLeader(), leader_retry_s=3600,
-        bus=SqliteBus(RuntimeDB(tmp_path / "follower-bus.db")),  # its own stream, as NATS gives each publisher
-    )  # fmt: skip
+    follower = runtimes.follower(tmp_path, follower_watch)
     async with leader, follower:
         await leader_watch.wait_ready()
         sid = follower.create_session("w")
