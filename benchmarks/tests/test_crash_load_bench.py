@@ -137,17 +137,6 @@ def test_bench_refuses_duration_for_a_bench_without_one(benches: None) -> None:
     assert "does not take --duration" in result.output and "load" in result.output
 
 
-@pytest.fixture
-def scale_deps() -> None:
-    """Skip without PostgreSQL, nats-server, psycopg or nats-py (as tests/support/servers.py's fixtures do)."""
-    from kairos.testing.servers import find_nats_server, find_postgres_bin
-
-    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install -e '.[scale]'")
-    pytest.importorskip("nats", reason="nats-py is not installed: pip install -e '.[scale]'")
-    if find_postgres_bin() is None or find_nats_server() is None:
-        pytest.skip("PostgreSQL or nats-server is not installed (make test-deps)")
-
-
 def test_tiny_crash_run_on_postgresql_and_nats_loses_nothing(scale_deps: None) -> None:
     result = crash.run(runs=1, seed=5, sessions=2, store="postgresql", bus="nats")
     assert result["params"]["store"] == "postgresql (started by the bench)"
