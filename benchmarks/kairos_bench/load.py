@@ -167,12 +167,13 @@ def _own_cpu_s() -> float:
     return t.user + t.system
 
 
-async def _create_sessions(client: httpx.AsyncClient, url: str, n: int) -> list[str]:
+async def create_sessions(client: httpx.AsyncClient, url: str, n: int, title: str = "load") -> list[str]:
+    """``n`` new sessions of the server at ``url`` (16 requests at a time), titled ``<title> <i>``."""
     sem = asyncio.Semaphore(16)
 
     async def one(i: int) -> str:
         async with sem:
-            r = await client.post(url + "/v1/sessions", json={"title": f"load {i}"})
+            r = await client.post(url + "/v1/sessions", json={"title": f"{title} {i}"})
             r.raise_for_status()
             return str(r.json()["id"])
 
@@ -216,7 +217,7 @@ async def _measure(root: Path, sessions: int, rate: float, duration_s: float, dr
         try:
             async with httpx.AsyncClient(timeout=60) as client:
                 console.print(f"[dim]creating {sessions} sessions[/]")
-                ids = await _create_sessions(client, url, sessions)
+                ids = await create_sessions(client, url, sessions)
                 # Warm-up: every session handles one event first, so its worker is open (as in a
                 # server that has been running: with 1,000 sessions at 200/s each gets an event every
                 # 5 s, well inside the 300 s idle close). Its latencies are reported apart.

@@ -43,6 +43,7 @@ from kairos_bench._backends import read_store
 from kairos_bench._fake_openai import EFFECTS_FILE, EVENT_RE, STATUS_TAG, DeterministicModel
 from kairos_bench._serve_proc import LAUNCH, ServeProcess, post_webhook
 from kairos_bench._stats import percentile
+from kairos_bench.load import create_sessions
 
 SECRET = "scale-bench-secret"
 KILL_EVERY_S = 30.0
@@ -254,15 +255,7 @@ async def _phase(root: Path, n_workers: int, pg_url: str, nats_url: str, args: d
             limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
             async with httpx.AsyncClient(timeout=60, limits=limits) as client:
                 console.print(f"[dim]{n_workers} worker(s): creating {args['sessions']} sessions[/]")
-                sem = asyncio.Semaphore(16)
-
-                async def new(i: int) -> str:
-                    async with sem:
-                        r = await client.post(url + "/v1/sessions", json={"title": f"scale {i}"})
-                        r.raise_for_status()
-                        return str(r.json()["id"])
-
-                sids = list(await asyncio.gather(*(new(i) for i in range(args["sessions"]))))
+                sids = await create_sessions(client, url, args["sessions"], "scale")
                 keys = await asyncio.to_thread(_lease_keys, store, sids)
                 console.print(f"[dim]posting {args['rate']:g}/s for {args['duration_s']:g} s, kill -9 every "
                               f"{args['kill_every_s']:g} s[/]")  # fmt: skip
