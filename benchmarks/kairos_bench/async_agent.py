@@ -1,7 +1,7 @@
 """``async-agent`` (book Exp 6-2, scenarios 1-4) on the bundled model with real background commands.
 
 Per trial: a fresh workspace holding small shell scripts and a runtime with a
-:class:`~kairos.runtime.tasks.TaskManager`; each scenario runs in its own session. The agent is
+:class:`~kairos.runtime.integrations.tasks.TaskManager`; each scenario runs in its own session. The agent is
 the product's (:func:`kairos.app.build_agent`) plus the task tools (``start_command``,
 ``monitor_shell``, ``task_status``, ``cancel_task``, ``wait_task``); skills are off to keep the
 prompt lean. The user's messages are plain requests (three phrasings, one per trial, since the
@@ -48,7 +48,7 @@ from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.models.types import Message
 from kairos.runtime import Event, Runtime
-from kairos.runtime.tasks import TaskManager, tools
+from kairos.runtime.integrations.tasks import TaskManager, tools
 from kairos_bench._agent_bench import (
     N_CTX,
     calls_in,

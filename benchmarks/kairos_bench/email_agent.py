@@ -48,13 +48,13 @@ from rich.console import Console
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.runtime import Runtime
-from kairos.runtime.calendar import Calendar
-from kairos.runtime.calendar import tools as calendar_tools
 from kairos.runtime.handlers import Case, EventHandler, Handlers
-from kairos.runtime.mail import MailSource
-from kairos.runtime.mail import tools as mail_tools
+from kairos.runtime.integrations.calendar import Calendar
+from kairos.runtime.integrations.calendar import tools as calendar_tools
+from kairos.runtime.integrations.mail import MailSource
+from kairos.runtime.integrations.mail import tools as mail_tools
+from kairos.runtime.integrations.outbox import Outbox, notify_user
 from kairos.runtime.outbound import AgentFinal
-from kairos.runtime.outbox import Outbox, notify_user
 from kairos.testing.mailserver import ADDRESS, PASSWORD_ENV, MailServer
 from kairos_bench._agent_bench import (
     N_CTX,

@@ -11,7 +11,7 @@ from kairos.context.session import SessionStore
 from kairos.mcp.client import McpServerSource
 from kairos.mcp.review import McpReview
 from kairos.runtime import Runtime
-from kairos.runtime.outbox import Outbox
+from kairos.runtime.integrations.outbox import Outbox
 from kairos.security.review import ApprovalStore
 from kairos.testing import ScriptedModel
 from tests.mcp.conftest import stdio_config

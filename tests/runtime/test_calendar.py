@@ -9,9 +9,9 @@ import pytest
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.runtime import RUNTIME_RESOURCE, Runtime, RuntimeHandle
-from kairos.runtime.calendar import Calendar, CalendarError, add_calendar_event, check_calendar, parse_time
 from kairos.runtime.db import RuntimeDB
-from kairos.runtime.mail import IDEMPOTENCY_RESOURCE
+from kairos.runtime.integrations.calendar import Calendar, CalendarError, add_calendar_event, check_calendar, parse_time
+from kairos.runtime.integrations.mail import IDEMPOTENCY_RESOURCE
 from kairos.testing import ScriptedModel
 from kairos.tools.base import ToolContext
 

@@ -20,10 +20,10 @@ from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import Message, ModelRequest, ModelResponse
 from kairos.runtime import Runtime
-from kairos.runtime.calendar import Calendar
-from kairos.runtime.calendar import tools as calendar_tools
-from kairos.runtime.mail import MailSource
-from kairos.runtime.mail import tools as mail_tools
+from kairos.runtime.integrations.calendar import Calendar
+from kairos.runtime.integrations.calendar import tools as calendar_tools
+from kairos.runtime.integrations.mail import MailSource
+from kairos.runtime.integrations.mail import tools as mail_tools
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.function import tool
 from tests.support.mailserver import MailServer, mailserver_fixture  # noqa: F401  (pytest fixture)

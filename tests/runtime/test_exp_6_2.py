@@ -14,8 +14,8 @@ from kairos.agent import Agent
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, SessionStore
 from kairos.models.types import Message, ModelRequest, ModelResponse
 from kairos.runtime import Event, Runtime
-from kairos.runtime._tasks_proc import alive
-from kairos.runtime.tasks import TaskManager, tools
+from kairos.runtime.integrations._tasks_proc import alive
+from kairos.runtime.integrations.tasks import TaskManager, tools
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.testing.runtime import gather_answers
 

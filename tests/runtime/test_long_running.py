@@ -11,8 +11,8 @@ from pathlib import Path
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.runtime import Event, Runtime
-from kairos.runtime.tasks import TaskManager
-from kairos.runtime.tasks import tools as task_tools
+from kairos.runtime.integrations.tasks import TaskManager
+from kairos.runtime.integrations.tasks import tools as task_tools
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool

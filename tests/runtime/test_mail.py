@@ -14,9 +14,9 @@ import pytest
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.runtime import RUNTIME_RESOURCE, Runtime, RuntimeHandle
-from kairos.runtime._mail_parse import html_to_text, parse_message
 from kairos.runtime.bus import BusEvent, SqliteBus
-from kairos.runtime.mail import IDEMPOTENCY_RESOURCE, MailConfig, MailSource, tools
+from kairos.runtime.integrations._mail_parse import html_to_text, parse_message
+from kairos.runtime.integrations.mail import IDEMPOTENCY_RESOURCE, MailConfig, MailSource, tools
 from kairos.testing import ScriptedModel, reply
 from kairos.tools.base import ToolContext
 from tests.support.mailserver import (  # noqa: F401  (pytest fixtures)

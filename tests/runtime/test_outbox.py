@@ -13,7 +13,14 @@ from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.runtime import RUNTIME_RESOURCE, Component, Event, Runtime, RuntimeHandle, SqliteBus
-from kairos.runtime.outbox import MAX_ASK_S, Outbox, OutboxApprover, QuestionNotFoundError, ask_user, notify_user
+from kairos.runtime.integrations.outbox import (
+    MAX_ASK_S,
+    Outbox,
+    OutboxApprover,
+    QuestionNotFoundError,
+    ask_user,
+    notify_user,
+)
 from kairos.security.approval import ApprovalRequest
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import ToolContext

@@ -16,9 +16,10 @@ import pytest
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.errors import SchemaTooNewError
-from kairos.runtime import Calendar, Outbox, Runtime, calendar, mail, outbox, runtime, tasks, timers, watch
+from kairos.runtime import Calendar, Outbox, Runtime, runtime
 from kairos.runtime.db import RecordDB
-from kairos.runtime.tasks import TaskManager
+from kairos.runtime.integrations import calendar, mail, outbox, tasks, timers, watch
+from kairos.runtime.integrations.tasks import TaskManager
 from kairos.testing import ScriptedModel
 from tests.runtime.records_backends import Records, records_fixture  # noqa: F401 (the fixture)
 

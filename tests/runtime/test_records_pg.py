@@ -16,9 +16,9 @@ import pytest
 
 from kairos.config import MailConfig
 from kairos.errors import StoreError
-from kairos.runtime import mail, tasks
 from kairos.runtime.db import RuntimeDB, open_records
 from kairos.runtime.db_pg import pg_ddl, pg_sql
+from kairos.runtime.integrations import mail, tasks
 from kairos.testing.servers import free_port
 from tests.runtime.records_backends import Records, records_fixture  # noqa: F401 (the fixture)
 
@@ -85,7 +85,7 @@ def test_a_server_that_drops_the_connection_is_a_store_error_then_the_next_call_
 _CHILD = """
 import sys, time
 from pathlib import Path
-from kairos.runtime import tasks
+from kairos.runtime.integrations import tasks
 from kairos.runtime.db import open_records
 db = open_records(sys.argv[1], Path(sys.argv[2]))
 db.ensure("tasks", tasks.MIGRATIONS)

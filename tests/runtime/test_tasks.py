@@ -10,8 +10,8 @@ from pathlib import Path
 from kairos.agent import Agent
 from kairos.context.session import INTERRUPTED_TOOL_RESULT, SessionStore
 from kairos.runtime import RUNTIME_RESOURCE, Event, Runtime, RuntimeHandle
-from kairos.runtime._tasks_proc import alive
-from kairos.runtime.tasks import TaskManager, tools
+from kairos.runtime.integrations._tasks_proc import alive
+from kairos.runtime.integrations.tasks import TaskManager, tools
 from kairos.testing import ScriptedModel, call, reply
 from kairos.tools.base import ToolContext
 

@@ -16,8 +16,8 @@ from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeHandle, SqliteBus
-from kairos.runtime._timers_tools import cancel_timer, list_timers, set_timer
-from kairos.runtime.timers import Timers
+from kairos.runtime.integrations._timers_tools import cancel_timer, list_timers, set_timer
+from kairos.runtime.integrations.timers import Timers
 from kairos.testing import ScriptedModel, reply
 from kairos.testing.clock import ManualClock
 from kairos.tools.base import InvalidArguments, ToolContext, ToolResult

@@ -12,7 +12,7 @@ from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.models.types import ModelRequest, ModelResponse
 from kairos.runtime import RUNTIME_RESOURCE, Component, Runtime, RuntimeHandle, SqliteBus
-from kairos.runtime.watch import FileWatch, unwatch_files, watch_files
+from kairos.runtime.integrations.watch import FileWatch, unwatch_files, watch_files
 from kairos.testing import ScriptedModel, reply
 from kairos.tools.base import ToolContext, ToolResult
 from tests.support import runtimes

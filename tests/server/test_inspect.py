@@ -137,8 +137,8 @@ async def test_an_untitled_session_takes_the_start_of_its_first_message_as_title
 
 
 async def test_the_background_route_lists_the_session_s_tasks_and_timers(tmp_path: Path) -> None:
-    from kairos.runtime.tasks import TaskManager
-    from kairos.runtime.timers import Timers
+    from kairos.runtime.integrations.tasks import TaskManager
+    from kairos.runtime.integrations.timers import Timers
 
     manager, timers = TaskManager(), Timers()
     release = asyncio.Event()

@@ -56,7 +56,7 @@ def _session(postgres_url: str) -> str:
 def _timer(url: str, session: str, message: str, after_s: float) -> None:
     """A one-shot timer written where the timers component keeps them: the deployment's PostgreSQL records
     (read by a leader when it starts)."""
-    from kairos.runtime.timers import MIGRATIONS
+    from kairos.runtime.integrations.timers import MIGRATIONS
 
     db = PgRuntimeDB(url)
     try:

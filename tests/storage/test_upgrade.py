@@ -18,9 +18,9 @@ from kairos.knowledge.contextual import ContextCache
 from kairos.memory.records import MemoryIn
 from kairos.memory.store import MIGRATIONS as MEMORY_MIGRATIONS
 from kairos.memory.store import SQLiteMemoryStore
-from kairos.runtime import calendar, mail, outbox, tasks, timers, watch
 from kairos.runtime.bus import SqliteBus
 from kairos.runtime.db import RuntimeDB
+from kairos.runtime.integrations import calendar, mail, outbox, tasks, timers, watch
 from kairos.storage import schema_version
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -12,7 +12,7 @@ from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.plugins.defences import InjectionDefences
 from kairos.runtime import Runtime
-from kairos.runtime.outbox import Outbox, OutboxApprover, ask_user, notify_user
+from kairos.runtime.integrations.outbox import Outbox, OutboxApprover, ask_user, notify_user
 from kairos.security.defences import DefencesConfig
 from kairos.server import create_app
 from kairos.server.outbox import RuntimeOutbox

@@ -97,8 +97,8 @@ async def test_the_session_s_async_tasks_and_timers_show_above_the_records(tmp_p
     from kairos.agent import Agent
     from kairos.context.session import SessionStore
     from kairos.runtime import Runtime
-    from kairos.runtime.tasks import TaskManager
-    from kairos.runtime.timers import Timers
+    from kairos.runtime.integrations.tasks import TaskManager
+    from kairos.runtime.integrations.timers import Timers
     from kairos.server import create_app
     from tests.server.conftest import live
 

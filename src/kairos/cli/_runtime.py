@@ -25,7 +25,7 @@ from kairos.runtime import Classifier, Component, RuleRouter, Runtime, UrgencyRu
 from kairos.runtime.backends import open_bus
 from kairos.runtime.db import RuntimeDB, open_records
 from kairos.runtime.handlers import Case, EventHandler, Handlers
-from kairos.runtime.outbox import MAX_TEXT, Outbox, OutboxApprover
+from kairos.runtime.integrations.outbox import MAX_TEXT, Outbox, OutboxApprover
 from kairos.runtime.toolsets import runtime_tools
 from kairos.security.approval import Approver
 
@@ -38,11 +38,11 @@ def components(workspace: Path, config: KairosConfig, model_name: str) -> list[C
     ``workspace`` is where the untrusted files are; nothing here reads configuration from it
     (``config`` already had the workspace's file restricted by :func:`kairos.config.load_config`).
     """
-    from kairos.runtime.mail import MailSource
-    from kairos.runtime.outbox import Outbox
-    from kairos.runtime.tasks import TaskManager
-    from kairos.runtime.timers import Timers
-    from kairos.runtime.watch import FileWatch
+    from kairos.runtime.integrations.mail import MailSource
+    from kairos.runtime.integrations.outbox import Outbox
+    from kairos.runtime.integrations.tasks import TaskManager
+    from kairos.runtime.integrations.timers import Timers
+    from kairos.runtime.integrations.watch import FileWatch
     from kairos.server.telemetry import telemetry_from_env
 
     del workspace  # the components keep their state in the runtime's state dir

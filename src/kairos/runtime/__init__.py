@@ -5,18 +5,18 @@ shape; :mod:`kairos.runtime.urgency` for how its strategy is chosen.
 """
 
 from kairos.runtime.bus import BusEvent, EventBus, SqliteBus, SubscriberTooSlow
-from kairos.runtime.calendar import Calendar
 from kairos.runtime.db import RecordDB, RuntimeDB
 from kairos.runtime.events import Event, Strategy
-from kairos.runtime.mail import MailSource
+from kairos.runtime.integrations.calendar import Calendar
+from kairos.runtime.integrations.mail import MailSource
+from kairos.runtime.integrations.outbox import Outbox
+from kairos.runtime.integrations.tasks import TaskManager
+from kairos.runtime.integrations.timers import Timers
+from kairos.runtime.integrations.watch import FileWatch
 from kairos.runtime.outbound import OutboundPayload, UnknownPayload, parse_payload
-from kairos.runtime.outbox import Outbox
 from kairos.runtime.runtime import RUNTIME_RESOURCE, Component, Receipt, Runtime, RuntimeContext, RuntimeHandle
-from kairos.runtime.tasks import TaskManager
-from kairos.runtime.timers import Timers
 from kairos.runtime.toolsets import runtime_tools
 from kairos.runtime.urgency import Classifier, Decision, Router, RuleRouter, UrgencyRule
-from kairos.runtime.watch import FileWatch
 
 __all__ = [
     "RUNTIME_RESOURCE",

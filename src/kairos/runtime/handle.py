@@ -147,7 +147,7 @@ class RuntimeHandle:
 
     def start_background(self, title: str, run: Callable[[], Awaitable[str]]) -> str | None:
         """A long-running tool's call as an async task of this session (see :mod:`kairos.tools.executor`)."""
-        from kairos.runtime.tasks import TaskManager  # tasks imports this module
+        from kairos.runtime.integrations.tasks import TaskManager  # tasks imports this module
 
         manager = self.service(TaskManager)
         if manager is None:

@@ -112,7 +112,7 @@ class Runtime(SessionQueries):
         router: decides strategies (default: the book's rules).
         handlers: the operator's instructions per kind of event, shown after it (default: none).
         background_after_s: a tool call still running after this long continues as an async task
-            (needs a :class:`~kairos.runtime.tasks.TaskManager`; default None, like 0: never).
+            (needs a :class:`~kairos.runtime.integrations.tasks.TaskManager`; default None, like 0: never).
         bus: where front ends subscribe (default: :class:`SqliteBus` in ``runtime.db``).
         components: event sources and services, started with the runtime.
         idle_close_s: a worker closes its session after this long without work.

@@ -42,8 +42,8 @@ class SessionQueries:
         Raises:
             SessionNotFoundError: no such session.
         """
-        from kairos.runtime.tasks import TaskManager
-        from kairos.runtime.timers import Timers
+        from kairos.runtime.integrations.tasks import TaskManager
+        from kairos.runtime.integrations.timers import Timers
 
         if not self.has_session(session_id):
             raise SessionNotFoundError(session_id)

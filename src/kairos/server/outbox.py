@@ -1,6 +1,6 @@
 """What the API needs from the outbox (notifications, questions, approvals), as a protocol.
 
-The runtime's outbox (:mod:`kairos.runtime.outbox`) keeps messages for the user with read/unread
+The runtime's outbox (:mod:`kairos.runtime.integrations.outbox`) keeps messages for the user with read/unread
 state and open questions (``ask_user``, approvals); the API only lists them, marks them read and
 answers questions. Methods may be plain or ``async``: the routes await whatever is awaitable.
 """
@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from kairos.runtime.outbox import Outbox
+from kairos.runtime.integrations.outbox import Outbox
 
 T = TypeVar("T")
 
@@ -47,7 +47,7 @@ async def settle(value: T | Awaitable[T]) -> T:
 
 
 class RuntimeOutbox:
-    """The runtime's :class:`~kairos.runtime.outbox.Outbox` as the API sees it: one user's messages.
+    """The runtime's :class:`~kairos.runtime.integrations.outbox.Outbox` as the API sees it: one user's messages.
 
     Args:
         outbox: the runtime's outbox component.

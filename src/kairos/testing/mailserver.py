@@ -35,7 +35,7 @@ from typing import Any
 from imapclient import IMAPClient  # type: ignore[import-untyped]
 
 from kairos.errors import KairosError
-from kairos.runtime.mail import MailConfig
+from kairos.runtime.integrations.mail import MailConfig
 
 USER = "alice"
 ADDRESS = "alice@example.test"

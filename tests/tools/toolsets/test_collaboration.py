@@ -18,7 +18,7 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.runtime import RUNTIME_RESOURCE, Runtime, RuntimeHandle
-from kairos.runtime.outbox import Outbox
+from kairos.runtime.integrations.outbox import Outbox
 from kairos.server.auth import verify
 from kairos.testing import ScriptedModel, reply
 from kairos.tools.base import Tool, ToolContext

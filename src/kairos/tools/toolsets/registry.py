@@ -184,7 +184,7 @@ def _clock(config: Any) -> list[Tool]:
 
 def _runtime(module: str) -> ToolsetFactory:
     """The tools of a runtime integration (their settings live in the component the runtime starts)."""
-    return lambda config: importlib.import_module(f"kairos.runtime.{module}").tools()
+    return lambda config: importlib.import_module(f"kairos.runtime.integrations.{module}").tools()
 
 
 for _toolset in (

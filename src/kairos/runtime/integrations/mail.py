@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 from imapclient.exceptions import IMAPClientError  # type: ignore[import-untyped]
 
 from kairos.config import MailConfig
-from kairos.runtime import _mail_client as mc
-from kairos.runtime._mail_client import MailAuthError, MailError
-from kairos.runtime._mail_parse import ParsedMail
 from kairos.runtime.events import Event
 from kairos.runtime.handle import RuntimeContext, caller_of
+from kairos.runtime.integrations import _mail_client as mc
+from kairos.runtime.integrations._mail_client import MailAuthError, MailError
+from kairos.runtime.integrations._mail_parse import ParsedMail
 from kairos.runtime.runtime import runtime_service
 from kairos.storage import Migration
 from kairos.tools.base import Resource, Tool, ToolContext, ToolResult
@@ -39,7 +39,7 @@ from kairos.tools.function import tool
 if TYPE_CHECKING:
     from imapclient import IMAPClient  # type: ignore[import-untyped]
 
-log = logging.getLogger("kairos.runtime.mail")
+log = logging.getLogger("kairos.runtime.integrations.mail")
 IDEMPOTENCY_RESOURCE: Resource[str] = Resource("kairos.idempotency_key")
 """A fixed idempotency key for the mail and calendar tools (tests); otherwise the executor's key of the call
 (:func:`~kairos.tools.executor.idempotency_key`, stable across a crash and a redelivery)."""

@@ -40,7 +40,7 @@ from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
-log = logging.getLogger("kairos.runtime.outbox")
+log = logging.getLogger("kairos.runtime.integrations.outbox")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox_messages (

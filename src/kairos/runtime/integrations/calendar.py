@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from kairos.errors import KairosError
 from kairos.runtime.db import RecordDB
-from kairos.runtime.mail import effect_key
+from kairos.runtime.integrations.mail import effect_key
 from kairos.runtime.runtime import runtime_handle
 from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult

@@ -1,4 +1,4 @@
-"""Blocking IMAP and SMTP operations (run in threads by :mod:`kairos.runtime.mail`).
+"""Blocking IMAP and SMTP operations (run in threads by :mod:`kairos.runtime.integrations.mail`).
 
 Every function here blocks; callers run them with ``asyncio.to_thread``. Errors become
 :class:`MailError` (or :class:`MailAuthError` for refused credentials) with a message that says
@@ -22,10 +22,10 @@ from imapclient import IMAPClient  # type: ignore[import-untyped]  # imapclient 
 from imapclient.exceptions import IMAPClientError, LoginError  # type: ignore[import-untyped]
 
 from kairos.errors import KairosError
-from kairos.runtime._mail_parse import ParsedMail, parse_message
+from kairos.runtime.integrations._mail_parse import ParsedMail, parse_message
 
 if TYPE_CHECKING:
-    from kairos.runtime.mail import MailConfig
+    from kairos.runtime.integrations.mail import MailConfig
 
 T = TypeVar("T")
 _FOLDER_RE = re.compile(r"^[^\x00-\x1f\x7f*%\"\\]{1,200}$")

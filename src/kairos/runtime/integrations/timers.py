@@ -46,7 +46,7 @@ from kairos.runtime.leader import ChangeCounter
 from kairos.storage import Migration
 from kairos.tools.base import Tool
 
-log = logging.getLogger("kairos.runtime.timers")
+log = logging.getLogger("kairos.runtime.integrations.timers")
 T = TypeVar("T")
 
 SCHEMA = """
@@ -485,7 +485,7 @@ def _rows(db: RecordDB, where: str, args: tuple[Any, ...] = ()) -> builtins.list
 
 def tools() -> list[Tool]:
     """The timer tools: set_timer, cancel_timer, list_timers."""
-    from kairos.runtime._timers_tools import timer_tools  # the tools import this module
+    from kairos.runtime.integrations._timers_tools import timer_tools  # the tools import this module
 
     return timer_tools()
 

@@ -36,7 +36,7 @@ from kairos.storage import Migration
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
-log = logging.getLogger("kairos.runtime.watch")
+log = logging.getLogger("kairos.runtime.integrations.watch")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS watch_watches (

@@ -1,10 +1,10 @@
-"""The tools the agent uses to reach the :class:`~kairos.runtime.tasks.TaskManager` (see that module)."""
+"""The tools the agent uses to reach the :class:`~kairos.runtime.integrations.tasks.TaskManager` (see that module)."""
 
 from __future__ import annotations
 
 from kairos.errors import KairosError
+from kairos.runtime.integrations.tasks import TaskInfo, TaskManager
 from kairos.runtime.runtime import runtime_service
-from kairos.runtime.tasks import TaskInfo, TaskManager
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.executor import idempotency_key
 from kairos.tools.function import tool

@@ -10,7 +10,7 @@ matches (coalesced to at most one event per ``match_interval_s``), so the agent 
 
 The :class:`TaskManager` component keeps every task in ``runtime.db`` (table ``tasks_tasks``) and
 its output in ``<state>/tasks/<id>.log``, so both survive a crash. Commands run detached (see
-:mod:`kairos.runtime._tasks_proc`) in the session's workspace with the tool environment (no
+:mod:`kairos.runtime.integrations._tasks_proc`) in the session's workspace with the tool environment (no
 secrets). After a restart a task whose process still runs (same pid *and* start time) is watched
 again; one whose process is gone is reported by its exit code if the wrapper wrote one, else as
 lost in the restart. Any async function can run as a task too (:meth:`TaskManager.spawn_coroutine`);
@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from kairos.errors import KairosError
-from kairos.runtime import _tasks_proc as proc
 from kairos.runtime.events import Event, inbox_event
 from kairos.runtime.handle import RuntimeContext
+from kairos.runtime.integrations import _tasks_proc as proc
 from kairos.storage import Migration
 from kairos.tools.base import Tool
 
-log = logging.getLogger("kairos.runtime.tasks")
+log = logging.getLogger("kairos.runtime.integrations.tasks")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks_tasks (
@@ -545,7 +545,7 @@ class TaskManager:
 
 def tools() -> list[Tool]:
     """The tools for the model: start_command, monitor_shell, task_status, cancel_task, wait_task."""
-    from kairos.runtime._tasks_tools import task_tools  # the tools import this module
+    from kairos.runtime.integrations._tasks_tools import task_tools  # the tools import this module
 
     return task_tools()
 

@@ -1,4 +1,4 @@
-"""The tools the agent sets, cancels and lists its timers with (:class:`~kairos.runtime.timers.Timers`)."""
+"""The tools the agent sets, cancels and lists its timers with (:class:`~kairos.runtime.integrations.timers.Timers`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from kairos.errors import KairosError
 from kairos.runtime.handle import caller_of
+from kairos.runtime.integrations.timers import Timers, _iso
 from kairos.runtime.runtime import runtime_service
-from kairos.runtime.timers import Timers, _iso
 from kairos.tools.base import Tool, ToolContext, ToolResult
 from kairos.tools.function import tool
 
