@@ -16,7 +16,7 @@ import pytest
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.errors import SchemaTooNewError
-from kairos.runtime import Calendar, Outbox, Runtime, runtime
+from kairos.runtime import Calendar, Outbox, Runtime, runtime, session_names
 from kairos.runtime.db import RecordDB
 from kairos.runtime.integrations import calendar, mail, outbox, tasks, timers, watch
 from kairos.runtime.integrations.tasks import TaskManager
@@ -24,7 +24,7 @@ from kairos.testing import ScriptedModel
 from tests.runtime.records_backends import Records, records_fixture  # noqa: F401 (the fixture)
 
 OWNERS = {
-    "runtime": runtime._MIGRATIONS, "named_sessions": runtime._NAMED_MIGRATIONS, "calendar": calendar.MIGRATIONS,
+    "runtime": runtime._MIGRATIONS, "named_sessions": session_names.MIGRATIONS, "calendar": calendar.MIGRATIONS,
     "mail": mail.MIGRATIONS, "outbox": outbox.MIGRATIONS, "tasks": tasks.MIGRATIONS, "timers": timers.MIGRATIONS,
     "watch": watch.MIGRATIONS,
 }  # fmt: skip

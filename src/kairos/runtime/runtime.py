@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from kairos.agent import Agent
-from kairos.agent.events import AgentEvent, FinalAnswer, RunError
-from kairos.context.inbox import InboxEvent, Interrupt, ParallelExchange, Posted, event_record
+from kairos.agent.events import AgentEvent, FinalAnswer
+from kairos.context.inbox import InboxEvent, Interrupt, Posted, event_record
 from kairos.context.session import Session, SessionStore
 from kairos.errors import (
     IdempotencyConflictError,
@@ -64,12 +64,11 @@ from kairos.runtime.outbound import (
     EventAccepted,
     EventDropped,
     OutboundPayload,
-    ParallelAnswer,
-    ParallelStarted,
     SessionCreated,
     SessionRecovered,
 )
-from kairos.runtime.records import agent_record
+from kairos.runtime.parallel import answer_in_parallel
+from kairos.runtime.session_names import SessionNames
 from kairos.runtime.session_worker import SessionWorker
 from kairos.runtime.urgency import Router, RuleRouter
 from kairos.runtime.views import SessionQueries
@@ -84,20 +83,6 @@ CREATE TABLE IF NOT EXISTS active (session TEXT PRIMARY KEY, since REAL NOT NULL
 """
 _MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
 """The runtime's own tables (``kv``, ``active``); 1 is the schema from before versions (kairos.storage)."""
-
-
-_NAMED_SESSIONS = """
-CREATE TABLE IF NOT EXISTS named_sessions (
-    namespace TEXT NOT NULL, name TEXT NOT NULL, session TEXT NOT NULL, PRIMARY KEY (namespace, name)
-);
-CREATE TABLE IF NOT EXISTS server_openai_users ("user" TEXT PRIMARY KEY, session TEXT NOT NULL);
-INSERT INTO named_sessions SELECT 'openai', "user", session FROM server_openai_users WHERE true ON CONFLICT DO NOTHING;
-"""
-"""Sessions kept per name (``server_openai_users``: where the OpenAI endpoint kept them before)."""
-_NAMED_MIGRATIONS: tuple[Migration, ...] = (
-    _NAMED_SESSIONS,
-    "DROP TABLE server_openai_users",  # 2: the OpenAI endpoint's old table, copied by version 1, goes
-)
 
 
 class Runtime(SessionQueries):
@@ -160,7 +145,8 @@ class Runtime(SessionQueries):
         """Called with (session, final answer) whenever a run ends (the outbox, tests)."""
         self.agent_listeners: list[Callable[[str, AgentEvent], None]] = []
         """Called with (session, event) for every event of a session's runs, unabridged (``kairos chat``)."""
-        self._default_session = default_session
+        self.names = SessionNames(self.db, self.has_session, lambda: self.create_session("main"), default_session)
+        """The sessions the runtime keeps by name (the default one, an API user's)."""
         self._workers: dict[str, SessionWorker] = {}
         self._group: asyncio.TaskGroup | None = None
         self._side: set[asyncio.Task[None]] = set()
@@ -168,7 +154,6 @@ class Runtime(SessionQueries):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known: set[str] = set()
         """Sessions seen to exist (sessions are never deleted, so a hit needs no query)."""
-        self._named_ready = False  # named_sessions made (and the old openai table carried over) once
         self._posts: list[tuple[str, InboxEvent, str | None, EventAccepted, asyncio.Future[int | None]]] = []
         """Events submitted in this loop tick, written in one transaction (group commit)."""
 
@@ -292,35 +277,7 @@ class Runtime(SessionQueries):
 
     def default_session(self) -> str:
         """The session events without one go to (created once, then remembered)."""
-        if self._default_session:
-            return self._default_session
-        read = "SELECT value FROM kv WHERE key = 'default_session'"
-        write = "INSERT INTO kv (key, value) VALUES ('default_session', ?) ON CONFLICT (key) DO NOTHING"
-        replace = "UPDATE kv SET value = ? WHERE key = 'default_session' AND value = ?"
-        sid = self._remembered(read, (), write, replace, (), lambda: self.create_session("main"))
-        self._default_session = sid
-        return sid
-
-    def _remembered(
-        self, read: str, key: tuple[Any, ...], insert: str, replace: str, where: tuple[Any, ...],
-        create: Callable[[], str],
-    ) -> str:  # fmt: skip
-        """The session a row remembers, made and remembered when missing or deleted.
-
-        Two processes sharing the records (workers on PostgreSQL) may both find none: each makes one,
-        the first insert (or compare-and-set over a deleted one) wins, and both return the winner's.
-        """
-        rows = self.db.read(read, key)
-        old = str(rows[0][0]) if rows else ""
-        if old and self.has_session(old):
-            return old
-        sid = create()
-        if rows:
-            self.db.write(replace, (sid, *where, old))
-        else:
-            self.db.write(insert, (*where, sid) if where else (sid,))
-        rows = self.db.read(read, key)
-        return str(rows[0][0]) if rows else sid
+        return self.names.default()
 
     def create_session(
         self, title: str = "", meta: dict[str, Any] | None = None, history: Sequence[Message] = ()
@@ -335,20 +292,8 @@ class Runtime(SessionQueries):
         return sid
 
     def named_session(self, namespace: str, name: str, title: str, meta: dict[str, Any] | None = None) -> str:
-        """The session kept for ``name`` in ``namespace`` (an API user, say), created on first use.
-
-        Remembered in the runtime's records (``runtime.db``, or PostgreSQL: then deployment-wide); a
-        remembered session that was deleted is made again.
-        """
-        if not self._named_ready:
-            self.db.ensure("named_sessions", _NAMED_MIGRATIONS)
-            self._named_ready = True
-        return self._remembered(
-            "SELECT session FROM named_sessions WHERE namespace = ? AND name = ?", (namespace, name),
-            "INSERT INTO named_sessions (namespace, name, session) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
-            "UPDATE named_sessions SET session = ? WHERE namespace = ? AND name = ? AND session = ?",
-            (namespace, name), lambda: self.create_session(title, meta),
-        )  # fmt: skip
+        """The session kept for ``name`` in ``namespace`` (an API user, say), created on first use."""
+        return self.names.named(namespace, name, lambda: self.create_session(title, meta))
 
     @property
     def state_dir(self) -> Path:
@@ -454,7 +399,7 @@ class Runtime(SessionQueries):
             return Receipt(sid, "drop", reason)
         accepted = EventAccepted.of(event, sid, strategy, decision.reason)
         if strategy == "parallel":
-            side = asyncio.get_running_loop().create_task(self._parallel(sid, event), name=f"parallel:{sid}")
+            side = asyncio.get_running_loop().create_task(answer_in_parallel(self, sid, event), name=f"parallel:{sid}")
             self._side.add(side)
             side.add_done_callback(self._side.discard)
             self.publish(sid, accepted)
@@ -562,29 +507,6 @@ class Runtime(SessionQueries):
             return False
         w.session.post(Interrupt("immediate", reason))
         return True
-
-    async def _parallel(self, session_id: str, event: Event) -> None:
-        """Answer ``event`` in a side session now; log the exchange in the main one (ch6 §3.2)."""
-        side = self.store.new(f"parallel: {event.content[:60]}", {"parallel_of": session_id})
-        side.tool_context.put(RUNTIME_RESOURCE, RuntimeHandle(self, side.id))
-        self.publish(session_id, ParallelStarted(question=event.content, side_session=side.id))
-        answer = ""
-        try:
-            async for ev in self.agent.run(side, event.content):
-                payload = agent_record(ev)
-                if payload is not None:
-                    self.publish(side.id, payload)
-                if isinstance(ev, FinalAnswer):
-                    answer = ev.text
-                elif isinstance(ev, RunError):
-                    answer = f"(the side session failed: {ev.message})"
-        except Exception as e:
-            log.exception("parallel answer failed")
-            answer = f"(the side session failed: {e})"
-        finally:
-            await side.aclose()
-        self.publish(session_id, ParallelAnswer(question=event.content, answer=answer, side_session=side.id))
-        self.post(session_id, ParallelExchange(event.content, answer, side.id))
 
     def _on_agent_event(self, session_id: str, event: AgentEvent) -> None:
         for listener in list(self.agent_listeners):
