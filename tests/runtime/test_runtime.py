@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from kairos.agent import Agent
@@ -319,3 +320,26 @@ async def test_an_interrupt_that_comes_too_late_for_its_run_does_not_end_the_nex
         finals = [ev.data async for ev in _take(rt, sid, 0, "run.ended", skip=1) if ev.type == "agent.final"]
     assert [f["text"] for f in finals] == ["done", "the timer's run"]
     assert len(model.requests) == 2
+
+
+async def test_busy_is_seen_by_another_process_on_the_records_and_a_dead_workers_stops_counting(
+    tmp_path: Path,
+) -> None:
+    """The ``active`` row's heartbeat is what a front end without the session sees (records on PostgreSQL)."""
+    STARTED.clear()
+    model = ScriptedModel([reply("", call("slow_search", {"query": "x"})), reply("done")])
+    async with Runtime(Agent(model, tools=[slow_search]), SessionStore(tmp_path)) as rt:
+        sid = rt.create_session()
+        await rt.submit(user("search", sid))
+        await STARTED.wait()
+        elsewhere = Runtime(Agent(ScriptedModel([])), SessionStore(tmp_path))  # same records, no workers
+        assert elsewhere.session_states() == ({sid}, {sid})
+        rt.interrupt(sid, "stop")
+        await rt.wait_idle(sid)
+        assert elsewhere.session_states() == (set(), set())
+        # a worker killed mid-turn leaves its heartbeat: stale after BUSY_STALE_S, no longer busy
+        rt.db.write("UPDATE active SET running = ? WHERE session = ?", (time.time() - 20, sid))
+        assert elsewhere.session_states()[1] == {sid}
+        rt.db.write("UPDATE active SET running = ? WHERE session = ?", (time.time() - 3600, sid))
+        assert elsewhere.session_states()[1] == set()
+        elsewhere.db.close()

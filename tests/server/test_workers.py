@@ -267,10 +267,15 @@ def test_the_stop_button_of_a_front_end_stops_the_turn_in_the_worker_that_runs_i
         assert idle == {"interrupted": False}  # nothing runs: no worker answers
         assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "q:slow-stop"}).status_code == 202
         _wait("the slow request", model.hanging.is_set, 20, ws)
+        # the front end runs no turn, yet its session list shows the worker's (the run's heartbeat row)
+        assert client.get(f"/v1/sessions/{sid}").json()["busy"] is True
+        listed = {s["id"]: s for s in client.get("/v1/sessions").json()["sessions"]}
+        assert listed[sid]["busy"] is True and listed[sid]["active"] is True
         stopped = client.post(f"/v1/sessions/{sid}/interrupt", json={"reason": "the user pressed stop"}).json()
         assert stopped == {"interrupted": True}  # the front end runs no turn: the worker that does stopped it
         assert client.post(f"/v1/sessions/{sid}/messages", json={"text": "q:after"}).status_code == 202
         _wait("the next answer", lambda: "a:q:after" in _answers(_trajectories(postgres_url, [sid])[sid]), 20, ws)
+        _wait("the turn shown ended", lambda: client.get(f"/v1/sessions/{sid}").json()["busy"] is False, 10, ws)
     trajectory = _trajectories(postgres_url, [sid])[sid]
     assert "a:q:slow-stop" not in _answers(trajectory)  # cut, never answered
 

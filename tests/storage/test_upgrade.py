@@ -109,7 +109,7 @@ async def test_named_sessions_move_off_the_openai_endpoints_old_table(tmp_path: 
         rows = rt.db.read("SELECT name, session FROM named_sessions WHERE namespace = 'openai' ORDER BY name")
         assert rows == [("alice", SESSION), ("bob", "fixture00002")]  # bob's came from the old table
     assert "server_openai_users" not in _tables(path)
-    assert _versions(path)["named_sessions"] == 2 and _versions(path)["runtime"] == 1
+    assert _versions(path)["named_sessions"] == 2 and _versions(path)["runtime"] == 2
 
 
 def test_a_knowledge_and_memory_database_keeps_documents_memories_and_graph(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ from kairos.runtime.outbound import (
 )
 from kairos.runtime.parallel import answer_in_parallel
 from kairos.runtime.session_names import SessionNames
-from kairos.runtime.session_worker import SessionWorker
+from kairos.runtime.session_worker import BUSY_STALE_S, SessionWorker
 from kairos.runtime.urgency import Router, RuleRouter
 from kairos.runtime.views import SessionQueries
 from kairos.storage import Migration
@@ -81,7 +81,10 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS active (session TEXT PRIMARY KEY, since REAL NOT NULL);
 """
-_MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
+_MIGRATIONS: tuple[Migration, ...] = (
+    _SCHEMA,
+    "ALTER TABLE active ADD COLUMN running REAL",  # 2: a running turn's heartbeat (session_worker)
+)
 """The runtime's own tables (``kv``, ``active``); 1 is the schema from before versions (kairos.storage)."""
 
 
@@ -311,9 +314,21 @@ class Runtime(SessionQueries):
         return None if w is None or w.closing else (w.session or w._opened)  # resumed, its task not run yet
 
     def busy(self, session_id: str) -> bool:
-        """Whether the session is working on a turn."""
+        """Whether the session is working on a turn in this process."""
         w = self._workers.get(session_id)
         return w is not None and w.running
+
+    def session_states(self) -> tuple[set[str], set[str]]:
+        """(active, busy): the sessions with a worker, and those running a turn, in any process.
+
+        This process's workers, plus the ``active`` rows whose run heartbeat is fresh: with the
+        records on PostgreSQL, what every worker of the deployment is busy with (a dead worker's
+        heartbeat goes stale after :data:`~kairos.runtime.session_worker.BUSY_STALE_S`).
+        """
+        now = time.time()
+        rows = self.db.read("SELECT session FROM active WHERE running > ?", (now - BUSY_STALE_S,))
+        busy = {str(r[0]) for r in rows} | {sid for sid, w in self._workers.items() if w.running}
+        return set(self._workers) | busy, busy
 
     def active_sessions(self) -> list[str]:
         """Sessions with a worker now."""

@@ -3,6 +3,11 @@
 It opens (or resumes) the session, marks it active in the runtime's records, waits for inbox events and
 runs the agent on them, publishing what happens, and closes the session after the runtime's
 ``idle_close_s`` without work (its lease goes with it).
+
+While a run goes, its ``active`` row carries a heartbeat (``running``, rewritten every
+:data:`HEARTBEAT_S`): with the records on PostgreSQL a front end sees which sessions any worker of
+the deployment is busy with, and a dead worker's session stops counting as busy once its heartbeat
+is older than :data:`BUSY_STALE_S`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ if TYPE_CHECKING:
     from kairos.runtime.runtime import Runtime
 
 log = logging.getLogger("kairos.runtime")
+
+HEARTBEAT_S = 10.0
+"""How often a running turn rewrites its heartbeat in the ``active`` row."""
+BUSY_STALE_S = 3 * HEARTBEAT_S
+"""A heartbeat older than this is a dead worker's: the session is not busy."""
 
 
 class SessionWorker:
@@ -58,7 +68,7 @@ class SessionWorker:
         session.tool_context.put(BACKGROUND_RESOURCE, handle)
         rt.db.write(
             "INSERT INTO active (session, since) VALUES (?, ?) "
-            "ON CONFLICT (session) DO UPDATE SET since = excluded.since",
+            "ON CONFLICT (session) DO UPDATE SET since = excluded.since, running = NULL",
             (self.session_id, time.time()),
         )
         backoff = 0.0
@@ -96,6 +106,19 @@ class SessionWorker:
                 continue
             session.inbox.add(Posted(e.seq, event, e.posted_at))
 
+    async def _heartbeat(self) -> None:
+        """Mark the run in the ``active`` row now and every :data:`HEARTBEAT_S` until it ends."""
+        while True:
+            self._mark_running(time.time())
+            await asyncio.sleep(HEARTBEAT_S)
+
+    def _mark_running(self, at: float | None) -> None:
+        """The run's heartbeat (None: no run); best effort, the turn does not depend on it."""
+        try:
+            self.runtime.db.write("UPDATE active SET running = ? WHERE session = ?", (at, self.session_id))
+        except Exception:
+            log.exception("marking session %s as running failed", self.session_id)
+
     async def _wait(self, session: Session, backoff: float) -> bool:
         """Until something is pending (after ``backoff`` seconds when the last run failed); False: close."""
         if backoff:
@@ -113,6 +136,7 @@ class SessionWorker:
         self.running = True
         failed = False
         rt.publish(self.session_id, RunStarted(pending=len(session.inbox)))
+        heartbeat = asyncio.create_task(self._heartbeat(), name=f"heartbeat:{self.session_id}")
         try:
             async for event in rt.agent.run(session):
                 rt._on_agent_event(self.session_id, event)
@@ -129,6 +153,8 @@ class SessionWorker:
             failed = True
         finally:
             self.running = False
+            heartbeat.cancel()
+            self._mark_running(None)
             # an interrupt belongs to the run it was aimed at: one posted too late for it (Ctrl-C as
             # the answer ended, the runtime stopping) must not end the next run before it starts
             try:

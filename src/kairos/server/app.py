@@ -81,16 +81,14 @@ class ReadBody(BaseModel):
     ids: list[str] = Field(min_length=1, max_length=10_000)
 
 
-def _session_record(state: ServerState, info: SessionInfo) -> dict[str, Any]:
-    rt = state.runtime
-    return {
-        "id": info.id,
-        "title": info.title,
-        "created_at": info.created_at,
-        "messages": info.messages,
-        "active": info.id in rt.active_sessions(),
-        "busy": rt.busy(info.id),
-    }
+def _session_records(state: ServerState, infos: Sequence[SessionInfo]) -> list[dict[str, Any]]:
+    """Sessions as the API shows them; ``active``/``busy`` across the deployment's workers."""
+    active, busy = state.runtime.session_states()
+    return [
+        {"id": i.id, "title": i.title, "created_at": i.created_at, "messages": i.messages,
+         "active": i.id in active, "busy": i.id in busy}
+        for i in infos
+    ]  # fmt: skip
 
 
 @router.get("/v1/health", tags=["server"])
@@ -113,14 +111,14 @@ async def create_session(request: Request, body: Annotated[NewSession | None, Bo
 async def list_sessions(request: Request, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
     """Sessions, newest first."""
     state = state_of(request)
-    return {"sessions": [_session_record(state, i) for i in state.runtime.sessions(limit)]}
+    return {"sessions": _session_records(state, state.runtime.sessions(limit))}
 
 
 @router.get("/v1/sessions/{session_id}", tags=["sessions"])
 async def get_session(request: Request, session_id: str) -> dict[str, Any]:
     """One session: title, message count, whether it works now, how many events wait."""
     state = state_of(request)
-    record = _session_record(state, state.runtime.session_info(session_id))
+    [record] = _session_records(state, [state.runtime.session_info(session_id)])
     record["pending"] = state.runtime.pending(session_id)
     return record
 
@@ -130,7 +128,7 @@ async def rename_session(request: Request, session_id: str, body: NewSession) ->
     """Rename a session (its title in lists and the web UI)."""
     state = state_of(request)
     state.runtime.rename_session(session_id, body.title)
-    return _session_record(state, state.runtime.session_info(session_id))
+    return _session_records(state, [state.runtime.session_info(session_id)])[0]
 
 
 @router.get("/v1/sessions/{session_id}/messages", tags=["sessions"])
