@@ -15,6 +15,10 @@ immediate interrupt; the partial text the user saw is kept) or the loop goes on 
 ``[Unprocessed Event i/N]`` with a count by type (rule 5). Task cancellation and closing
 the event iterator leave the same valid trajectory. Tool-call ids are made unique per session,
 so each call gets exactly one result.
+
+The parts live beside it: the safe points in :mod:`~kairos.agent._safe_points`, the request's
+window check in :mod:`~kairos.agent._budget`, the model call in :mod:`~kairos.agent._stream` and
+:mod:`~kairos.agent._reply`, the tool phase in :mod:`~kairos.agent._tools`.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kairos.agent._overflow import overflow_error
+from kairos.agent._budget import build_within_budget
 from kairos.agent._reply import fed, guarded_reply, unique_ids
-from kairos.agent._state import TOOLS_KEY, RunState, event_message, mark_batch, restore_order
+from kairos.agent._safe_points import drain, drain_control, ends_run, turn_start
+from kairos.agent._state import TOOLS_KEY, RunState, restore_order
 from kairos.agent._stream import Preempted as _Preempted
 from kairos.agent._stream import stream_model
+from kairos.agent._tools import run_tools
 from kairos.agent.events import (
     Activity,
     AgentEvent,
@@ -42,41 +48,29 @@ from kairos.agent.events import (
     Notice,
     RequestStats,
     RunError,
-    ToolCallFinished,
-    ToolCallStarted,
 )
-from kairos.agent.guard import REUSED, REUSED_NOTE, LoopGuard
-from kairos.context.inbox import (
-    Interrupt,
-    Posted,
-    UserInput,
-)
+from kairos.agent.guard import LoopGuard
+from kairos.context.inbox import Posted, UserInput
 from kairos.context.layout import LAYOUT_KEY, describe_tool_choice
-from kairos.context.session import Session, early_result_key
+from kairos.context.session import Session
 from kairos.errors import KairosError
 from kairos.models.types import (
     AllBut,
     Message,
     ModelNotice,
     ModelProgress,
-    ModelRequest,
     ModelResponse,
     ResponseDone,
     TextDelta,
-    ToolCall,
     ToolCallDelta,
 )
-from kairos.tools.audit import NOT_RUN_KEY
-from kairos.tools.base import FOCUS_RESOURCE, Resource, Tool, ToolResult, ToolSource
-from kairos.tools.executor import Executed, execute
+from kairos.tools.base import FOCUS_RESOURCE, Resource, Tool, ToolSource
 
 if TYPE_CHECKING:
     from kairos.agent.agent import Agent
 
 _STATE_KEY = "kairos.run"
 _RUNNER_IDS = itertools.count(1)
-_SHOW_WAIT_S = 0.25
-"""A wait shorter than this is not worth an ``Activity`` (it would only flicker)."""
 
 
 class _OpenFailed(Exception):
@@ -85,17 +79,6 @@ class _OpenFailed(Exception):
     def __init__(self, message: str, reports: list[AgentEvent]) -> None:
         super().__init__(message)
         self.reports = reports
-
-
-@dataclass
-class _Drained:
-    """What one drain found."""
-
-    appended: int = 0
-    stop: Interrupt | None = None
-    """An interrupt that ends the run at this safe point."""
-    after_turn: bool = False
-    """An ``after_turn`` interrupt: end the run when the model answers."""
 
 
 @dataclass
@@ -195,52 +178,6 @@ class Runner:
         st.deliberate = f"tools: {change}"
         return change
 
-    # -- the inbox ------------------------------------------------------------------------
-
-    def _drain(
-        self, st: RunState, *, at_start: bool = False, hold: bool = False, direct: Posted | None = None
-    ) -> _Drained:
-        """Append messages for pending events (one transaction with their consumption).
-
-        The inbox sorts what waits by the interrupt rules (:meth:`~kairos.context.inbox.Inbox.drain`).
-        ``direct`` is the run's own input, not stored in the inbox (nothing was pending when the
-        run began): it comes first and is persisted by the append itself.
-        """
-        session = st.live
-        drain = session.inbox.drain(at_start=at_start, hold=hold, direct_input=direct is not None)
-        out = _Drained(stop=drain.stop, after_turn=drain.after_turn)
-        if not drain.taken and direct is None:
-            return out
-        messages: list[Message] = []
-        consumed: list[int] = []
-        created: list[float] = []  # each message is stamped with the time its event was posted (typed)
-        if direct is not None:
-            message = event_message(direct.event)
-            assert message is not None
-            messages.append(self.agent.pipeline.on_input(st, message, st.report))
-            created.append(direct.posted_at)
-        batch: list[Message] = []
-        kinds: list[str] = []
-        for p in drain.deliver:
-            message = event_message(p.event)
-            if message is None:
-                drain.control.append(p.seq)
-                continue
-            batch.append(self.agent.pipeline.on_input(st, message, st.report))
-            kinds.append(p.event.kind)
-            consumed.append(p.seq)
-            created.append(p.posted_at)
-        messages.extend(mark_batch(batch, kinds))
-        try:
-            session.append(*messages, consume=consumed, created=created)
-        except BaseException:
-            _put_back(session, drain.taken)  # nothing of it was stored: it all waits for the next try
-            raise
-        _put_back(session, drain.held)
-        session.consume(drain.control)  # an interrupt kept after a failure here is honoured again: harmless
-        out.appended = len(messages)
-        return out
-
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self, session: Session, input: str | None = None) -> AsyncIterator[AgentEvent]:
@@ -267,7 +204,7 @@ class Runner:
         change = await self._refresh_tools(st)
         if change:
             yield Notice(f"the tool set changed: {change}", "tools")
-        drained = self._drain(st, at_start=True, direct=direct)
+        drained = drain(st, at_start=True, direct=direct)
         if drained.stop is not None:
             yield FinalAnswer("Interrupted before the turn started.", stop_reason="interrupted")
             return
@@ -275,13 +212,13 @@ class Runner:
             return
         session.tool_context.put(FOCUS_RESOURCE, _newest_request(session.messages))
         after_turn = drained.after_turn
-        async for event in self._turn_start(st):
+        async for event in turn_start(st):
             yield event
         guard = st.guard = LoopGuard()
         first = True
         for _ in range(self.agent.max_iterations):
             if not first:
-                drained = self._drain(st, hold=after_turn)
+                drained = drain(st, hold=after_turn)
                 after_turn = after_turn or drained.after_turn
                 if drained.stop is not None:
                     yield FinalAnswer("Interrupted.", stop_reason="interrupted")
@@ -308,20 +245,20 @@ class Runner:
                 if not after_turn and session.inbox.has_messages():
                     continue  # safe point before the final answer: take up what arrived meanwhile
                 if after_turn:
-                    self._drain_control(session)
+                    drain_control(session)
                 yield FinalAnswer(reply.content)
                 return
             stop: str | None = None
             yield Activity("tool", detail=", ".join(dict.fromkeys(c.name for c in reply.tool_calls)))
             try:
-                async with aclosing(self._run_tools(st, reply.tool_calls, guard)) as tool_events:
+                async with aclosing(run_tools(st, reply.tool_calls, guard)) as tool_events:
                     async for ev in tool_events:
                         if isinstance(ev, str):
                             stop = stop or ev
                         else:
                             yield ev
             except _Preempted:
-                if self._ends_run(session):
+                if ends_run(session):
                     yield FinalAnswer("Interrupted while tools were running.", stop_reason="interrupted")
                     return
                 continue
@@ -350,7 +287,7 @@ class Runner:
         for event in st.flush():
             yield event
         try:
-            request, estimate = await self._build_within_budget(st)
+            request, estimate = await build_within_budget(st)
         except KairosError as e:
             for event in st.flush():
                 yield event
@@ -395,7 +332,7 @@ class Runner:
                             yield Activity("generating")
                         yield ModelDeltaEvent(delta)
         except _Preempted:
-            if self._ends_run(session):  # the turn ends here: keep the text the user saw
+            if ends_run(session):  # the turn ends here: keep the text the user saw
                 _keep_partial(session, partial)
                 yield FinalAnswer("".join(partial), stop_reason="interrupted")
                 return
@@ -422,158 +359,6 @@ class Runner:
         guard.delivered()
         step.reply, step.response = reply, response
         yield stats
-
-    async def _turn_start(self, st: RunState) -> AsyncGenerator[AgentEvent, None]:
-        """The ``turn_start`` safe point; ``Activity("memory")`` when a memory plugin makes it wait.
-
-        Recalling memories can take seconds (an embedding model, a search); a quick recall shows nothing.
-        """
-        hook = self.agent.pipeline.at_safe_point(st, "turn_start", st.append_from("turn_start"), st.report)
-        if not any(p.stage == "memory" for p in self.agent.pipeline.hooked["at_safe_point"]):
-            await hook
-            return
-        task = asyncio.ensure_future(hook)
-        try:
-            done, _ = await asyncio.wait({task}, timeout=_SHOW_WAIT_S)
-            if not done:
-                yield Activity("memory")
-            await task
-        finally:
-            if not task.done():  # the run was cancelled or closed meanwhile
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-
-    def _ends_run(self, session: Session) -> bool:
-        """After a preemption: whether an immediate interrupt ends the run (it is consumed then)."""
-        if session.inbox.interrupt_pending():
-            self._drain_control(session)
-            return True
-        return False
-
-    @staticmethod
-    def _drain_control(session: Session) -> None:
-        """Consume pending interrupts (they were honoured); other events stay queued."""
-        session.consume_interrupts()
-
-    async def _build_within_budget(self, st: RunState) -> tuple[ModelRequest, int]:
-        request = st.build()
-        model = self.agent.model
-        limit = model.context_window - request.max_tokens
-        tokens = model.count_tokens(request)
-        if tokens > limit:
-            request, tokens, errors = await self.agent.pipeline.on_overflow(
-                st, request, tokens, limit, model.count_tokens
-            )
-            for p, e in zip(self.agent.pipeline.hooked["on_overflow"], errors, strict=False):
-                self.agent.pipeline.failed(p, "on_overflow", e, st.report)
-        if tokens > limit:
-            compressed = bool(self.agent.pipeline.hooked["on_overflow"])
-            raise overflow_error(model, request, tokens, limit, compressed=compressed)
-        return request, tokens
-
-    async def _execute(self, st: RunState, call: ToolCall) -> Executed:
-        pipeline = self.agent.pipeline
-
-        async def before(c: ToolCall, t: Tool) -> ToolResult | None:
-            # a repeated failure is refused before the plugins (nothing to approve); a declared limit or a
-            # denial still applies to a read-only repeat, which is otherwise answered from the first result
-            if (refusal := st.guard.refusal(c)) is not None:
-                return refusal
-            verdict = await pipeline.before_tool(st, c, t, st.report) if pipeline.hooked["before_tool"] else None
-            return verdict if verdict is not None else st.guard.earlier_result(c)
-
-        async def after(c: ToolCall, t: Tool | None, r: ToolResult) -> ToolResult:
-            return await pipeline.after_tool(st, c, t, r, st.report)
-
-        return await execute(
-            call,
-            st.tools,
-            st.live.tool_context,
-            before=before,
-            after=after if pipeline.hooked["after_tool"] else None,
-            format_error=pipeline.format_error,
-            effects=st.live,
-        )
-
-    async def _run_tools(
-        self, st: RunState, calls: Sequence[ToolCall], guard: LoopGuard
-    ) -> AsyncGenerator[AgentEvent | str, None]:
-        """Run every call of one reply concurrently; yield each result as it finishes.
-
-        Results enter the trajectory in call order (a run is reproducible whatever finishes first);
-        one that finishes before an earlier sibling is persisted at once on the side
-        (:func:`~kairos.context.session.early_result_key`), so a crash loses no finished result.
-        Yields a ``str`` (the loop guard's stop message) when the agent is looping.
-        """
-        session = st.live
-        started: dict[asyncio.Task[Executed], tuple[ToolCall, float]] = {}
-        ready: dict[str, str] = {}
-        appended = 0
-
-        def flush_ready() -> None:
-            nonlocal appended
-            batch = []
-            while appended < len(calls) and calls[appended].id in ready:
-                c = calls[appended]
-                batch.append(Message.tool(c.id, ready[c.id], c.name))
-                appended += 1
-            session.append(*batch)
-
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        unwatch = None
-        try:
-            for call in calls:
-                yield ToolCallStarted(call)
-            for call in calls:
-                task = asyncio.create_task(self._execute(st, call), name=f"tool:{call.name}:{call.id}")
-                started[task] = (call, time.perf_counter())
-            unwatch = session.inbox.watch_preempt(lambda: _resolve(waiter))
-            remaining = set(started)
-            while remaining:
-                done, _ = await asyncio.wait(remaining | {waiter}, return_when=asyncio.FIRST_COMPLETED)
-                for task in remaining & done:
-                    remaining.discard(task)
-                    call, t0 = started[task]
-                    executed = task.result()
-                    result = executed.result
-                    count = guard.observe(call, executed.raw, st.tools.get(call.name))
-                    if executed.raw.metadata.get(NOT_RUN_KEY) == REUSED:  # said after the hooks: not tool output
-                        result = dataclasses.replace(result, content=result.content + REUSED_NOTE)
-                    if count >= guard.warn_at:
-                        result = dataclasses.replace(result, content=result.content + guard.warning(call, count))
-                    ready[call.id] = result.content
-                    if call is not calls[appended]:
-                        session.freeze(early_result_key(call.id), result.content)
-                    flush_ready()
-                    yield ToolCallFinished(call, result, time.perf_counter() - t0)
-                    if count >= guard.stop_at:
-                        yield guard.stop_message(call, count)
-                if waiter in done and remaining:
-                    raise _Preempted
-        finally:
-            if unwatch is not None:
-                unwatch()
-            waiter.cancel()
-            running = [t for t in started if not t.done()]
-            for task in running:
-                task.cancel()
-            if running:
-                await asyncio.gather(*running, return_exceptions=True)
-            for c in calls[appended:]:  # every call gets exactly one result, whatever ended the phase
-                if c.id not in ready:  # the placeholder, or what a side-effecting call recorded
-                    ready[c.id] = session.cut_result(c.id)
-            flush_ready()
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _put_back(session: Session, posted: list[Posted]) -> None:
-    """Return events to the front of the inbox (a failed append must not lose them)."""
-    if posted:
-        session.inbox.put_back(posted)
 
 
 def _newest_request(messages: Sequence[Message]) -> str:
