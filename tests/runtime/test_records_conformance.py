@@ -227,3 +227,30 @@ async def test_timers_and_watches_survive_a_restart_on_another_connection_and_a_
         fires = [e for e in rt.bus.history(sid, 0) if e.type == "event.accepted" and e.data["type"] == "timer.trigger"]
         assert [f.data["source"]["timer_id"] for f in fires] == [timer.id]
         assert [w.id for w in watcher2.list(sid)] == [watched.id]
+
+
+async def test_another_worker_sees_a_tasks_output_and_cancels_it_through_the_records(
+    records: Records, tmp_path: Path
+) -> None:
+    """The session's turn may run on another worker than its task: task_status and cancel_task work there."""
+    owner, other = TaskManager(poll_s=0.05), TaskManager(poll_s=0.05, kill_grace_s=1)
+    async with _runtime(tmp_path / "a", records.open(), [owner]) as a, \
+            _runtime(tmp_path / "b", records.open(), [other]) as b:  # fmt: skip
+        await owner.ready()
+        await other.ready()
+        sid = a.create_session()
+        cmd = "i=0; while true; do i=$((i+1)); echo line-$i; sleep 0.1; done"
+        task = await owner.start_command(sid, cmd, cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+
+        def shared() -> str:
+            return str(b.db.read("SELECT shared_tail FROM tasks_tasks WHERE id = ?", (task.id,))[0][0])
+
+        async with asyncio.timeout(20):
+            while "line-3" not in shared():  # noqa: ASYNC110 (the owner copies its output's end to the row)
+                await asyncio.sleep(0.05)
+        stopped = await other.cancel(task.id)
+        assert stopped.status == "cancelled"
+        assert owner.get(task.id) == stopped  # one record, stopped by its owner
+        log = Path(task.output)
+        await asyncio.to_thread(log.rename, log.with_suffix(".moved"))  # as on another host: no log here
+        assert other.tail(task.id) == shared() and "line-" in shared()

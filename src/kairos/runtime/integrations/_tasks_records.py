@@ -26,6 +26,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS tasks_tasks_effect ON tasks_tasks (effect_key)
 MIGRATIONS: tuple[Migration, ...] = (
     SCHEMA,
     "ALTER TABLE tasks_tasks ADD COLUMN owner TEXT NOT NULL DEFAULT ''",  # 2: the runtime process that runs it
+    "ALTER TABLE tasks_tasks ADD COLUMN shared_tail TEXT NOT NULL DEFAULT ''",  # 3: its output's end, for other hosts
+    "ALTER TABLE tasks_tasks ADD COLUMN cancel_asked REAL",  # 4: another worker asked its owner to cancel it
 )
 """The ``tasks`` tables' versions in ``runtime.db``; 1 is the schema from before versions (kairos.storage)."""
 COLUMNS = "id, session, kind, title, command, pattern, pid, status, exit_code, started, ended, output, progress, note"

@@ -23,6 +23,9 @@ worker on the same host that died), taking each over with a compare-and-set so t
 does; it never signals, re-attaches to or marks dead a task owned by a live process or by another
 host. A dead worker's tasks therefore wait, still ``running``, for a runtime on their host: their
 commands go on there (detached), and only that machine can read their exit codes and logs.
+The owner copies the end of a task's output into its row (``shared_tail``, at most every
+:data:`SHARE_S`), so ``task_status`` on any worker shows it; ``cancel_task`` on another worker asks the
+owner through the row (``cancel_asked``, read every :data:`SHARE_S`) and waits for it to stop the task.
 An ``effect_key`` is claimed with the row before the command starts, so a tool call redelivered
 to another worker returns the first task instead of starting the command twice.
 """
@@ -48,6 +51,9 @@ from kairos.runtime.integrations._tasks_records import COLUMNS, ENDED, MIGRATION
 from kairos.tools.base import Tool
 
 log = logging.getLogger("kairos.runtime.integrations.tasks")
+
+SHARE_S = 1.0
+"""How often a running task's owner copies its output's end to the row and looks for a cancel asked elsewhere."""
 
 
 @dataclass
@@ -95,6 +101,8 @@ class TaskManager:
         self._runtime: RuntimeContext | None = None
         self._dir: Path | None = None
         self._live: dict[str, _Live] = {}
+        self._cancels: set[asyncio.Task[TaskInfo]] = set()
+        """Cancels asked by other workers, running here."""
         self._ready = asyncio.Event()
 
     # -- the component ------------------------------------------------------------------------
@@ -263,7 +271,8 @@ class TaskManager:
         partial = b""
         last_pct, last_line = ("", "") if info.percent is None else (info.progress, "")
         matches: list[str] = []
-        sent_at = 0.0
+        sent_at = shared_at = 0.0
+        shared_offset = -1
         loop = asyncio.get_running_loop()
         while True:
             running = proc.alive(info.pid, live.start)
@@ -296,8 +305,26 @@ class TaskManager:
                 matches = []
             if not running:
                 break
+            if loop.time() - shared_at >= SHARE_S:
+                shared_at = loop.time()
+                self._share(live, grew=offset != shared_offset)
+                shared_offset = offset
             await asyncio.sleep(self.poll_s)
         await self._finish_process(live, reattached=reattached)
+
+    def _share(self, live: _Live, *, grew: bool) -> None:
+        """Copy the output's end to the row when it grew; start a cancel another worker asked for."""
+        task_id = live.info.id
+        if grew:
+            self._db().write(
+                "UPDATE tasks_tasks SET shared_tail = ? WHERE id = ?", (self._file_tail(live.info), task_id)
+            )
+        asked = self._db().read("SELECT cancel_asked FROM tasks_tasks WHERE id = ?", (task_id,))
+        if asked and asked[0][0] is not None and not live.cancel_requested:
+            log.info("task %s: cancelled from another worker", task_id)
+            cancel = asyncio.get_running_loop().create_task(self.cancel(task_id), name=f"cancel:{task_id}")
+            self._cancels.add(cancel)
+            cancel.add_done_callback(self._cancels.discard)
 
     async def _post_matches(self, live: _Live, lines: list[str], n: int) -> None:
         info = live.info
@@ -330,10 +357,10 @@ class TaskManager:
 
     async def _finish(self, live: _Live, status: str, code: int | None, note: str, summary: str | None = None) -> None:
         """Record the end; post the ``async.result`` event (not for a cancel the agent asked for)."""
-        info = self._update(live.info.id, status=status, exit_code=code, ended=time.time(), note=note)
+        tail = self._file_tail(live.info)
+        info = self._update(live.info.id, status=status, exit_code=code, ended=time.time(), note=note, shared_tail=tail)
         live.info = info
         if summary is None:
-            tail = self.tail(info.id)
             summary = f"last output:\n{tail}" if tail else "(no output)"
         live.summary = f"Task {info.line()}.\n{summary}".rstrip()
         self._live.pop(info.id, None)
@@ -380,9 +407,19 @@ class TaskManager:
         return self._rows("session = ? ORDER BY started", (session,))
 
     def tail(self, task_id: str, chars: int | None = None) -> str:
-        """The end of the task's output ('' when it has none)."""
+        """The end of the task's output ('' when it has none): its log here, else the owner's copy in the row."""
         info = self.get(task_id)
         if info is None or not info.output:
+            return ""
+        if Path(info.output).exists():
+            return self._file_tail(info, chars)
+        rows = self._db().read("SELECT shared_tail FROM tasks_tasks WHERE id = ?", (task_id,))
+        text = str(rows[0][0]) if rows else ""
+        n = chars or self.tail_chars
+        return text if len(text) <= n else "…" + text[-n:]
+
+    def _file_tail(self, info: TaskInfo, chars: int | None = None) -> str:
+        if not info.output:
             return ""
         n = chars or self.tail_chars
         data = proc.read_tail(Path(info.output), n * 4)
@@ -402,9 +439,7 @@ class TaskManager:
             raise KairosError(f"no task {task_id!r}")
         live = self._live.get(task_id)
         if info.status == "running" and live is None:
-            rows = self._db().read("SELECT owner FROM tasks_tasks WHERE id = ?", (task_id,))
-            owner = str(rows[0][0]) if rows else ""
-            raise KairosError(f"task {task_id} runs in another kairos process ({owner or 'unknown'}): cancel it there")
+            return await self._cancel_elsewhere(info, notify=notify)
         if info.status != "running" or live is None:
             raise KairosError(f"task {task_id} already ended: {info.line()}")
         live.cancel_requested = True
@@ -418,6 +453,24 @@ class TaskManager:
         if notify:
             await self.post_result(live.info, live.summary)
         return self.get(task_id) or info
+
+    async def _cancel_elsewhere(self, info: TaskInfo, *, notify: bool) -> TaskInfo:
+        """Ask the worker that runs the task to cancel it (through its row) and wait until it did."""
+        self._db().write("UPDATE tasks_tasks SET cancel_asked = ? WHERE id = ?", (time.time(), info.id))
+        deadline = time.monotonic() + SHARE_S + self.kill_grace_s + 10 * self.poll_s + 5
+        while time.monotonic() < deadline:
+            now = self.get(info.id) or info
+            if now.status != "running":
+                if notify:
+                    await self.post_result(now, f"Task {now.line()}.\nlast output:\n{self.tail(now.id)}".rstrip())
+                return now
+            await asyncio.sleep(max(self.poll_s, 0.1))
+        rows = self._db().read("SELECT owner FROM tasks_tasks WHERE id = ?", (info.id,))
+        owner = str(rows[0][0]) if rows else ""
+        raise KairosError(
+            f"task {info.id} runs in another kairos process ({owner or 'unknown'}), which did not stop it in time "
+            "(it stops it once it runs again)"
+        )
 
     async def wait(self, task_id: str, timeout_s: float) -> tuple[TaskInfo, str, bool]:
         """Until the task ends or ``timeout_s`` passes: (info, summary, ended).
