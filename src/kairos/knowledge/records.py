@@ -1,20 +1,26 @@
 """What the knowledge store takes and returns, its filters, and the :class:`KnowledgeStore` protocol.
 
-A second backend (PostgreSQL with pgvector and tsvector, for several machines) implements the same
-protocol; these records are the contract between it, :mod:`kairos.knowledge.base` and the tools.
+Two backends implement the protocol — :class:`~kairos.knowledge.store.SQLiteKnowledgeStore` (one
+workspace) and :class:`~kairos.knowledge.store_pg.PgKnowledgeStore` (PostgreSQL, for several
+machines); these records are the contract between them, :mod:`kairos.knowledge.base` and the tools.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
+    from kairos.knowledge.stages import StageClock
     from kairos.retrieval.embeddings import Vectors
+    from kairos.storage import Migration
 
 _STOPWORDS = frozenset(
     [
@@ -208,7 +214,12 @@ def fts_query(text: str) -> str | None:
 
 
 class KnowledgeStore(Protocol):
-    """Documents, chunks and vectors with filtered BM25 and dense retrieval (SQLite here; PostgreSQL later)."""
+    """Documents, chunks and vectors with filtered BM25 and dense retrieval (SQLite or PostgreSQL)."""
+
+    clock: StageClock
+    """Seconds spent per ingest stage."""
+    state_dir: Path
+    """The workspace's state dir (the embedded store's files; a PostgreSQL store's index caches)."""
 
     def add_document(
         self, doc: DocumentIn, chunks: Iterable[tuple[ChunkIn, npt.ArrayLike | None]]
@@ -265,4 +276,42 @@ class KnowledgeStore(Protocol):
 
     def close(self) -> None:
         """Save the index and close."""
+        ...
+
+    def versions(self, source: str) -> list[StoredDocument]:
+        """Every stored version of ``source``, oldest first."""
+        ...
+
+    def chunks_by_id(self, ids: Sequence[int], filters: Filters | None = None) -> list[ChunkHit]:
+        """The chunks with these ids (those passing ``filters``), in the order of ``ids``."""
+        ...
+
+    def chunks_with_vectors(
+        self, doc_id: int, positions: Sequence[int] | None = None, filters: Filters | None = None
+    ) -> list[tuple[ChunkHit, npt.NDArray[np.float32]]]:
+        """A document's chunks with their vectors, in position order."""
+        ...
+
+    def flush(self) -> None:
+        """Save the vector index if it changed."""
+        ...
+
+    def rebuild_index(self) -> None:
+        """Rebuild the vector index from the stored vectors."""
+        ...
+
+    def check(self) -> dict[str, int]:
+        """Row counts that must agree: chunks, full-text documents, vectors, orphan chunks."""
+        ...
+
+    def ensure(self, owner: str, migrations: Sequence[Migration]) -> None:
+        """Bring another owner's tables beside the chunks (the entity graph's) to their version."""
+        ...
+
+    def read(self) -> AbstractContextManager[Any]:
+        """The database connection for reads of those tables."""
+        ...
+
+    def write(self) -> AbstractContextManager[Any]:
+        """One write transaction on those tables."""
         ...

@@ -20,15 +20,16 @@ search over-fetches and filters the candidates in SQL, widening the fetch (×4 e
 ``k`` hits pass; once the whole index was fetched and still fewer pass (a very selective filter), it
 scores the filtered rows' stored vectors exactly.
 
-:class:`KnowledgeStore` is the protocol a PostgreSQL (pgvector + tsvector) backend can implement.
+:class:`KnowledgeStore` is the protocol both backends implement: this one, and
+:class:`~kairos.knowledge.store_pg.PgKnowledgeStore` (rows in PostgreSQL, the same tantivy and usearch
+indexes as per-process caches) that :func:`open_knowledge_store` picks for a ``postgresql://`` URL. The
+reads and the widening loops are shared (:mod:`kairos.knowledge.rows`).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from kairos.errors import KairosError, StoreError
+from kairos.errors import ConfigError, KairosError, StoreError
 from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.records import (
     NO_FILTERS,
@@ -50,10 +51,12 @@ from kairos.knowledge.records import (
     fts_query,
     query_words,
 )
+from kairos.knowledge.rows import RowReads, Rows, Scored, checked, insert_version
 from kairos.knowledge.stages import StageClock
 from kairos.knowledge.vectors import HnswIndex, generation
 from kairos.paths import ensure_state_dir
 from kairos.storage import Migration, connect, migrate
+from kairos.storage.config import store_kind
 
 if TYPE_CHECKING:
     from kairos.retrieval.embeddings import Vectors
@@ -72,6 +75,7 @@ __all__ = [
     "StoreError",
     "StoredDocument",
     "fts_query",
+    "open_knowledge_store",
 ]
 
 DB_NAME = "knowledge.db"
@@ -118,22 +122,7 @@ MIGRATIONS: tuple[Migration, ...] = (_SCHEMA, _drop_leftovers)
 """The ``knowledge`` owner's versions in ``knowledge.db`` (kairos.storage.migrations)."""
 
 
-_DOC_COLS = "id, source, version, digest, kind, title, owner, current, added_at, valid_from, valid_to, expires_at, meta"
-_HIT_COLS = "c.id, c.doc_id, c.source, c.version, c.position, c.text, c.meta, d.title, d.current"
-
-
-def _doc(row: Sequence[Any], chunks: int = 0) -> StoredDocument:
-    return StoredDocument(
-        row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8], row[9], row[10], row[11],
-        json.loads(row[12]), chunks,
-    )  # fmt: skip
-
-
-def _hit(row: Sequence[Any], score: float) -> ChunkHit:
-    return ChunkHit(row[0], row[1], row[2], row[3], row[4], row[5], score, json.loads(row[6]), row[7], bool(row[8]))
-
-
-class SQLiteKnowledgeStore:
+class SQLiteKnowledgeStore(RowReads):
     """The embedded :class:`KnowledgeStore`: ``<state_dir>/knowledge.db`` plus ``knowledge.usearch`` and ``.tantivy``.
 
     Args:
@@ -145,6 +134,7 @@ class SQLiteKnowledgeStore:
 
     def __init__(self, state_dir: Path, dim: int, embedder_name: str, *, show_progress: bool = False) -> None:
         ensure_state_dir(state_dir)
+        self.state_dir = state_dir
         self.path = state_dir / DB_NAME
         self.index_path = state_dir / INDEX_NAME
         self.dim = dim
@@ -250,6 +240,10 @@ class SQLiteKnowledgeStore:
             db, clock = self._db, self.clock
             db.execute("BEGIN IMMEDIATE")
             try:
+                previous = self.find_current(doc.source)  # another process may have added a version meanwhile
+                if previous is not None and previous.digest == doc.digest:
+                    db.execute("COMMIT")
+                    return previous, None
                 with clock.stage("rows"):
                     version, new_keys, new_vecs = self._insert_rows(doc, chunks, previous)
                     before = self._bump()
@@ -275,79 +269,26 @@ class SQLiteKnowledgeStore:
 
         Returns the new version, the chunk ids, and the vectors of those that have one.
         """
-        db, now = self._db, time.time()
-        version = 1 + (
-            db.execute("SELECT max(version) FROM documents WHERE source = ?", (doc.source,)).fetchone()[0] or 0
-        )
-        if previous is not None:
-            db.execute(
-                "UPDATE documents SET current = 0, valid_to = coalesce(valid_to, ?) WHERE id = ?",
-                (doc.valid_from or now, previous.id),
-            )
-            db.execute(
-                "UPDATE chunks SET valid_to = coalesce(valid_to, ?) WHERE doc_id = ?",
-                (doc.valid_from or now, previous.id),
-            )
-        cur = db.execute(
-            "INSERT INTO documents (source, version, digest, kind, title, owner, current, added_at, valid_from,"
-            " valid_to, expires_at, meta) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
-            (
-                doc.source, version, doc.digest, doc.kind, doc.title, doc.owner, now, doc.valid_from,
-                doc.valid_to, doc.expires_at, json.dumps(doc.meta, ensure_ascii=False),
-            ),
+        db = self._db
+        return insert_version(
+            lambda sql, args: db.execute(self._tables(sql), args).fetchall(),
+            lambda sql, args: int(db.execute(self._tables(sql), args).lastrowid or 0),
+            doc, chunks, previous, self.dim,
         )  # fmt: skip
-        doc_id = int(cur.lastrowid or 0)
-        keys: list[int] = []
-        vecs: dict[int, npt.NDArray[np.float32]] = {}
-        for chunk, vector in chunks:
-            vec = None if vector is None else self._checked(vector)
-            cur = db.execute(
-                "INSERT INTO chunks (doc_id, source, version, position, text, owner, valid_from, valid_to,"
-                " expires_at, meta, vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    doc_id, doc.source, version, chunk.position, chunk.text, doc.owner,
-                    chunk.valid_from if chunk.valid_from is not None else doc.valid_from, doc.valid_to,
-                    doc.expires_at, json.dumps(chunk.meta, ensure_ascii=False), None if vec is None else vec.tobytes(),
-                ),
-            )  # fmt: skip
-            keys.append(int(cur.lastrowid or 0))
-            if vec is not None:
-                vecs[keys[-1]] = vec
-        return version, keys, vecs
-
-    def _checked(self, vector: npt.ArrayLike) -> npt.NDArray[np.float32]:
-        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if vec.shape[0] != self.dim:
-            raise StoreError(f"a vector of {vec.shape[0]} dimensions for an index of {self.dim}")
-        return vec
-
-    def without_vectors(self, limit: int, after: int = 0) -> list[tuple[int, str]]:
-        """(id, text) of up to ``limit`` chunks stored without a vector, ids above ``after``, in id order."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, text FROM chunks WHERE vector IS NULL AND id > ? ORDER BY id LIMIT ?",
-                (after, limit),
-            ).fetchall()
-        return [(int(r[0]), str(r[1])) for r in rows]
-
-    def count_without_vectors(self) -> int:
-        """Chunks stored without a vector (found by BM25 only, until :meth:`set_vectors`)."""
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM chunks WHERE vector IS NULL").fetchone()[0])
 
     def set_vectors(self, vectors: Sequence[tuple[int, npt.ArrayLike]]) -> int:
         """Give chunks stored without a vector their vectors (one transaction); returns how many were set.
 
         A chunk removed meanwhile, or given a vector already, is skipped.
         """
-        checked = [(key, self._checked(vector)) for key, vector in vectors]
+        given = [(key, checked(vector, self.dim)) for key, vector in vectors]
         with self._lock:
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 with self.clock.stage("rows"):
                     keys, vecs = [], []
-                    for key, vec in checked:
+                    for key, vec in given:
                         cur = db.execute("UPDATE chunks SET vector = ? WHERE id = ? AND vector IS NULL",
                                          (vec.tobytes(), key))  # fmt: skip
                         if cur.rowcount:
@@ -415,85 +356,17 @@ class SQLiteKnowledgeStore:
         with self._lock:
             yield self._db
 
-    # ---- reads ------------------------------------------------------------------------------
+    # ---- reads (kairos.knowledge.rows) ---------------------------------------------------------
 
-    def find_current(self, source: str) -> StoredDocument | None:
-        """The current version of ``source``, or None."""
-        return self.get_document(source)
-
-    def get_document(self, source: str, version: int | None = None) -> StoredDocument | None:
-        """A version of ``source`` (None: the current one), with its chunk count."""
+    def _run(self, sql: str, args: Sequence[Any] = ()) -> Rows:
         with self._lock:
-            where, args = ("source = ? AND current = 1", [source]) if version is None else (
-                "source = ? AND version = ?", [source, version])  # fmt: skip
-            row = self._db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE {where}", args).fetchone()
-            if row is None:
-                return None
-            n = self._db.execute("SELECT count(*) FROM chunks WHERE doc_id = ?", (row[0],)).fetchone()[0]
-            return _doc(row, n)
+            return self._db.execute(sql, args).fetchall()
 
-    def versions(self, source: str) -> list[StoredDocument]:
-        """Every stored version of ``source``, oldest first."""
+    def _batches(self, sql: str, args: Sequence[Any], size: int) -> Iterator[Rows]:
         with self._lock:
-            rows = self._db.execute(f"SELECT {_DOC_COLS} FROM documents WHERE source = ? ORDER BY version", (source,))
-            return [_doc(r) for r in rows.fetchall()]
-
-    def document_chunks(self, doc_id: int, offset: int = 0, limit: int = 100) -> list[ChunkHit]:
-        """A document's chunks in position order, ``limit`` from ``offset``."""
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.doc_id = ? "
-                "ORDER BY c.position LIMIT ? OFFSET ?",
-                (doc_id, limit, offset),
-            ).fetchall()
-            return [_hit(r, 0.0) for r in rows]
-
-    def chunks_by_id(self, ids: Sequence[int], filters: Filters | None = None) -> list[ChunkHit]:
-        """The chunks with these ids (those passing ``filters``, when given), in the order of ``ids``."""
-        found: dict[int, ChunkHit] = {}
-        with self._lock:
-            where, args = filters.sql(time.time()) if filters is not None else ("1", [])
-            for start in range(0, len(ids), 500):
-                part = list(ids[start : start + 500])
-                rows = self._db.execute(
-                    f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                    f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
-                    [*part, *args],
-                ).fetchall()
-                found.update((r[0], _hit(r, 0.0)) for r in rows)
-        return [found[i] for i in ids if i in found]
-
-    def chunks_with_vectors(
-        self, doc_id: int, positions: Sequence[int] | None = None, filters: Filters | None = None
-    ) -> list[tuple[ChunkHit, npt.NDArray[np.float32]]]:
-        """A document's chunks (all, or those at ``positions``) with their vectors, in position order.
-
-        With ``filters``, only chunks that pass them (judged in the query, like every retrieval).
-        """
-        with self._lock:
-            where, args = filters.sql(time.time()) if filters is not None else ("1", [])
-            if positions is not None:
-                where += f" AND c.position IN ({','.join('?' * len(positions))})"
-                args = [*args, *positions]
-            rows = self._db.execute(
-                f"SELECT {_HIT_COLS}, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                f"WHERE c.doc_id = ? AND c.vector IS NOT NULL AND {where} ORDER BY c.position",
-                [doc_id, *args],
-            ).fetchall()
-            return [(_hit(r[:9], 0.0), np.frombuffer(r[9], dtype=np.float32)) for r in rows]
-
-    def list_documents(self, filters: Filters = NO_FILTERS, offset: int = 0, limit: int = 50) -> list[StoredDocument]:
-        """Documents passing ``filters`` (validity and expiry judged on the document), newest first."""
-        with self._lock:
-            where, args = filters.sql(time.time())
-            where = where.replace("c.", "d.")  # documents carry the same columns
-            rows = self._db.execute(
-                f"SELECT {', '.join('d.' + c for c in _DOC_COLS.split(', '))}, "
-                "(SELECT count(*) FROM chunks WHERE doc_id = d.id) "
-                f"FROM documents d WHERE {where} ORDER BY d.added_at DESC, d.id DESC LIMIT ? OFFSET ?",
-                [*args, limit, offset],
-            ).fetchall()
-            return [_doc(r, r[13]) for r in rows]
+            cursor = self._db.execute(sql, args)
+            while batch := cursor.fetchmany(size):
+                yield batch
 
     def search_bm25(self, query: str, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
         """BM25 top ``k`` among the chunks that pass ``filters`` (see the module docstring for how)."""
@@ -504,71 +377,22 @@ class SQLiteKnowledgeStore:
             self._sync_bm25()
             f = filters
             search = self._bm25.query(terms, f.owner, f.sources, f.kind, f.exclude_kinds)
-            where, args = filters.sql(time.time())
-            fetch = max(4 * k, 32)
-            while True:
+
+            def top(n: int) -> Scored:
                 try:
-                    found = self._bm25.search(search, fetch)
+                    return self._bm25.search(search, n)
                 except ValueError:  # index files damaged since they were opened: rebuild from the rows, once
                     self.rebuild_bm25(force=True)
-                    found = self._bm25.search(search, fetch)
-                kept = self._filtered(found, where, args)
-                if len(kept) >= k or len(found) < fetch:  # enough, or every match was seen
-                    return kept[:k]
-                fetch *= 4
+                    return self._bm25.search(search, n)
 
-    def _filtered(self, scored: Sequence[tuple[int, float]], where: str, args: list[Any]) -> list[ChunkHit]:
-        """The chunks among ``scored`` (chunk id, score) that pass the filter ``where``, best first."""
-        scores = dict(scored)
-        kept: list[ChunkHit] = []
-        for start in range(0, len(scored), 500):
-            part = [chunk_id for chunk_id, _ in scored[start : start + 500]]
-            rows = self._db.execute(
-                f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                f"WHERE c.id IN ({','.join('?' * len(part))}) AND {where}",
-                [*part, *args],
-            ).fetchall()
-            kept.extend(_hit(r, scores[r[0]]) for r in rows)
-        kept.sort(key=lambda h: (-h.score, h.chunk_id))
-        return kept
+            return self._bm25_top(top, k, filters)
 
     def search_dense(self, vector: Vectors, k: int, filters: Filters = NO_FILTERS) -> list[ChunkHit]:
         """Cosine top ``k`` among chunks passing ``filters``: over-fetch from HNSW, filter in SQL, widen until full."""
         with self._lock:
             self._vectors.refresh(self._db)
-            size = len(self._vectors)
-            if k <= 0 or size == 0:
-                return []
             query = np.asarray(vector, dtype=np.float32).reshape(-1)
-            where, args = filters.sql(time.time())
-            fetch = min(size, max(4 * k, 32))
-            while True:
-                kept = self._filtered(self._vectors.search(query, fetch), where, args)
-                if len(kept) >= k:
-                    return kept[:k]
-                if fetch >= size:  # HNSW is approximate: near-duplicates can hide a few; scan the filtered rows
-                    return self._exact_dense(query, k, where, args)
-                fetch = min(size, fetch * 4)
-
-    def _exact_dense(self, query: Vectors, k: int, where: str, args: list[Any]) -> list[ChunkHit]:
-        scored: list[tuple[float, int]] = []
-        cursor = self._db.execute(
-            f"SELECT c.id, c.vector FROM chunks c JOIN documents d ON d.id = c.doc_id "
-            f"WHERE c.vector IS NOT NULL AND {where}",
-            args,
-        )
-        while batch := cursor.fetchmany(4096):
-            vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
-            sims = vecs @ query
-            scored.extend(zip(sims.tolist(), (r[0] for r in batch), strict=True))
-            scored = sorted(scored, reverse=True)[:k]
-        hits: list[ChunkHit] = []
-        for sim, chunk_id in scored:
-            row = self._db.execute(
-                f"SELECT {_HIT_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id = ?", (chunk_id,)
-            ).fetchone()
-            hits.append(_hit(row, float(sim)))
-        return hits
+            return self._dense_top(lambda n: self._vectors.search(query, n), len(self._vectors), query, k, filters)
 
     def stats(self) -> dict[str, Any]:
         """Documents (current and all versions), chunks, vectors (and chunks still without one), sources, file sizes."""
@@ -620,3 +444,26 @@ class SQLiteKnowledgeStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_knowledge_store(
+    state_dir: Path, dim: int, embedder_name: str, url: str = "embedded", *, show_progress: bool = False
+) -> KnowledgeStore:
+    """The knowledge store ``url`` (``[storage] store``) names: ``knowledge.db`` in ``state_dir``, or PostgreSQL.
+
+    With PostgreSQL every worker of a deployment shares one knowledge base
+    (:class:`~kairos.knowledge.store_pg.PgKnowledgeStore`; its indexes are cached under ``state_dir``).
+
+    Raises:
+        ConfigError: ``url`` names no store (shown with its password masked).
+        StoreError: the store cannot be used.
+    """
+    try:
+        kind = store_kind(url)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if kind == "postgresql":
+        from kairos.knowledge.store_pg import PgKnowledgeStore
+
+        return PgKnowledgeStore(url, state_dir, dim, embedder_name, show_progress=show_progress)
+    return SQLiteKnowledgeStore(state_dir, dim, embedder_name, show_progress=show_progress)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +48,26 @@ class HnswIndex:
 
     def open(self, db: sqlite3.Connection) -> None:
         """Adopt the saved index if it matches the database, else rebuild it from the stored vectors."""
+        gen = generation(db)
+        n = db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
+        if self.restore() == gen and len(self) == n:
+            return
+        self.rebuild(db)  # missing, unreadable or stale
+
+    def restore(self) -> int | None:
+        """Load the saved index; the generation it is stamped with, or None (missing, unreadable, another length)."""
         from usearch.index import Index
 
         try:
             saved = json.loads(self.path.with_suffix(".json").read_text(encoding="utf-8"))
             index = Index.restore(str(self.path), view=False)
-            gen = generation(db)
-            n = db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
-            if index is not None and saved.get("gen") == gen and len(index) == n and index.ndim == self.dim:
-                self._index, self.gen = index, gen
-                return
         except (OSError, ValueError, RuntimeError, TypeError):
-            pass  # missing, unreadable or stale: rebuilt below
-        self.rebuild(db)
+            return None
+        gen = saved.get("gen") if isinstance(saved, dict) else None
+        if index is None or index.ndim != self.dim or not isinstance(gen, int):
+            return None
+        self._index, self.gen, self._dirty = index, gen, False
+        return gen
 
     def refresh(self, db: sqlite3.Connection) -> None:
         """Reload if another process (``kairos kb add`` beside a running agent) wrote since."""
@@ -69,23 +76,27 @@ class HnswIndex:
 
     def rebuild(self, db: sqlite3.Connection) -> None:
         """Rebuild from the vectors in the database, in one snapshot, and save it."""
-        from usearch.index import Index
-
-        index = Index(ndim=self.dim, metric="cos", dtype="f32")
         db.execute("BEGIN")  # one snapshot: the vectors and the generation they belong to
         try:
             gen = generation(db)
             total = db.execute("SELECT count(*) FROM chunks WHERE vector IS NOT NULL").fetchone()[0]
-            with Progress(disable=not self.show_progress, transient=True) as progress:
-                task = progress.add_task("indexing vectors", total=total)
-                cursor = db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id")
-                while batch := cursor.fetchmany(2048):
-                    keys = np.array([r[0] for r in batch], dtype=np.uint64)
-                    vecs = np.frombuffer(b"".join(r[1] for r in batch), dtype=np.float32).reshape(len(batch), -1)
-                    index.add(keys, vecs)
-                    progress.advance(task, len(batch))
+            cursor = db.execute("SELECT id, vector FROM chunks WHERE vector IS NOT NULL ORDER BY id")
+            self.fill(iter(lambda: cursor.fetchmany(2048), []), total, gen)
         finally:
             db.execute("COMMIT")
+
+    def fill(self, batches: Iterable[Sequence[Sequence[Any]]], total: int, gen: int) -> None:
+        """Replace the index by the ``(id, vector bytes)`` rows of ``batches`` (generation ``gen``) and save it."""
+        from usearch.index import Index
+
+        index = Index(ndim=self.dim, metric="cos", dtype="f32")
+        with Progress(disable=not self.show_progress, transient=True) as progress:
+            task = progress.add_task("indexing vectors", total=total)
+            for batch in batches:
+                keys = np.array([r[0] for r in batch], dtype=np.uint64)
+                vecs = np.frombuffer(b"".join(bytes(r[1]) for r in batch), dtype=np.float32).reshape(len(batch), -1)
+                index.add(keys, vecs)
+                progress.advance(task, len(batch))
         self._index, self.gen, self._dirty = index, gen, True
         self.flush()
 
@@ -104,12 +115,23 @@ class HnswIndex:
         """
         if before != self.gen:
             self.open(db)
+            self._dirty = True
         else:
-            if add:
-                self._index.add(np.array(add, dtype=np.uint64), np.stack(vectors))
-            for key in remove:
-                self._index.remove(key)
-            self.gen = before + 1
+            self.apply(before + 1, add, vectors, remove)
+
+    def apply(
+        self, gen: int, add: Sequence[int] = (), vectors: Sequence[npt.NDArray[np.float32]] = (),
+        remove: Sequence[int] = (),
+    ) -> None:  # fmt: skip
+        """Follow the changes that brought the database to generation ``gen`` (keys already held are kept)."""
+        for key in remove:
+            self._index.remove(key)
+        if add:
+            keys = np.array(add, dtype=np.uint64)
+            new = ~np.asarray(self._index.contains(keys), dtype=bool).reshape(-1)
+            if new.any():
+                self._index.add(keys[new], np.stack(vectors)[new])
+        self.gen = gen
         self._dirty = True
 
     def search(self, query: npt.NDArray[np.float32], count: int) -> list[tuple[int, float]]:

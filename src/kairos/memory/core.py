@@ -144,13 +144,15 @@ class UserMemory:
     ) -> UserMemory:  # fmt: skip
         """The memory of ``user`` in ``<state_dir>/knowledge.db``, or in PostgreSQL when ``store`` is its URL.
 
-        Past conversations stay in the workspace's knowledge base either way.
+        Past conversations go to the knowledge base of the same store: the workspace's ``knowledge.db``,
+        or the deployment's PostgreSQL database (every worker then recalls every session), with this
+        process's index caches in ``state_dir``.
 
         Raises:
             StoreError: the database is damaged or was built with another embedder (a clear message).
         """
         check_user(user)
-        kb = KnowledgeBase.open(state_dir, embedder)
+        kb = KnowledgeBase.open(state_dir, embedder, url=store)
         try:
             memories = open_memory_store(state_dir, embedder.dim, embedder.name, store)
         except BaseException:
