@@ -1,8 +1,8 @@
-"""Knowledge base and the storage layer user memory shares: SQLite + FTS5 + HNSW, hybrid retrieval (RRF).
+"""Knowledge base and the storage layer user memory shares: SQLite + tantivy + HNSW, hybrid retrieval (RRF).
 
-See :mod:`kairos.knowledge.store` for the storage, :mod:`kairos.knowledge.base` for ingest and
-retrieval (:mod:`kairos.knowledge.ingest`: what an ingest reports), :mod:`kairos.knowledge.tools` for the
-agent's ``kb_*`` tools.
+See :mod:`kairos.knowledge.store` for the storage (:mod:`kairos.knowledge.store_pg`: the same on
+PostgreSQL), :mod:`kairos.knowledge.base` for ingest and retrieval (:mod:`kairos.knowledge.ingest`:
+what an ingest reports), :mod:`kairos.knowledge.tools` for the agent's ``kb_*`` tools.
 """
 
 from kairos.knowledge.base import Hit, KnowledgeBase, SearchResult, rrf

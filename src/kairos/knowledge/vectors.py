@@ -3,7 +3,8 @@
 The vectors live in the ``chunks`` table; this index (``knowledge.usearch``, with the generation it
 matches in ``knowledge.json`` beside it) is rebuilt from them whenever it is missing, unreadable or
 of another generation. The caller (:class:`~kairos.knowledge.store.SQLiteKnowledgeStore`) holds its
-lock around every call.
+lock around every call. The PostgreSQL store's cache (:mod:`kairos.knowledge.pg_cache`) uses the
+parts that know no database: :meth:`HnswIndex.restore`, :meth:`HnswIndex.fill` and :meth:`HnswIndex.apply`.
 """
 
 from __future__ import annotations
