@@ -129,8 +129,11 @@ class PgKnowledgeStore(RowReads):
             self._db.migrate("knowledge", MIGRATIONS)
             instance = self._settings(f"{embedder_name}:{dim}")
             ensure_state_dir(state_dir)
-            key = hashlib.sha256(f"{self.path}\n{instance}".encode()).hexdigest()[:16]
-            self.cache = PgIndexCache(state_dir / CACHE_DIR / key, dim, show_progress=show_progress)
+            folder = state_dir / CACHE_DIR / hashlib.sha256(f"{self.path}\n{instance}".encode()).hexdigest()[:16]
+            try:
+                self.cache = PgIndexCache(folder, dim, show_progress=show_progress)
+            except (OSError, ValueError, RuntimeError) as e:
+                raise StoreError(f"cannot use the index cache {folder} of {WHAT} at {self.path}: {e}") from e
         except BaseException:
             self._db.close()
             raise
