@@ -47,6 +47,7 @@ from kairos.models.types import Message, estimate_tokens
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RecordDB, RuntimeDB
 from kairos.runtime.events import Event, idempotency_key, inbox_event, same_payload
+from kairos.runtime.group_commit import GroupCommit
 from kairos.runtime.handle import (
     NO_RUNTIME,
     RUNTIME_RESOURCE,
@@ -157,8 +158,8 @@ class Runtime(SessionQueries):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._known: set[str] = set()
         """Sessions seen to exist (sessions are never deleted, so a hit needs no query)."""
-        self._posts: list[tuple[str, InboxEvent, str | None, EventAccepted, asyncio.Future[int | None]]] = []
-        """Events submitted in this loop tick, written in one transaction (group commit)."""
+        self._commits = GroupCommit(store.trajectories, self._stored)
+        """Events submitted in one loop tick are written in one transaction."""
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -422,7 +423,7 @@ class Runtime(SessionQueries):
         guidance = await self.handlers.guidance(event) if self.handlers.handlers else ""
         posted = inbox_event(event, strategy, guidance)
         key = idempotency_key(sid, event)
-        seq = await self._post_durably(sid, posted, key, accepted)
+        seq = await self._commits.post(sid, posted, key, accepted)
         if seq is None:
             assert key is not None
             if not same_payload(self.store.trajectories.posted_record(key), event_record(posted)):
@@ -477,33 +478,10 @@ class Runtime(SessionQueries):
         self._deliver(session_id, Posted(done[0], event, done[1]))
         return done[0]
 
-    async def _post_durably(
-        self, session_id: str, event: InboxEvent, key: str | None, accepted: EventAccepted
-    ) -> int | None:
-        """Queue for the tick's group commit; ``accepted`` is published (with its ``seq``) once stored."""
-        fut: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self._posts.append((session_id, event, key, accepted, fut))
-        if len(self._posts) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_posts)
-        return await fut
-
-    def _flush_posts(self) -> None:
-        batch, self._posts = self._posts, []
-        if not batch:
-            return
-        try:
-            results = self.store.trajectories.post_events([(s, e.kind, event_record(e), k) for s, e, k, *_ in batch])
-        except Exception as e:  # nothing of the batch was stored: every sender gets the error
-            for *_, fut in batch:
-                if not fut.done():
-                    fut.set_exception(e)
-            return
-        for (sid, event, _, accepted, fut), done in zip(batch, results, strict=True):
-            if done is not None:
-                self.publish(sid, accepted.model_copy(update={"seq": done[0]}))
-                self._deliver(sid, Posted(done[0], event, done[1]))
-            if not fut.done():
-                fut.set_result(None if done is None else done[0])
+    def _stored(self, session_id: str, event: InboxEvent, accepted: EventAccepted, posted: tuple[int, float]) -> None:
+        """A submitted event is in the session's inbox: say so on the stream, hand it to a worker."""
+        self.publish(session_id, accepted.model_copy(update={"seq": posted[0]}))
+        self._deliver(session_id, Posted(posted[0], event, posted[1]))
 
     def _deliver(self, session_id: str, posted: Posted) -> None:
         """Hand a stored event to the session's live worker, or start one."""
