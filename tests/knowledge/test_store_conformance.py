@@ -423,19 +423,122 @@ def test_past_conversations_of_a_postgres_deployment_are_shared(postgres_url: st
         kb.close()
 
 
-def test_the_entity_graph_says_it_needs_the_embedded_store(postgres_url: str, tmp_path: Path) -> None:
-    from kairos.knowledge.entity_graph import TripleExtractor, build_graph, search_graph
+def test_the_entity_graph_on_postgres_ranks_as_on_sqlite(postgres_url: str, tmp_path: Path) -> None:
+    from kairos.knowledge.entity_graph import TripleExtractor, build_graph, graph_ranking, query_entities
+    from kairos.knowledge.store_pg import PgKnowledgeStore
+    from kairos.testing import ScriptedModel
+    from tests.knowledge.test_entity_graph import FACTS, FILLER, add_doc, triples_for, triples_of
+
+    questions = ["Where does Rex's previous owner live now?", "Who teaches chemistry?", "What did Bo give Ann?"]
+    seen: dict[str, Any] = {}
+    for name, url in (("sqlite", "embedded"), ("postgres", postgres_url)):
+        kb = KnowledgeBase.open(tmp_path / name, EMB, url=url)
+        try:
+            assert isinstance(kb.store, PgKnowledgeStore) == (name == "postgres")
+            add_doc(kb, [*FACTS, *FILLER])
+            add_doc(kb, ["Bo relocated to Lisbon in the spring.", "Rex chased a ball."], "other.md")
+            results = [asyncio.run(build_graph(kb, source, TripleExtractor(ScriptedModel([triples_for] * 40))))
+                       for source in ("story.md", "other.md")]  # fmt: skip
+            again = asyncio.run(build_graph(kb, "story.md", TripleExtractor(ScriptedModel([]))))
+            searches = [kb.search(q, k=5, mode="hybrid+graph") for q in questions]
+            assert all(not s.warning for s in searches)
+            seeds = query_entities(kb.store, questions[0])
+            seen[name] = (
+                [(r.status, r.chunks, r.triples, r.dropped) for r in results], again.status, triples_of(kb),
+                [[(h.chunk.source, h.chunk.position, h.graph_rank, round(h.score, 9)) for h in s.hits]
+                 for s in searches],
+                sorted(seeds.values()),
+                [(h.source, h.position) for h in graph_ranking(kb.store, seeds, 10, Filters(), max_fanout=2)],
+            )  # fmt: skip
+        finally:
+            kb.close()
+    assert seen["postgres"] == seen["sqlite"]
+    built, again, triples, ranked, seeds, hubless = seen["postgres"]
+    assert built == [("built", 28, 4, 0), ("built", 2, 1, 0)] and again == "unchanged"
+    assert ("rex", "puppy of", "ann lee") in triples and seeds == ["rex"] and hubless
+    assert ("story.md", 1) in [(source, position) for source, position, _, _ in ranked[0]]  # Bo's move, two hops
+    assert any(rank is not None for _, _, rank, _ in ranked[0])
+
+
+def _graph_kb(backend: Backend, worker: int) -> KnowledgeBase:
+    return KnowledgeBase(backend.open(worker), EMB)
+
+
+def test_removing_a_source_removes_its_triples_on_every_backend(backend: Backend) -> None:
+    from kairos.knowledge.entity_graph import TripleExtractor, build_graph
+    from kairos.testing import ScriptedModel
+    from tests.knowledge.test_entity_graph import FACTS, add_doc, triples_for, triples_of
+
+    kb = _graph_kb(backend, 0)
+    add_doc(kb, list(FACTS))
+    add_doc(kb, ["Bo relocated to Lisbon in the spring."], "other.md")
+    for source in ("story.md", "other.md"):
+        assert asyncio.run(build_graph(kb, source, TripleExtractor(ScriptedModel([triples_for] * 3)))).triples
+    assert len(triples_of(kb)) == 4  # "bo relocated to lisbon" from both documents: one triple each
+    kb.remove("story.md")
+    assert triples_of(kb) == {("bo", "relocated to", "lisbon")}
+    with kb.store.read() as db:
+        assert db.execute("SELECT count(*) FROM graph_chunks").fetchone()[0] == 1
+        assert db.execute("SELECT count(*) FROM graph_triples").fetchone()[0] == 1
+    found = kb.search("Where did Bo move?", k=3, mode="hybrid+graph")
+    assert not found.warning and [h.chunk.source for h in found.hits] == ["other.md"]
+    kb.remove("other.md")
+    assert triples_of(kb) == set()
+    assert "no entity graph" in kb.search("Where did Bo move?", k=3, mode="hybrid+graph").warning
+    _consistent(kb.store)
+
+
+NAMES = [f"Agent {chr(ord('A') + i)}lpha" for i in range(12)]
+
+
+def _chain(request: Any) -> Any:
+    """Triples linking every name of the passage to the next one, in the order the passage names them."""
+    from kairos.testing import call, reply
+
+    passage = request.messages[0].content
+    named = sorted((passage.index(n), n) for n in NAMES if n in passage)
+    chain = [{"subject": a, "relation": "met", "object": b} for (_, a), (_, b) in zip(named, named[1:], strict=False)]
+    return reply("", call("triples", {"triples": chain}))
+
+
+def test_two_workers_building_graphs_that_share_entities_both_succeed(backend: Backend) -> None:
+    from kairos.knowledge.entity_graph import TripleExtractor, build_graph
     from kairos.testing import ScriptedModel
 
-    kb = KnowledgeBase.open(tmp_path, EMB, url=postgres_url)
-    try:
-        kb.add_text("a.md", "Ann adopted a puppy from Bob.")
-        result = asyncio.run(build_graph(kb, "a.md", TripleExtractor(ScriptedModel([]))))
-        assert result.status == "error" and "needs the embedded knowledge store" in result.message
-        with pytest.raises(StoreError, match="needs the embedded knowledge store"):
-            search_graph(kb, "who adopted a puppy", 3)
-    finally:
-        kb.close()
+    kbs = [_graph_kb(backend, 0), _graph_kb(backend, 1)]
+    rounds = 4
+    for n, kb in enumerate(kbs):
+        order = NAMES if n == 0 else NAMES[::-1]  # the two workers name the entities in opposite orders
+        for r in range(rounds):
+            texts = [
+                f"Round {r} note {i} of worker {n}: " + ", ".join(order[i:] + order[:i]) + " met." for i in range(6)
+            ]
+            kb.add_chunks(DocumentIn(f"w{n}-{r}.md", "text", f"{n}.{r}"), [ChunkIn(t, i) for i, t in enumerate(texts)])
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+    results: list[Any] = []
+
+    def build(n: int) -> None:
+        try:
+            for r in range(rounds):
+                start.wait(WAIT_S)
+                extractor = TripleExtractor(ScriptedModel([_chain] * 6))
+                results.append(asyncio.run(build_graph(kbs[n], f"w{n}-{r}.md", extractor, batch_chars=0)))
+        except BaseException as e:  # reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=build, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_S * 4)
+    assert not errors
+    assert [(r.status, r.chunks, r.triples) for r in results] == [("built", 6, 6 * (len(NAMES) - 1))] * 2 * rounds
+    with kbs[1].store.read() as db:
+        names = db.execute("SELECT name, count(*) FROM graph_entities GROUP BY name").fetchall()
+        triples = db.execute("SELECT count(*) FROM graph_triples").fetchone()[0]
+    assert sorted(names) == sorted((n.lower(), 1) for n in NAMES)
+    assert triples == 2 * rounds * 6 * (len(NAMES) - 1)
 
 
 def test_kb_commands_use_the_store_they_are_given(postgres_url: str, tmp_path: Path) -> None:

@@ -8,11 +8,11 @@ machines); these records are the contract between them, :mod:`kairos.knowledge.b
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -213,8 +213,43 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique) if unique else None
 
 
+class Cursor(Protocol):
+    """The rows of a statement on :class:`SideTables` (an ``sqlite3`` or a psycopg cursor)."""
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+        ...
+
+    def fetchall(self) -> list[Any]:
+        """The remaining rows."""
+        ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class SideTables(Protocol):
+    """A connection to other owners' tables beside the chunks (the entity graph's), on either backend.
+
+    Statements take ``?`` placeholders and SQL that both SQLite and PostgreSQL run (``ON CONFLICT``,
+    ``RETURNING``); the chunks and documents tables are named by the store's ``CHUNKS`` and ``DOCUMENTS``.
+    """
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor:
+        """Run one statement (in the block's transaction); fetch its rows from the cursor."""
+        ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> object:
+        """Run one statement over many rows."""
+        ...
+
+
 class KnowledgeStore(Protocol):
     """Documents, chunks and vectors with filtered BM25 and dense retrieval (SQLite or PostgreSQL)."""
+
+    DOCUMENTS: ClassVar[str]
+    """The documents table's name (``documents``; ``kb_documents`` in PostgreSQL)."""
+    CHUNKS: ClassVar[str]
+    """The chunks table's name (``chunks``; ``kb_chunks`` in PostgreSQL)."""
 
     clock: StageClock
     """Seconds spent per ingest stage."""
@@ -308,10 +343,10 @@ class KnowledgeStore(Protocol):
         """Bring another owner's tables beside the chunks (the entity graph's) to their version."""
         ...
 
-    def read(self) -> AbstractContextManager[Any]:
-        """The database connection for reads of those tables."""
+    def read(self) -> AbstractContextManager[SideTables]:
+        """A connection for reads of those tables (with the chunks and documents)."""
         ...
 
-    def write(self) -> AbstractContextManager[Any]:
-        """One write transaction on those tables."""
+    def write(self) -> AbstractContextManager[SideTables]:
+        """One write transaction on those tables: all of it or nothing."""
         ...

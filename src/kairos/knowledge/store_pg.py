@@ -18,8 +18,11 @@ component's), with every read shared with it (:mod:`kairos.knowledge.rows`):
   current version of a source back that up).
 - The change log keeps the last ``keep_changes`` generations; a cache older than that is rebuilt
   from the rows.
-- The entity graph (:mod:`kairos.knowledge.entity_graph`) keeps raw SQLite tables beside the chunks:
-  it needs the embedded store, and says so (:class:`StoreError`) when asked for here.
+- The entity graph (:mod:`kairos.knowledge.entity_graph`) keeps its tables beside ``kb_chunks``
+  (deleted with them), migrated per owner in ``schema_versions`` by :meth:`PgKnowledgeStore.ensure`;
+  :meth:`~PgKnowledgeStore.read` (one read-only snapshot) and :meth:`~PgKnowledgeStore.write` (one
+  read-committed transaction) hand it a :class:`PgTables`, which runs the graph's ``?`` statements
+  through :func:`~kairos.storage.pg_sql.pg_sql` — the same statements as on SQLite.
 - The embedder is recorded on first use; a process with another embedder is refused.
 """
 
@@ -31,18 +34,27 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from kairos.errors import StoreError
 from kairos.knowledge.pg_cache import PgIndexCache, Query
-from kairos.knowledge.records import NO_FILTERS, ChunkHit, ChunkIn, DocumentIn, Filters, StoredDocument, query_words
+from kairos.knowledge.records import (
+    NO_FILTERS,
+    ChunkHit,
+    ChunkIn,
+    Cursor,
+    DocumentIn,
+    Filters,
+    StoredDocument,
+    query_words,
+)
 from kairos.knowledge.rows import DOC_COLS, RowReads, Rows, Scored, checked, doc_of, insert_version
 from kairos.knowledge.stages import StageClock
 from kairos.paths import ensure_state_dir
-from kairos.storage.pg_sql import pg_sql
+from kairos.storage.pg_sql import pg_ddl, pg_sql
 from kairos.storage.postgres import PgDatabase, fault
 
 if TYPE_CHECKING:
@@ -53,10 +65,6 @@ WHAT = "the knowledge database"
 CACHE_DIR = "knowledge-pg-cache"
 KEEP_CHANGES = 10_000
 """Generations of the change log kept: a cache further behind is rebuilt from the rows."""
-GRAPH_NEEDS_EMBEDDED = (
-    "the entity graph (kb add --graph, --mode hybrid+graph) needs the embedded knowledge store; this deployment "
-    "keeps its knowledge base in PostgreSQL ([storage] store), where the graph is not available yet"
-)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS kb_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS kb_generation (
@@ -89,6 +97,29 @@ MIGRATIONS: tuple[str, ...] = (_SCHEMA,)
 
 def _fetch(cursor: Any) -> Rows:
     return list(cursor.fetchall()) if cursor.description is not None else []
+
+
+class PgTables:
+    """Other owners' tables beside the chunks (the entity graph's) on one connection: ``?`` statements.
+
+    The :class:`~kairos.knowledge.records.SideTables` of :meth:`PgKnowledgeStore.read` and
+    :meth:`PgKnowledgeStore.write`; statements go through :func:`pg_sql`, inside the caller's transaction.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
+        """Run one statement; its cursor (fetch from it only when the statement returns rows)."""
+        cursor: Cursor = self._conn.execute(pg_sql(sql), list(parameters))
+        return cursor
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> None:
+        """Run one statement over many rows (pipelined)."""
+        rows = [list(p) for p in parameters]
+        if rows:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(pg_sql(sql), rows)
 
 
 class PgKnowledgeStore(RowReads):
@@ -125,6 +156,7 @@ class PgKnowledgeStore(RowReads):
         self.clock = StageClock()
         """Seconds this store spent per ingest stage (rows, commit)."""
         self._lock = threading.RLock()
+        self._ensured: set[str] = set()
         try:
             self._db.migrate("knowledge", MIGRATIONS)
             instance = self._settings(f"{embedder_name}:{dim}")
@@ -303,19 +335,43 @@ class PgKnowledgeStore(RowReads):
         with self._lock:
             self._sync(bm25=force)
 
-    # ---- the entity graph's tables: not here --------------------------------------------------
+    # ---- other owners' tables beside the chunks (the entity graph's) ------------------------
 
-    def ensure(self, owner: str, migrations: Sequence[Any]) -> NoReturn:
-        """The entity graph's tables are SQLite's: refused with a clear :class:`StoreError`."""
-        raise StoreError(GRAPH_NEEDS_EMBEDDED)
+    def ensure(self, owner: str, migrations: Sequence[Any]) -> None:
+        """Bring ``owner``'s tables to version ``len(migrations)`` (once per process; :func:`pg_ddl` applied).
 
-    def read(self) -> NoReturn:
-        """Refused: see :meth:`ensure`."""
-        raise StoreError(GRAPH_NEEDS_EMBEDDED)
+        Raises:
+            SchemaTooNewError: a newer kairos migrated them; nothing was written.
+            TypeError: a migration is Python code for SQLite (these must be SQL).
+        """
+        with self._lock:
+            if owner in self._ensured:
+                return
+            scripts = []
+            for n, step in enumerate(migrations, 1):
+                if not isinstance(step, str):
+                    raise TypeError(f"migration {n} of {owner!r} is Python for SQLite; PostgreSQL needs SQL")
+                scripts.append(pg_ddl(step))
+            with self._faults():
+                self._db.migrate(owner, scripts)
+            self._ensured.add(owner)
 
-    def write(self) -> NoReturn:
-        """Refused: see :meth:`ensure`."""
-        raise StoreError(GRAPH_NEEDS_EMBEDDED)
+    @contextmanager
+    def read(self) -> Iterator[PgTables]:
+        """Those tables (and the chunks) in one read-only snapshot."""
+        with self._faults(), self._db.connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield PgTables(conn)
+
+    @contextmanager
+    def write(self) -> Iterator[PgTables]:
+        """One read-committed transaction on those tables: committed when the block ends, else rolled back.
+
+        Read committed, so that a statement that waited for another worker's insert (``ON CONFLICT DO
+        NOTHING`` on a name it inserted too) and the next statement see that worker's row once committed.
+        """
+        with self._faults(), self._db.transaction() as conn:
+            yield PgTables(conn)
 
     # ---- retrieval ----------------------------------------------------------------------------
 
@@ -400,4 +456,4 @@ class PgKnowledgeStore(RowReads):
         self.close()
 
 
-__all__ = ["CACHE_DIR", "GRAPH_NEEDS_EMBEDDED", "KEEP_CHANGES", "MIGRATIONS", "PgKnowledgeStore"]
+__all__ = ["CACHE_DIR", "KEEP_CHANGES", "MIGRATIONS", "PgKnowledgeStore", "PgTables"]
