@@ -6,7 +6,7 @@ names a ``postgresql://`` URL (the indexes are then cached in the state dir). Ev
 is its own transaction: a bad file is reported and the others are still added. ``add --tree`` /
 ``--graph`` also build the documents' summary trees and entity graphs with the chat model (model
 output cached in ``<state dir>/knowledge-cache.db``, so a rebuild is free); ``search --mode
-hybrid+tree|hybrid+graph`` uses them (the entity graph needs the embedded store).
+hybrid+tree|hybrid+graph`` uses them (on either store).
 ``add --contextual`` indexes every chunk with a model-written context (cached the same way) and
 ``search --mode hybrid+rerank`` has the model judge the top fused candidates.
 """
