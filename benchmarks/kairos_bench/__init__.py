@@ -148,3 +148,9 @@ SCALE = Bench(
     "front end + 1/2 kairos workers on PostgreSQL+NATS, 1,000 sessions, webhooks, kill -9 every 30 s: lost, handover",
     takes_duration=True,
 )
+FAST_SLOW = Bench(
+    "fast_slow",
+    "fast/slow thinking: first-response latency, final accuracy, contradictions of Plan 2 vs Plan 1 vs one model",
+    takes_limit=True,
+    options=("modes", "no_model"),
+)
