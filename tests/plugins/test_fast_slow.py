@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +23,9 @@ from kairos.plugins.fast_slow import (
     is_no_update,
     single,
 )
+from kairos.runtime import Event, Runtime
 from kairos.testing import ScriptedModel, call, reply, trajectory_problems
+from kairos.testing.runtime import gather_answers
 from kairos.tools.function import tool
 
 GATE: asyncio.Event | None = None
@@ -250,3 +253,16 @@ async def test_the_single_model_baseline_answers_with_its_tools(session: Session
     agent = background(ScriptedModel([reply("", call("calculate", {"expression": "17*23"})), reply("391")]))
     _, said = await collect(single(agent, session, "What is 17 times 23?"))
     assert [(s.kind, s.text) for s in said] == [("answer", "391")]
+
+
+async def test_under_the_runtime_the_session_worker_runs_the_follow_up_turn(tmp_path: Path) -> None:
+    """Text chat (``kairos serve``/``chat``): the wake-up lands in the inbox and the worker answers again."""
+    bg_model = ScriptedModel([reply("", call("calculate", {"expression": "17*23"})), reply("It is 391.")])
+    fg_model = ScriptedModel([reply("About 400, let me check."), advised("Correction: I said about 400; it is 391.")])
+    async with Runtime(foreground(fg_model, background(bg_model)), SessionStore(tmp_path)) as rt:
+        sid = rt.create_session("voice")
+        listening = asyncio.create_task(gather_answers(rt, sid, lambda answers: len(answers) == 2, timeout_s=30))
+        await asyncio.sleep(0)
+        await rt.submit(Event("user.input", "What is 17 times 23?", {"type": "user"}, "test", session=sid))
+        answers = await listening
+    assert answers == ["About 400, let me check.", "Correction: I said about 400; it is 391."]
