@@ -10,6 +10,7 @@ import pytest
 
 from kairos.agent import Agent, ModelDeltaEvent
 from kairos.agent.events import AgentEvent
+from kairos.context.inbox import TaskCompleted
 from kairos.context.session import Session, SessionStore
 from kairos.errors import ConfigError
 from kairos.models.types import STATUS, ModelRequest, ModelResponse, TextDelta
@@ -225,6 +226,24 @@ async def test_advice_that_only_confirms_is_not_said(session: Session) -> None:
     shown = "".join(e.delta.text for e in events if isinstance(e, ModelDeltaEvent) and isinstance(e.delta, TextDelta))
     assert shown == "17 times 23 is 391."
     assert is_no_update(" NO_UPDATE. ") and not is_no_update("NO_UPDATE is wrong")
+
+
+async def test_a_resumed_session_does_not_check_its_old_questions_again(store: SessionStore) -> None:
+    session = store.new()
+    bg_model = ScriptedModel([reply("391")])
+    await collect(
+        converse(
+            foreground(ScriptedModel([reply("Checking."), advised("391.")]), background(bg_model)), session, "17*23?"
+        )
+    )
+    sid = session.id
+    await session.aclose()
+    resumed = store.resume(sid)
+    resumed.post(TaskCompleted("timer-1", "a reminder", source="timer"))
+    fg = foreground(ScriptedModel([reply("Noted.")]), background(bg_model))
+    await collect(fg.run(resumed))  # a run with no new question
+    assert fg.pipeline.service(SlowThinking).jobs(resumed) == [] and len(bg_model.requests) == 1  # type: ignore[union-attr]
+    await resumed.aclose()
 
 
 async def test_route_decides_which_questions_get_a_check(session: Session) -> None:

@@ -204,6 +204,10 @@ class SlowThinking(Plugin):
                 n += 1
         return n
 
+    async def open(self, ctx: RunContext) -> None:
+        """Questions already in the trajectory (a resumed session) get no check."""
+        self.board(ctx.session).last_question = _newest_question(ctx.session.message_list())
+
     async def close(self, ctx: RunContext) -> None:
         """The foreground session closes: its checks are cancelled and awaited."""
         board = ctx.session.state.get(self._key)
@@ -222,7 +226,7 @@ class SlowThinking(Plugin):
         if at != "turn_start":
             return ()
         messages = ctx.session.message_list()
-        index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].from_user), -1)
+        index = _newest_question(messages)
         board = self.board(ctx.session)
         if index <= board.last_question:
             return ()  # a follow-up turn (a wake-up), or a run with no new question
@@ -299,6 +303,11 @@ class SlowThinking(Plugin):
             ctx.post(TaskCompleted(job.id, text, source=SOURCE, ok=ok))
         except Exception as e:  # the session closed meanwhile
             log.warning("background check %s could not wake the foreground: %s", job.id, e)
+
+
+def _newest_question(messages: Sequence[Message]) -> int:
+    """Index of the newest real user message (-1: none)."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].from_user), -1)
 
 
 # -- driving a conversation outside the runtime ---------------------------------------------
