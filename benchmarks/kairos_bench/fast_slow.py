@@ -258,13 +258,15 @@ def lookup_fact(topic: str, facts: dict[str, str]) -> str:
     return "\n".join(f"{k}: {facts[k]}" for k in best)
 
 
-def bench_tools(today: date) -> list[Tool]:
-    """``calculate``, ``lookup`` (the fixture file) and ``today``."""
+def bench_tools(today: date, log: list[str] | None = None) -> list[Tool]:
+    """``calculate``, ``lookup`` (the fixture file) and ``today``; each call is noted in ``log``."""
     facts: dict[str, str] = json.loads(FACTS_FILE.read_text(encoding="utf-8"))
+    calls = log if log is not None else []
 
     @tool
     def calculate(expression: str) -> str:
         """Evaluate an arithmetic expression exactly, e.g. 12*(3+4) or 2**10."""
+        calls.append(f"calculate({expression!r})")
         try:
             return calculate_expression(expression)
         except (ValueError, SyntaxError, ZeroDivisionError) as e:
@@ -273,11 +275,13 @@ def bench_tools(today: date) -> list[Tool]:
     @tool
     def lookup(topic: str) -> str:
         """Look up a fact about the company: plans and prices, rooms, who is on call, orders, offices."""
+        calls.append(f"lookup({topic!r})")
         return lookup_fact(topic, facts)
 
     @tool(name="today")
     def today_tool() -> str:
         """Today's date and day of the week."""
+        calls.append("today()")
         return f"{today.isoformat()} ({today:%A, %B} {today.day}, {today.year})"
 
     return [calculate, lookup, today_tool]
@@ -477,7 +481,8 @@ async def _run(
         fast_m = fast_model if fast_model is not None and not isinstance(fast_model, str) else model
     rows: list[dict[str, Any]] = []
     try:
-        tools = bench_tools(day)
+        log: list[str] = []
+        tools = bench_tools(day, log)
         slow = Agent(slow_m, tools=tools, system=SLOW_SYSTEM, status=LinesOnly(), max_iterations=6, max_tokens=160)
         fast = Agent(fast_m, system=FAST_SYSTEM, status=LinesOnly(), max_tokens=80)
         plan2 = Agent(
@@ -492,10 +497,10 @@ async def _run(
             try:
                 for case in table:
                     for mode in modes:
-                        t0 = time.monotonic()
+                        t0, seen = time.monotonic(), len(log)
                         said = await _ask(mode, fast, slow, plan2, store, case.question)
                         total = time.monotonic() - t0
-                        rows.append(_row(mode, case, said, total))
+                        rows.append(_row(mode, case, said, total) | {"tool_calls": log[seen:]})
                         r = rows[-1]
                         console.print(
                             f"{case.id:13s} {mode:6s} first {r['first_response_ms']!s:>8} ms  "

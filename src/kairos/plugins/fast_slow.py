@@ -63,7 +63,8 @@ under "Background check".
 instead of guessing.
 - When advice arrives, give the user the checked answer in your own words.
 - Never contradict what you said earlier without saying so: "Correction: I said X, it is Y."
-- If the advice only confirms what you already said, reply exactly {NO_UPDATE}."""
+- If the advice only confirms what you already said, reply exactly {NO_UPDATE}.
+- The status is for you: never read it out."""
 """The foreground's system-prompt part (after the cache boundary): how to use advice."""
 
 SOURCE = "background check"
@@ -256,7 +257,7 @@ class SlowThinking(Plugin):
                 lines.append(f"{head} {clean(job.error, 200)}. Tell the user you could not check it.")
             else:
                 used = f"; used {', '.join(dict.fromkeys(job.tools))}" if job.tools else ""
-                lines.append(f"{head} still running ({now - job.started:.0f} s{used}).")
+                lines.append(f"{head} still running ({now - job.started:.0f} s{used}); no advice yet.")
         return lines
 
     # -- the background --------------------------------------------------------------------
