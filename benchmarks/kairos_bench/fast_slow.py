@@ -248,10 +248,22 @@ def calculate_expression(expression: str) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
 
 
+_STOP = frozenset("a an and the of for in on at is are what which who this week".split())  # noqa: SIM905
+
+
+def _words(text: str) -> set[str]:
+    """Content words, plurals folded ("plans and prices" finds "Falcon plan price")."""
+    out = set()
+    for w in re.findall(r"[a-z0-9]+", text.lower()):
+        if w not in _STOP:
+            out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
 def lookup_fact(topic: str, facts: dict[str, str]) -> str:
-    """The fixture facts whose key shares the most words with ``topic``."""
-    words = set(re.findall(r"[a-z0-9]+", topic.lower()))
-    scored = sorted(((len(words & set(re.findall(r"[a-z0-9]+", k.lower()))), k) for k in facts), reverse=True)
+    """The fixture facts whose key shares the most words with ``topic`` (a category word lists the category)."""
+    words = _words(topic)
+    scored = sorted(((len(words & _words(k)), k) for k in facts), reverse=True)
     best = [k for n, k in scored if n and n == scored[0][0]]
     if not best:
         return f"nothing found for {topic!r}; known topics: {', '.join(facts)}"

@@ -79,3 +79,4 @@ def test_the_tools() -> None:
     facts = {"Falcon plan price": "$37", "Eagle plan price": "$59"}
     assert bench.lookup_fact("falcon plan", facts) == "Falcon plan price: $37"
     assert "nothing found" in bench.lookup_fact("weather", facts)
+    assert bench.lookup_fact("plans and prices", facts) == "Falcon plan price: $37\nEagle plan price: $59"
