@@ -2,8 +2,9 @@ import numpy as np
 
 from kairos.voice.asr import StreamingTranscriber, WhisperTranscriber
 from kairos.voice.audio import FRAME_SAMPLES, Pcm, silence
+from kairos.voice.listen import Listener
 from kairos.voice.tts import EspeakSynthesizer, HibariSynthesizer
-from kairos.voice.vad import Endpointer, SileroConfirmer, WebRtcGate, looks_unfinished
+from kairos.voice.vad import SileroConfirmer, WebRtcGate
 from kairos.voice.wer import word_error_rate
 
 SENTENCE = "Please remind me to call the dentist tomorrow at nine in the morning."
@@ -34,23 +35,13 @@ def test_streaming_rereads_the_whole_growing_segment() -> None:
 
 
 def _turns(audio: Pcm, whisper: WhisperTranscriber) -> list[str]:
-    """Endpointer and streaming ASR wired the way a listener wires them; the final transcript of each turn."""
-    st = StreamingTranscriber(whisper, interval_ms=1000)
-    ep = Endpointer(WebRtcGate(), SileroConfirmer(), silence_ms=600, hold_ms=2000,
-                    unfinished=lambda: looks_unfinished(st.interim))  # fmt: skip
-    finals: list[str] = []
-    for i in range(0, len(audio) - FRAME_SAMPLES + 1, FRAME_SAMPLES):
-        frame = audio[i : i + FRAME_SAMPLES]
-        if ep.in_speech:
-            st.feed(frame)
-        for event in ep.feed(frame):
-            if event.kind == "speech_start":
-                st.start(audio[event.segment_start_ms * 16 : i + FRAME_SAMPLES])
-            elif event.kind == "pause":
-                st.refresh()  # the interim transcript the hold decision reads
-            elif event.kind == "end_of_speech":
-                finals.append(st.finish())
-    return finals
+    """The final transcript of each turn a listener hears in ``audio``."""
+    listener = Listener(whisper, WebRtcGate(), SileroConfirmer(), silence_ms=600, hold_ms=2000)
+    heard = [h for i in range(0, len(audio) - FRAME_SAMPLES + 1, FRAME_SAMPLES)
+             for h in listener.feed(audio[i : i + FRAME_SAMPLES])]  # fmt: skip
+    assert [h.kind for h in heard][0] == "speech_start"
+    assert all(a.at_ms <= b.at_ms for a, b in zip(heard, heard[1:], strict=False))
+    return [h.text for h in heard if h.kind == "final"]
 
 
 def test_a_dictated_number_is_one_turn_but_the_same_pause_after_a_sentence_ends_it(

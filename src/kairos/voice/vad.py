@@ -219,6 +219,11 @@ class Endpointer:
         self._held = False
 
     @property
+    def fed_ms(self) -> int:
+        """Audio fed so far, in ms."""
+        return self._t
+
+    @property
     def in_speech(self) -> bool:
         """Whether a turn is open."""
         return self._in_speech

@@ -1,0 +1,84 @@
+"""The listening half of the cascade: endpointer and streaming ASR wired together on one frame stream.
+
+Frames go to the endpointer; once speech starts they also go to the streaming transcriber. At each VAD
+pause an interim transcript is taken, and that is the text the endpointer's dictation hold reads, so a
+pause after "my number is five five five" keeps the floor with the user.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from kairos.voice.asr import StreamingTranscriber, Transcriber
+from kairos.voice.audio import FRAME_MS, Pcm
+from kairos.voice.vad import Endpointer, SpeechConfirmer, SpeechGate, looks_unfinished
+
+
+@dataclass(frozen=True)
+class Heard:
+    """What the listener heard: ``speech_start``, an ``interim`` transcript, or the turn's ``final`` one.
+
+    ``at_ms`` is the audio time (from the first frame) at which it was decided.
+    """
+
+    kind: Literal["speech_start", "interim", "final"]
+    at_ms: int
+    text: str = ""
+
+
+class Listener:
+    """Frames in, speech start / interim / final transcripts out.
+
+    Args:
+        transcriber: the ASR engine.
+        gate: the endpointer's cheap test (webrtcvad).
+        confirmer: the endpointer's accurate test (Silero), or None.
+        silence_ms: silence that ends a turn.
+        hold_ms: silence that ends a turn while the interim transcript looks like dictation.
+        interval_ms: audio between interim transcripts.
+    """
+
+    def __init__(
+        self,
+        transcriber: Transcriber,
+        gate: SpeechGate,
+        confirmer: SpeechConfirmer | None = None,
+        *,
+        silence_ms: int = 600,
+        hold_ms: int = 2000,
+        interval_ms: int = 1000,
+    ) -> None:
+        self.stream = StreamingTranscriber(transcriber, interval_ms)
+        self.endpointer = Endpointer(
+            gate,
+            confirmer,
+            silence_ms=silence_ms,
+            hold_ms=hold_ms,
+            unfinished=lambda: looks_unfinished(self.stream.interim),
+        )
+        # the frames the endpointer saw before confirming a start belong to the segment (its start_ms)
+        self._recent: deque[Pcm] = deque(maxlen=max(1, 1000 // FRAME_MS))
+
+    def feed(self, frame: Pcm) -> list[Heard]:
+        """What this 30 ms frame completed."""
+        heard: list[Heard] = []
+        if self.endpointer.in_speech:
+            interim = self.stream.feed(frame)
+            if interim is not None:
+                heard.append(Heard("interim", 0, interim))
+        self._recent.append(frame)
+        for event in self.endpointer.feed(frame):
+            if event.kind == "speech_start":
+                frames_back = (event.at_ms - event.segment_start_ms) // FRAME_MS
+                self.stream.start(np.concatenate(list(self._recent)[-frames_back:]))
+                heard.append(Heard("speech_start", event.at_ms))
+            elif event.kind == "pause":
+                heard.append(Heard("interim", event.at_ms, self.stream.refresh()))
+            else:
+                heard.append(Heard("final", event.at_ms, self.stream.finish()))
+        at = self.endpointer.fed_ms
+        return [Heard(h.kind, h.at_ms or at, h.text) for h in heard]
