@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from kairos.errors import ConfigError, KairosError, StoreError
+from kairos.errors import KairosError, StoreError
 from kairos.knowledge.bm25 import TantivyBM25
 from kairos.knowledge.records import (
     NO_FILTERS,
@@ -56,7 +56,7 @@ from kairos.knowledge.stages import StageClock
 from kairos.knowledge.vectors import HnswIndex, generation
 from kairos.paths import ensure_state_dir
 from kairos.storage import Migration, connect, migrate
-from kairos.storage.config import store_kind
+from kairos.storage.config import chosen_store
 
 if TYPE_CHECKING:
     from kairos.retrieval.embeddings import Vectors
@@ -458,10 +458,7 @@ def open_knowledge_store(
         ConfigError: ``url`` names no store (shown with its password masked).
         StoreError: the store cannot be used.
     """
-    try:
-        kind = store_kind(url)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    kind = chosen_store(url)
     if kind == "postgresql":
         from kairos.knowledge.store_pg import PgKnowledgeStore
 

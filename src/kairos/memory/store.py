@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from kairos.errors import ConfigError, StoreError
+from kairos.errors import StoreError
 from kairos.knowledge.records import fts_query
 from kairos.knowledge.store import DB_NAME
 from kairos.memory.records import (
@@ -34,7 +34,7 @@ from kairos.memory.records import (
 )
 from kairos.paths import ensure_state_dir
 from kairos.storage import Migration, connect, migrate, statements
-from kairos.storage.config import store_kind
+from kairos.storage.config import chosen_store
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS memories (
@@ -470,10 +470,7 @@ def open_memory_store(state_dir: Path, dim: int, embedder: str | None = None, ur
         ConfigError: ``url`` names no store (shown with its password masked).
         StoreError: the store cannot be used.
     """
-    try:
-        kind = store_kind(url)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    kind = chosen_store(url)
     if kind == "postgresql":
         from kairos.memory.store_pg import PgMemoryStore
 

@@ -17,7 +17,7 @@ from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
 from kairos.runtime.bus import EventBus, SqliteBus
 from kairos.runtime.db import RuntimeDB
-from kairos.storage.config import StorageConfig, bus_kind, mask_url, store_kind
+from kairos.storage.config import StorageConfig, bus_kind, chosen_store, mask_url
 
 if TYPE_CHECKING:
     from kairos.runtime.workqueue import WorkQueue
@@ -68,10 +68,7 @@ def open_store(url: str, workspace: Path) -> SessionStore:
         StoreError: the store cannot be used (a PostgreSQL server that is down, psycopg missing); the
             message names it without its password.
     """
-    try:
-        kind = store_kind(url)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    kind = chosen_store(url)
     return SessionStore(workspace, db_path=url if kind == "postgresql" else None)
 
 

@@ -20,6 +20,8 @@ from urllib.parse import SplitResult, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from kairos.errors import ConfigError
+
 EMBEDDED = "embedded"
 """The value of ``store`` and ``bus`` that means the built-in SQLite backend."""
 MASK = "***"
@@ -74,6 +76,18 @@ def store_kind(url: str) -> StoreKind:
     if _scheme(url) in _STORE_SCHEMES:
         return "postgresql"
     raise ValueError(f"store {mask_url(url)!r} is neither 'embedded' (SQLite) nor a postgresql:// URL")
+
+
+def chosen_store(url: str) -> StoreKind:
+    """:func:`store_kind` for the code that opens a store: a value naming none is a :class:`ConfigError`.
+
+    Raises:
+        ConfigError: ``url`` names no store (the message shows the value masked).
+    """
+    try:
+        return store_kind(url)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def bus_kind(url: str) -> BusKind:
@@ -148,4 +162,4 @@ class StorageConfig(BaseModel):
         return {"store": mask_url(self.store), "bus": mask_url(self.bus), "deployment": self.deployment}
 
 
-__all__ = ["EMBEDDED", "BusKind", "StorageConfig", "StoreKind", "bus_kind", "mask_url", "store_kind"]
+__all__ = ["EMBEDDED", "BusKind", "StorageConfig", "StoreKind", "bus_kind", "chosen_store", "mask_url", "store_kind"]
