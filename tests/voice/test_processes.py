@@ -1,4 +1,4 @@
-"""The voice stack loads beside the rest of kairos in one process, in either order (a native-library clash is a crash)."""
+"""The voice stack loads beside the rest of kairos in one process, in either order (a native clash is a crash)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def test_end_of_speech_comes_after_the_silence_and_uses_no_later_audio() -> None
         for e in ep.feed(audio[i : i + FRAME_SAMPLES]):
             assert e.at_ms == fed_ms  # decided on the frame just fed: no look-ahead
             events.append(e)
-    assert _kinds(events) == ["speech_start", "pause", "pause", "end_of_speech"]  # the 300 ms gap is no end
+    assert _kinds(events) == ["speech_start", "pause", "resume", "pause", "end_of_speech"]  # the 300 ms gap is no end
     end = events[-1]
     assert end.segment_start_ms == 300 and end.speech_end_ms == 2100 and end.at_ms == 2700
 

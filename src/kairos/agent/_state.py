@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kairos.agent.events import AgentEvent
 from kairos.agent.guard import LoopGuard
 from kairos.context.audit import PrefixAuditor
-from kairos.context.inbox import ExternalContent, InboxEvent, ParallelExchange, TaskCompleted, TimerFired, UserInput
+from kairos.context.inbox import (
+    ExternalContent,
+    InboxEvent,
+    ParallelExchange,
+    TaskCompleted,
+    TimerFired,
+    UserInput,
+)
 from kairos.context.layout import PromptLayout, digest
 from kairos.context.session import Session, SessionView
 from kairos.models.base import Model
@@ -115,7 +122,11 @@ class RunState:
 def event_message(event: InboxEvent) -> Message | None:
     """The message an inbox event becomes (None for control events)."""
     if isinstance(event, UserInput):
-        return Message.user(event.text)
+        if event.cut_reply is None:
+            return Message.user(event.text)
+        heard = f"only up to here: {event.cut_reply.strip()!r}" if event.cut_reply.strip() else "none of it"
+        note = f"<speech_cut>The user spoke over your last spoken reply and heard {heard}.</speech_cut>"
+        return Message.user(f"{note}\n{event.text}")
     if isinstance(event, ExternalContent):
         text = wrap_external(event.text, event.source)
         return Message.user(

@@ -332,9 +332,11 @@ class Runner:
                             yield Activity("generating")
                         yield ModelDeltaEvent(delta)
         except _Preempted:
-            if ends_run(session):  # the turn ends here: keep the text the user saw
-                _keep_partial(session, partial)
-                yield FinalAnswer("".join(partial), stop_reason="interrupted")
+            heard = session.inbox.heard()
+            if ends_run(session):  # the turn ends here: keep the text the user saw (or, by voice, heard)
+                kept = _heard_part(partial, heard)
+                _keep_partial(session, kept)
+                yield FinalAnswer("".join(kept), stop_reason="interrupted")
                 return
             step.retry = True  # rule 4 (ch6 §3.3): the cut reply is dropped; the model starts afresh with the event
             return
@@ -364,6 +366,13 @@ class Runner:
 def _newest_request(messages: Sequence[Message]) -> str:
     """The text of the newest user-role message (typed or an event): the turn's focus for long tool outputs."""
     return next((m.content for m in reversed(messages) if m.role == "user"), "")
+
+
+def _heard_part(partial: list[str], heard: str | None) -> list[str]:
+    """The shown text, or what a voice barge-in says the user heard of it (a prefix of the reply's text)."""
+    if heard is None:
+        return partial
+    return [heard] if heard else []
 
 
 def _keep_partial(session: Session, partial: list[str]) -> None:

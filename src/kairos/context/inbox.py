@@ -32,6 +32,9 @@ class UserInput:
 
     text: str
     urgent: bool = False
+    cut_reply: str | None = None
+    """Voice: the user spoke over the agent's last spoken reply, which was already stored; they heard it
+    only up to here. The stored reply is not rewritten (append-only); the model reads this note first."""
     kind: ClassVar[str] = "user_input"
 
     @property
@@ -98,6 +101,10 @@ class Interrupt:
 
     mode: InterruptMode = "immediate"
     reason: str = ""
+    heard: str | None = None
+    """Voice barge-in: the part of the reply the user actually heard. The cut reply is kept only up to
+    there, so the model never believes it said what nobody heard (None: keep what was shown). A reply
+    stored before the barge-in is marked by the next input instead (:attr:`UserInput.cut_reply`)."""
     kind: ClassVar[str] = "interrupt"
 
     @property
@@ -345,6 +352,14 @@ class Inbox:
         """Whether an immediate interrupt waits (after a preemption: it ends the run)."""
         with self._lock:
             return any(isinstance(p.event, Interrupt) and p.event.mode == "immediate" for p in self._pending)
+
+    def heard(self) -> str | None:
+        """What a pending immediate interrupt says the user heard of the reply (voice barge-in), if it says."""
+        with self._lock:
+            cuts = [
+                p.event.heard for p in self._pending if isinstance(p.event, Interrupt) and p.event.mode == "immediate"
+            ]
+        return next((h for h in cuts if h is not None), None)
 
     def preempting(self) -> bool:
         """Whether a pending event asks to cut the running step short."""

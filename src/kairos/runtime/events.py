@@ -22,6 +22,8 @@ Strategy: TypeAlias = Literal["interrupt", "queue", "parallel", "drop"]
 in a side session beside the main task, or ignore it (a filter rule matched)."""
 STRATEGIES: tuple[Strategy, ...] = ("interrupt", "queue", "parallel", "drop")
 
+CUT_REPLY = "cut_reply"
+"""A user event's context key: the user spoke over the last spoken reply and heard it only up to this text."""
 USER_TYPES = ("user.input", "user.interrupt")
 """Event types whose content is the user's own words (everything else is data, never instructions)."""
 URGENT_TYPES = ("user.interrupt", "supervisor.instruction", "agent.interrupt")
@@ -164,7 +166,8 @@ def inbox_event(event: Event, strategy: Strategy, guidance: str = "") -> InboxEv
     if event.type == "user.interrupt" and not event.content.strip():
         return Interrupt("immediate", reason=event.label())
     if event.from_user:
-        return UserInput(event.content, urgent=urgent)
+        cut = event.context.get(CUT_REPLY)
+        return UserInput(event.content, urgent=urgent, cut_reply=cut if isinstance(cut, str) else None)
     if event.type == "timer.trigger":
         return TimerFired(str(event.context.get("timer") or event.source.get("name") or "timer"), event.content)
     if event.type == "async.result":

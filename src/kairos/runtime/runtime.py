@@ -493,12 +493,15 @@ class Runtime(SessionQueries):
         elif self.accepting:
             self._ensure_worker(session_id)
 
-    def interrupt(self, session_id: str, reason: str = "") -> bool:
-        """Stop the session's running turn at once (a stop button); False when nothing runs."""
+    def interrupt(self, session_id: str, reason: str = "", heard: str | None = None) -> bool:
+        """Stop the session's running turn at once (a stop button); False when nothing runs.
+
+        ``heard``: a voice barge-in's played part of the reply; the cut reply is kept only up to there.
+        """
         w = self._workers.get(session_id)
         if w is None or not w.running or w.session is None:
             return False
-        w.session.post(Interrupt("immediate", reason))
+        w.session.post(Interrupt("immediate", reason, heard))
         return True
 
     def _on_agent_event(self, session_id: str, event: AgentEvent) -> None:

@@ -7,6 +7,7 @@ pause after "my number is five five five" keeps the floor with the user.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass
 from typing import Literal
@@ -20,14 +21,22 @@ from kairos.voice.vad import Endpointer, SpeechConfirmer, SpeechGate, looks_unfi
 
 @dataclass(frozen=True)
 class Heard:
-    """What the listener heard: ``speech_start``, an ``interim`` transcript, or the turn's ``final`` one.
+    """What the listener heard: speech start, an interim or final transcript, or speech resumed after a pause.
+
+    ``resume``: the interim taken at the pause is out of date.
+
 
     ``at_ms`` is the audio time (from the first frame) at which it was decided.
     """
 
-    kind: Literal["speech_start", "interim", "final"]
+    kind: Literal["speech_start", "interim", "resume", "final"]
     at_ms: int
     text: str = ""
+    start_ms: int = 0
+    """Where the turn's speech began (audio time)."""
+    end_ms: int = 0
+    """End of the last voiced frame, for an interim taken at a VAD pause and for the final (0 for an interim
+    taken on the interval while the user speaks): ``at_ms - end_ms`` is the silence waited."""
 
 
 class Listener:
@@ -75,10 +84,14 @@ class Listener:
             if event.kind == "speech_start":
                 frames_back = (event.at_ms - event.segment_start_ms) // FRAME_MS
                 self.stream.start(np.concatenate(list(self._recent)[-frames_back:]))
-                heard.append(Heard("speech_start", event.at_ms))
+                heard.append(Heard("speech_start", event.at_ms, start_ms=event.segment_start_ms))
             elif event.kind == "pause":
-                heard.append(Heard("interim", event.at_ms, self.stream.refresh()))
+                text = self.stream.refresh()
+                heard.append(Heard("interim", event.at_ms, text, event.segment_start_ms, event.speech_end_ms or 0))
+            elif event.kind == "resume":
+                heard.append(Heard("resume", event.at_ms))
             else:
-                heard.append(Heard("final", event.at_ms, self.stream.finish()))
+                text = self.stream.finish()
+                heard.append(Heard("final", event.at_ms, text, event.segment_start_ms, event.speech_end_ms or 0))
         at = self.endpointer.fed_ms
-        return [Heard(h.kind, h.at_ms or at, h.text) for h in heard]
+        return [dataclasses.replace(h, at_ms=h.at_ms or at) for h in heard]

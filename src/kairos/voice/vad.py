@@ -155,12 +155,13 @@ class VadEvent:
     """What the endpointer decided, with times in ms from the first frame fed.
 
     ``kind``: ``speech_start`` (speech confirmed; ``segment_start_ms`` is where it began),
-    ``pause`` (trailing silence reached ``pause_ms``: a good moment for an interim transcript), or
+    ``pause`` (trailing silence reached ``pause_ms``: a good moment for an interim transcript),
+    ``resume`` (speech again after a ``pause``: an interim taken there is out of date), or
     ``end_of_speech`` (the turn is over; ``speech_end_ms`` is the end of the last voiced frame).
     ``at_ms`` is the end of the frame at which the decision was taken, never later audio.
     """
 
-    kind: Literal["speech_start", "pause", "end_of_speech"]
+    kind: Literal["speech_start", "pause", "resume", "end_of_speech"]
     at_ms: int
     segment_start_ms: int
     speech_end_ms: int | None = None
@@ -266,6 +267,8 @@ class Endpointer:
                 self._voiced_run = 0
             return events
         if voiced:
+            if self._pause_sent:
+                events.append(VadEvent("resume", self._t, self._segment_start, self._last_voiced_end))
             self._last_voiced_end = self._t
             self._silence = 0
             self._pause_sent = False
