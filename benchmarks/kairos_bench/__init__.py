@@ -154,3 +154,9 @@ FAST_SLOW = Bench(
     takes_limit=True,
     options=("modes", "no_model"),
 )
+VOICE = Bench(
+    "voice",
+    "offline voice cascade: end of speech to first audio p50/p95 and its waterfall, barge-in, backchannels, WER",
+    takes_limit=True,
+    options=("no_model",),
+)
