@@ -149,3 +149,28 @@ async def test_without_the_voice_extra_the_page_is_told_how_to_get_it(
             await asyncio.wait_for(ws.recv(), WAIT)
     assert first["type"] == "error" and "pip install" in first["error"]["message"]
     assert closed.value.rcvd is not None and closed.value.rcvd.code == voice_ws.CLOSE_UNAVAILABLE
+
+
+async def test_a_browser_sends_its_token_as_a_subprotocol(tmp_path: Path) -> None:
+    """A page's WebSocket cannot set Authorization: the token goes as ``kairos.bearer.<base64url>``."""
+    import base64
+
+    token = "t0ken/with+odd=chars é"
+    encoded = base64.urlsafe_b64encode(token.encode()).decode().rstrip("=")
+    async with (
+        Runtime(Agent(ScriptedModel()), SessionStore(tmp_path)) as rt,
+        live(create_app(rt, token=token)) as (_, url),
+    ):
+        sid = rt.create_session("voice")
+        ws_url = f"{url.replace('http', 'ws')}/v1/sessions/{sid}/voice"
+        async with websockets.connect(ws_url, subprotocols=["kairos.voice", f"kairos.bearer.{encoded}"]) as ws:  # type: ignore[list-item]
+            assert ws.subprotocol == "kairos.voice"  # accepted at the handshake
+        for offered in (
+            ["kairos.voice"],
+            ["kairos.voice", "kairos.bearer.d3Jvbmc"],
+            ["kairos.voice", "kairos.bearer.!!"],
+        ):
+            with pytest.raises(websockets.InvalidStatus) as refused:
+                async with websockets.connect(ws_url, subprotocols=offered):  # type: ignore[arg-type]
+                    pass
+            assert refused.value.response.status_code == 403

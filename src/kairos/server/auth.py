@@ -8,6 +8,8 @@ constant-time, and nothing here logs a secret.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import ipaddress
@@ -33,6 +35,26 @@ def bearer_ok(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+BEARER_PROTOCOL = "kairos.bearer."
+"""A browser's WebSocket cannot carry an ``Authorization`` header: the page offers the token as a subprotocol,
+``kairos.bearer.<base64url of the token>``, beside the one it speaks (which the server answers)."""
+
+
+def subprotocol_bearer_ok(header: str | None, token: str) -> bool:
+    """Whether a ``Sec-WebSocket-Protocol`` header offers ``token`` as :data:`BEARER_PROTOCOL` (constant-time)."""
+    for offered in (header or "").split(","):
+        name = offered.strip()
+        if not name.startswith(BEARER_PROTOCOL):
+            continue
+        encoded = name.removeprefix(BEARER_PROTOCOL)
+        try:
+            value = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
+        except (ValueError, binascii.Error):
+            return False
+        return hmac.compare_digest(value, token.encode())
+    return False
 
 
 def sign(secret: str, body: bytes, timestamp: int | None = None) -> dict[str, str]:

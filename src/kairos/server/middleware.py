@@ -19,7 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kairos.errors import IdempotencyConflictError, KairosError, MessageTooLongError, SessionNotFoundError
-from kairos.server.auth import bearer_ok, foreign_request
+from kairos.server.auth import bearer_ok, foreign_request, subprotocol_bearer_ok
 
 log = logging.getLogger("kairos.server")
 OPEN_PATHS = frozenset({"/", "/v1/health", "/v1/events", "/docs", "/openapi.json"})
@@ -155,6 +155,10 @@ class Guard:
             and scope.get("path") not in OPEN_PATHS
             and not str(scope.get("path", "")).startswith(OPEN_PREFIXES)
             and not bearer_ok(headers.get("authorization"), self.token)
+            and not (
+                scope["type"] == "websocket"
+                and subprotocol_bearer_ok(headers.get("sec-websocket-protocol"), self.token)
+            )
         ):
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008, "reason": "unauthorized"})

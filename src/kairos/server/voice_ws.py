@@ -48,6 +48,9 @@ FRAME_BYTES = 960
 """One 30 ms frame of 16 kHz int16 (:data:`kairos.voice.audio.FRAME_SAMPLES` × 2)."""
 MAX_BACKLOG_FRAMES = 1000
 """30 s of audio not yet heard: beyond it the server falls behind and drops new audio (saying so)."""
+PROTOCOL = "kairos.voice"
+"""The subprotocol the page offers (answered when offered; a browser sends its token beside it,
+:data:`kairos.server.auth.BEARER_PROTOCOL`)."""
 CLOSE_NOT_FOUND = 4404
 CLOSE_UNAVAILABLE = 4503
 
@@ -111,7 +114,8 @@ def _refusal(websocket: WebSocket, session_id: str) -> tuple[int, str, int] | No
 async def voice_socket(websocket: WebSocket, session_id: str) -> None:
     """Speech in (binary PCM), the session's reply out as speech, with transcripts and timings as JSON frames."""
     state = state_of(websocket)
-    await websocket.accept()
+    offered = websocket.scope.get("subprotocols") or []
+    await websocket.accept(subprotocol=PROTOCOL if PROTOCOL in offered else None)
     if refused := _refusal(websocket, session_id):
         status, message, code = refused
         with contextlib.suppress(Exception):

@@ -103,3 +103,23 @@ export async function follow(sessionId, after, onRecord, signal, onState = () =>
     await new Promise((r) => setTimeout(r, 1000));
   }
 }
+
+/** base64url of a string's UTF-8 bytes (a token as a WebSocket subprotocol name). */
+function b64url(text) {
+  let bin = "";
+  for (const b of new TextEncoder().encode(text)) bin += String.fromCharCode(b);
+  return btoa(bin).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+/**
+ * A same-origin WebSocket for binary frames (array buffers). A browser cannot set its Authorization header,
+ * so the token goes as a second subprotocol, `kairos.bearer.<base64url token>`; the server answers `protocol`.
+ */
+export function openSocket(path, protocol) {
+  const url = new URL(path, location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const ws = new WebSocket(url, token ? [protocol, `kairos.bearer.${b64url(token)}`] : [protocol]);
+  ws.binaryType = "arraybuffer";
+  return ws;
+}

@@ -10,6 +10,7 @@ import { Inbox } from "./chat_outbox.js";
 import { Conversation } from "./chat_render.js";
 import { Sessions } from "./chat_sessions.js";
 import { Timeline } from "./timeline.js";
+import { Voice } from "./voice.js";
 
 const PAGE = 5000;
 const REFRESH_MS = 15000;
@@ -128,6 +129,7 @@ export function mount(main, args, { go }) {
   const conv = new Conversation();
   const timeline = new Timeline();
   const inbox = new Inbox(sid);
+  const voice = sid ? new Voice(sid, conv) : null;
   const title = h("h1#chat-title", sid ? "…" : "Chat");
   const sessions = new Sessions(sid, go, (s) => (title.textContent = s.title || "Untitled"));
   const state = h("span.badge#chat-state", { hidden: true });
@@ -155,7 +157,9 @@ export function mount(main, args, { go }) {
   const form = h("form.composer", { "aria-label": "Send a message", on: { submit } },
     h("label.vh", { for: "composer-text" }, "Message"),
     text,
+    voice ? voice.button : null,
     h("button.primary#composer-send", { type: "submit" }, "Send"),
+    voice ? voice.line : null,
     status,
   );
   const head = h("header.chat-head", title, sid ? h("span.sid.small.muted", sid) : null, state, stream, stop);
@@ -358,6 +362,7 @@ export function mount(main, args, { go }) {
 
   return () => {
     clearTimeout(backgroundDue);
+    if (voice) voice.close();
     ctl.abort();
     for (const t of timers) clearInterval(t);
     timeline.close();

@@ -9,6 +9,46 @@ const FOLD_LINES = 12;
 const PAGE_MESSAGES = 120;
 /** Messages rendered at first and per "show earlier" (then back to the start of that turn, within reason). */
 
+/** Control tokens of a spoken reply ([THINKING], [EMO:happy], [SPEED:0.8x], [PAUSE:500ms]): never shown.
+ * The same pattern as kairos.voice.speech_text._TOKEN; a "[" that may still open one waits for more text, and
+ * so does a token at the end (with the space before it: the two spaces around a token become one). */
+const TOKEN = /\[([A-Z][A-Z_]*)(?::([^\]\s]{1,24}))?\]/g;
+const TOKEN_OPEN = /\[(?:[A-Z][A-Z_]*(?::[^\]\s]{0,24})?)?\]?$/; // open, or closed with nothing after it yet
+const MAX_TOKEN = 40;
+
+const SPACED = new RegExp(`( ?)${TOKEN.source}( ?)`, "g");
+
+/** The agent's text without control tokens (a token between two spaces leaves one). */
+export function stripTokens(text) {
+  return text.replace(SPACED, (_m, before, _name, _value, after) => (before && after ? " " : before || after));
+}
+
+/** Streamed text in, text to show out: tokens removed even when split across deltas. */
+export class TokenFilter {
+  constructor() {
+    this.held = "";
+    this.space = false;
+  }
+
+  feed(delta) {
+    let text = this.held + delta;
+    this.held = "";
+    const open = text.match(TOKEN_OPEN);
+    if (open && text.length - open.index < MAX_TOKEN) {
+      this.held = text.slice(open.index);
+      text = text.slice(0, open.index);
+    }
+    let out = stripTokens(text);
+    if (this.space && out) out = ` ${out.replace(/^ /, "")}`;
+    this.space = this.space && !out;
+    if (out.endsWith(" ")) { // a token may follow: the space waits, so the two spaces around it become one
+      this.space = true;
+      out = out.slice(0, -1);
+    }
+    return out;
+  }
+}
+
 const STOPS = {
   interrupted: "interrupted",
   max_iterations: "stopped: too many steps",
@@ -129,6 +169,8 @@ export class Conversation {
     this.start = 0;
     this.facts = new Map();
     this.busy = false;
+    this.interim = null;
+    this.heardVoice = false;
   }
 
   // -- stored history -----------------------------------------------------------------------------
@@ -160,7 +202,8 @@ export class Conversation {
       const content = typeof m.content === "string" ? m.content : JSON.stringify(m.content);
       if (m.role === "user") frag.append(this.storedInput(m, content));
       else if (m.role === "assistant") {
-        if (content.trim()) frag.append(bubble("assistant", content, "kairos"));
+        const shown = stripTokens(content).trim();
+        if (shown) frag.append(bubble("assistant", shown, "kairos"));
         for (const [id, name, args] of m.tool_calls || []) {
           const card = new ToolCard(id, name, args);
           this.cards.set(id, card);
@@ -210,9 +253,10 @@ export class Conversation {
     if (!this.open) {
       const node = document.createTextNode("");
       const el = this.append(h("div.msg.assistant.streaming", h("div.who", "kairos"), h("div.body", node)));
-      this.open = { el, node };
+      this.open = { el, node, tokens: new TokenFilter() };
     }
-    this.open.node.appendData(delta);
+    const shown = this.open.tokens.feed(delta);
+    this.open.node.appendData(this.open.node.length ? shown : shown.trimStart());
   }
 
   think(delta) {
@@ -233,9 +277,10 @@ export class Conversation {
   final(d) {
     let el = this.open?.el;
     if (el) {
-      if (d.text && d.text !== this.open.node.data) this.open.node.data = d.text;
-    } else if (d.text) {
-      el = this.append(bubble("assistant", d.text, "kairos"));
+      const shown = stripTokens(d.text || "").trim();
+      if (shown && shown !== this.open.node.data.trim()) this.open.node.data = shown;
+    } else if (stripTokens(d.text || "").trim()) {
+      el = this.append(bubble("assistant", stripTokens(d.text).trim(), "kairos"));
     }
     this.closeText();
     if (d.stop_reason && d.stop_reason !== "answer") {
@@ -254,7 +299,12 @@ export class Conversation {
   accepted(d, dropped = false) {
     const how = dropped ? `dropped: ${d.reason}` : this.strategyText(d.strategy);
     if (d.type === "user.input") {
-      const el = bubble("user", d.content, "you");
+      const voice = d.channel === "voice";
+      if (voice) {
+        this.heardVoice = true;
+        this.dropInterim();
+      }
+      const el = bubble("user", d.content, voice ? "you (voice)" : "you");
       if (how) el.querySelector(".who").append(" ", h(`span.badge${dropped ? ".bad" : ""}`, how));
       return this.append(el);
     }
@@ -264,6 +314,19 @@ export class Conversation {
       h("summary", `${d.type}${from ? ` from ${from}` : ""}${d.channel ? ` (${d.channel})` : ""} · ` +
         (how || d.strategy)),
       h("pre", d.content))));
+  }
+
+  /** What the microphone hears, greyed, until the session takes it as the user's message (final: the last words). */
+  showInterim(text, final = false) {
+    if (!this.interim) this.interim = this.append(h("div.msg.user.interim", h("div.who", "you (speaking)"),
+      h("div.body", "")));
+    this.interim.querySelector(".body").textContent = text;
+    this.interim.classList.toggle("final", final);
+  }
+
+  dropInterim() {
+    if (this.interim) this.interim.remove();
+    this.interim = null;
   }
 
   strategyText(strategy) {
@@ -341,7 +404,7 @@ export class Conversation {
         this.accepted(d, true);
         break;
       case "parallel.answer": {
-        const el = this.append(bubble("assistant", d.answer, "kairos"));
+        const el = this.append(bubble("assistant", stripTokens(d.answer || "").trim(), "kairos"));
         el.querySelector(".who").append(" ", h("span.badge", `beside the running task, to: ${d.question}`));
         break;
       }
