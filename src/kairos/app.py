@@ -233,7 +233,9 @@ def build_agent(
     )
 
 
-async def first_request(model: Model, config: KairosConfig, tools: Sequence[Tool] = ()) -> ModelRequest:
+async def first_request(
+    model: Model, config: KairosConfig, tools: Sequence[Tool] = (), plugins: Sequence[Plugin] = ()
+) -> ModelRequest:
     """The request the default agent (with ``tools`` added) would send first in a new workspace, unsent.
 
     Its system turn (system prompt and tools) is what every such workspace shares: the part
@@ -243,7 +245,7 @@ async def first_request(model: Model, config: KairosConfig, tools: Sequence[Tool
 
     with tempfile.TemporaryDirectory(prefix="kairos-prewarm-") as folder:
         workspace = Path(folder)
-        agent = build_agent(model, workspace, config, tools=list(tools))
+        agent = build_agent(model, workspace, config, tools=list(tools), plugins=list(plugins))
         store = SessionStore(workspace)
         session = store.new()
         try:
@@ -258,6 +260,7 @@ def prewarm(
     config: KairosConfig,
     progress: Callable[[int, int], None] | None = None,
     tools: Sequence[Tool] = (),
+    plugins: Sequence[Plugin] = (),
 ) -> PrefixWarmth | None:
     """Put the default agent's system-turn KV state in the local model's disk cache (the install step does).
 
@@ -268,4 +271,4 @@ def prewarm(
 
     if not isinstance(model, LocalModel) or not model.prefix_cache:
         return None
-    return model.prewarm(asyncio.run(first_request(model, config, tools)), progress)
+    return model.prewarm(asyncio.run(first_request(model, config, tools, plugins)), progress)

@@ -122,7 +122,7 @@ from kairos.skills.config import SkillsConfig
 from kairos.storage.config import StorageConfig
 from kairos.tools.discovery.config import DiscoveryConfig
 from kairos.tools.sandbox import SandboxConfig
-from kairos.tools.toolsets.config import NotifyConfig, ToolsConfig
+from kairos.tools.toolsets.config import BuiltinTool, NotifyConfig, ToolsConfig
 
 CONFIG_FILE = "kairos.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -278,6 +278,28 @@ class RuntimeConfig(BaseModel):
         return self
 
 
+class VoiceConfig(BaseModel):
+    """``[voice]``: the agent ``kairos voice`` and the web UI's microphone talk to, and their turn-taking.
+
+    Every prompt token is read before the first word can be spoken (about 95 tokens/s for the bundled model on
+    2 cores), and a small model given tools calls them when it should talk, so the voice agent has none by
+    default (and no skills): it answers at once. List tools here for a model that uses them well.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    builtins: tuple[BuiltinTool, ...] = ()
+    toolsets: tuple[RuntimeToolset, ...] = ()
+    speculate: bool = True
+    """Start the answer on the transcript taken at a 240 ms pause; the end of speech confirms it (or reruns it)."""
+    silence_ms: int = Field(600, ge=240, le=3000)
+    """Silence that ends the user's turn."""
+    hold_ms: int = Field(2000, ge=600, le=10_000)
+    """Silence that ends it while the user dictates digits or spells a name."""
+    backchannel_ms: int = Field(800, ge=0, le=3000)
+    """Speech over the agent at most this long, of words like "mm-hm" or "yeah", does not cut it off."""
+
+
 class KairosConfig(BaseModel):
     """Every setting with its default; unknown keys are an error (a typo should not be ignored)."""
 
@@ -309,6 +331,7 @@ class KairosConfig(BaseModel):
     memory: MemoryConfig = Field(default_factory=MemoryConfig, description="user memory (off by default)")
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig, description="kb_* tools and the embedder")
     storage: StorageConfig = Field(default_factory=StorageConfig, description="store and bus URLs (user config)")
+    voice: VoiceConfig = Field(default_factory=VoiceConfig, description="the voice agent's tools and turn-taking")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())
@@ -322,6 +345,18 @@ class KairosConfig(BaseModel):
     def sources(self) -> tuple[str, ...]:
         """Where the settings came from, lowest precedence first (``defaults`` alone when built in code)."""
         return ("defaults", *self._sources)
+
+    def for_voice(self) -> KairosConfig:
+        """These settings for a voice agent: ``[voice]``'s tools, no skills, sub-agents or tool discovery."""
+        return self.model_copy(
+            update={
+                "tools": self.tools.model_copy(update={"builtins": self.voice.builtins, "toolsets": ()}),
+                "runtime": self.runtime.model_copy(update={"toolsets": list(self.voice.toolsets)}),
+                "skills": self.skills.model_copy(update={"enabled": False}),
+                "subagents": self.subagents.model_copy(update={"enabled": False}),
+                "discovery": self.discovery.model_copy(update={"enabled": False}),
+            }
+        )
 
     def model_settings(self) -> ModelSettings:
         """The settings ``load_model`` takes (the rest of the config is none of a backend's business)."""

@@ -2,7 +2,8 @@
 
 The commands live in modules of their own: ``run``, ``chat`` and ``sessions`` in :mod:`kairos.cli.agent`,
 ``config`` and ``trust`` in :mod:`kairos.cli.settings`, ``bench`` in :mod:`kairos.cli.benchmarks`,
-``serve`` and ``ui`` in :mod:`kairos.cli.serve`, ``worker`` in :mod:`kairos.cli.worker`, and the groups
+``serve`` and ``ui`` in :mod:`kairos.cli.serve`, ``worker`` in :mod:`kairos.cli.worker`, ``voice`` in
+:mod:`kairos.cli.voice`, and the groups
 ``models``, ``skills``, ``mcp``, ``kb`` and ``memory`` in the modules of those names.
 """
 
@@ -28,6 +29,7 @@ from kairos.cli.models import models_app
 from kairos.cli.serve import serve, ui
 from kairos.cli.settings import show_config, trust
 from kairos.cli.skills import skills_app
+from kairos.cli.voice import voice
 from kairos.cli.worker import worker
 from kairos.errors import KairosError
 
@@ -69,6 +71,7 @@ app.command()(bench)
 app.command()(serve)
 app.command()(ui)
 app.command()(worker)
+app.command()(voice)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from kairos.agent.plugin import Plugin
 from kairos.app import build_agent
 from kairos.config import KairosConfig
 from kairos.context.session import SessionStore
@@ -65,6 +66,7 @@ def build_runtime(
     default_session: str | None = None,
     dispatch: Callable[[str, int], None] | None = None,
     idle_close_s: float = 300.0,
+    plugins: list[Plugin] | None = None,
 ) -> Runtime:
     """The product's runtime over ``store``: the product agent, its runtime tools, components and urgency rules.
 
@@ -77,7 +79,8 @@ def build_runtime(
     by the deployment's processes), else in ``.kairos/runtime.db`` (:func:`kairos.runtime.db.open_records`).
     ``dispatch`` hands stored events to the deployment's work queue (several workers, see
     :mod:`kairos.runtime.worker`) instead of running their sessions in this process. ``idle_close_s``: a
-    session is let go (its lease, on PostgreSQL its connection) after this long without work.
+    session is let go (its lease, on PostgreSQL its connection) after this long without work. ``plugins`` are
+    added to the agent's (``kairos voice`` adds the voice prompt).
 
     Raises:
         ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
@@ -106,7 +109,9 @@ def build_runtime(
     outbox = next((c for c in parts if isinstance(c, Outbox)), None)
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
-    agent = build_agent(llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets))
+    agent = build_agent(
+        llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets), plugins=plugins
+    )
     storage = config.storage
     db = open_records(storage.store, store.state_dir)  # PostgreSQL: shared by the deployment's processes
     local = db if isinstance(db, RuntimeDB) else None

@@ -114,11 +114,11 @@ class StreamingTranscriber:
         self._since = 0
         return text
 
-    def feed(self, frame: Pcm) -> str | None:
-        """Add a frame; returns a new interim transcript when an interval has passed."""
+    def feed(self, frame: Pcm, passes: bool = True) -> str | None:
+        """Add a frame; returns a new interim transcript when an interval has passed (and ``passes`` allows one)."""
         self._chunks.append(frame)
         self._since += len(frame) * 1000 // SAMPLE_RATE
-        if self._since >= self.interval_ms:
+        if passes and self._since >= self.interval_ms:
             return self.refresh()
         return None
 
@@ -127,9 +127,13 @@ class StreamingTranscriber:
         self.interim = self._pass()
         return self.interim
 
-    def finish(self) -> str:
-        """The final transcript of the whole segment; the segment is closed."""
-        text = self._pass()
+    def finish(self, reuse: str | None = None) -> str:
+        """The final transcript of the whole segment; the segment is closed.
+
+        ``reuse``: a transcript already taken of all the segment's speech (at a pause nothing followed but
+        silence); it is the final one, and Whisper is not run again on the same words plus silence.
+        """
+        text = self._pass() if reuse is None else reuse
         self._chunks = []
         self.interim = ""
         return text

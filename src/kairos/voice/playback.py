@@ -71,6 +71,8 @@ class Playback:
         self._queue: list[_Queued] = []
         self._paused_at: float | None = None
         self.played = PlayedTimeline()
+        self.history: list[PlayedTimeline] = []
+        """Earlier replies, as played (``kairos voice --output`` writes them)."""
 
     def add(self, block: AudioBlock) -> None:
         """Play ``block`` after what is queued (at once when nothing is)."""
@@ -167,4 +169,6 @@ class Playback:
         """Start a new reply's record; returns the finished one."""
         self._settle(self.clock())
         done, self.played = self.played, PlayedTimeline()
+        if done.audio or done.text:
+            self.history.append(done)
         return done

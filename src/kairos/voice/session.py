@@ -103,6 +103,8 @@ class _Speaker:
         self._items: list[SpeechItem | None] = []
         self._ready = threading.Condition()
         self.cancelled = False
+        self.finished = False
+        """Every block was handed over (or synthesis failed, or it was cancelled)."""
         self._thread = threading.Thread(target=self._run, args=(synth, deliver, loop), daemon=True, name="voice-tts")
         self._thread.start()
 
@@ -138,6 +140,14 @@ class _Speaker:
         except Exception as exc:  # a synthesiser failure is reported, never taking the session down
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(deliver, f"speech synthesis failed: {exc}")
+        finally:  # after the blocks: the loop learns it in order
+            try:
+                loop.call_soon_threadsafe(self._finish)
+            except RuntimeError:
+                self._finish()
+
+    def _finish(self) -> None:
+        self.finished = True
 
 
 @dataclass
@@ -225,7 +235,9 @@ class VoiceSession:
     @property
     def busy(self) -> bool:
         """Whether the agent holds the floor: a turn runs, or its audio plays or waits to."""
-        return self._running or self.playback.pending or self._reply is not None and bool(self._reply.held)
+        reply = self._reply
+        speaking = reply is not None and (bool(reply.held) or not reply.speaker.finished)
+        return self._running or speaking or self.playback.pending
 
     # -- input ---------------------------------------------------------------------------------
 
