@@ -180,3 +180,23 @@ def test_a_kairos_toml_in_the_user_config_dir_is_named_as_not_read(workspace: Pa
         f"{user_config_dir / 'kairos.toml'} is not read: your own settings go in {user_config_dir / 'config.toml'} "
         "(rename the file)",
     )
+
+
+def test_an_untrusted_workspace_cannot_send_the_conversation_to_a_remote_background_model(
+    workspace: Path, user_config_dir: Path
+) -> None:
+    write(workspace / "kairos.toml", '[fast_slow]\nbackground = "openai:theirs"\ntimeout_s = 30\n')
+    config = load_config(workspace)
+    assert config.fast_slow.background is None and config.fast_slow.timeout_s == 30
+    assert any("ignored fast_slow.background" in n and "remote model" in n for n in config.notices)
+    write(workspace / "kairos.toml", '[fast_slow]\nbackground = "local"\n')
+    assert load_config(workspace).fast_slow.background == "local"  # a bundled model is fine
+
+
+def test_the_voice_agent_gets_only_tools_the_settings_allow_anyway(workspace: Path, user_config_dir: Path) -> None:
+    write(user_config_dir / "config.toml", '[tools]\nbuiltins = ["current_time", "read_file"]\n')
+    write(workspace / "kairos.toml", '[voice]\nbuiltins = ["bash", "current_time"]\ntoolsets = ["timers", "mail"]\n')
+    voice = load_config(workspace).for_voice()
+    assert voice.tools.builtins == ("current_time",) and voice.runtime.toolsets == ["timers"]
+    assert not voice.skills.enabled and not voice.subagents.enabled and not voice.discovery.enabled
+    assert KairosConfig().for_voice().tools.builtins == ()  # none by default: the model talks

@@ -98,6 +98,21 @@ def default_plugins(
     return plugins
 
 
+def slow_thinking(workspace: Path, config: KairosConfig) -> Plugin | None:
+    """``[fast_slow]``: the background agent (its model, the built-in tools) as the foreground's plugin, or None.
+
+    The background runs through :meth:`Agent.run` in side sessions; the foreground only reads its advice.
+    """
+    spec = config.fast_slow.background
+    if not spec:
+        return None
+    from kairos.models import load_model
+    from kairos.plugins.fast_slow import SlowThinking
+
+    background = build_agent(load_model(spec, config.model_settings()), workspace, config)
+    return SlowThinking(background, timeout_s=config.fast_slow.timeout_s)
+
+
 KB_FILE = "knowledge.db"
 """``kairos.knowledge.store.DB_NAME`` (not imported here: most runs have no knowledge base)."""
 

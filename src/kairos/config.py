@@ -300,6 +300,22 @@ class VoiceConfig(BaseModel):
     """Speech over the agent at most this long, of words like "mm-hm" or "yeah", does not cut it off."""
 
 
+class FastSlowConfig(BaseModel):
+    """``[fast_slow]``: a slow background agent beside the chat, serve and voice agent (book ch6 Plan 2).
+
+    The foreground answers at once; the background (this model, with the deployment's tools) checks each
+    user question in a side session and its answer reaches the foreground as advice in its status.
+    Off by default: on 2 cores a second local model slows the first one while it works.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    background: str | None = None
+    """A model spec (``local``, ``openai:NAME``, ``anthropic:NAME``, a ``.gguf``): switches it on."""
+    timeout_s: float = Field(120.0, gt=0, le=3600)
+    """A check still running after this long is cancelled and reported as failed."""
+
+
 class KairosConfig(BaseModel):
     """Every setting with its default; unknown keys are an error (a typo should not be ignored)."""
 
@@ -332,6 +348,7 @@ class KairosConfig(BaseModel):
     knowledge: KnowledgeConfig = Field(default_factory=KnowledgeConfig, description="kb_* tools and the embedder")
     storage: StorageConfig = Field(default_factory=StorageConfig, description="store and bus URLs (user config)")
     voice: VoiceConfig = Field(default_factory=VoiceConfig, description="the voice agent's tools and turn-taking")
+    fast_slow: FastSlowConfig = Field(default_factory=FastSlowConfig, description="a slow background agent (off)")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())
@@ -347,11 +364,13 @@ class KairosConfig(BaseModel):
         return ("defaults", *self._sources)
 
     def for_voice(self) -> KairosConfig:
-        """These settings for a voice agent: ``[voice]``'s tools, no skills, sub-agents or tool discovery."""
+        """These settings for a voice agent: ``[voice]``'s tools (of those allowed anyway), no skills or sub-agents."""
+        builtins = tuple(b for b in self.voice.builtins if b in self.tools.builtins)
+        toolsets = [t for t in self.voice.toolsets if t in self.runtime.toolsets]
         return self.model_copy(
             update={
-                "tools": self.tools.model_copy(update={"builtins": self.voice.builtins, "toolsets": ()}),
-                "runtime": self.runtime.model_copy(update={"toolsets": list(self.voice.toolsets)}),
+                "tools": self.tools.model_copy(update={"builtins": builtins, "toolsets": ()}),
+                "runtime": self.runtime.model_copy(update={"toolsets": toolsets}),
                 "skills": self.skills.model_copy(update={"enabled": False}),
                 "subagents": self.subagents.model_copy(update={"enabled": False}),
                 "discovery": self.discovery.model_copy(update={"enabled": False}),

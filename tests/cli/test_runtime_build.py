@@ -113,3 +113,24 @@ async def test_the_chat_runtime_sends_the_system_turn_the_install_step_warms(tmp
         warmed.system_deployment,
         warmed.tools,
     )
+
+
+def test_a_background_model_makes_the_agent_think_fast_and_slow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kairos.models
+    from kairos.plugins.fast_slow import ADVICE_PROMPT, SlowThinking
+
+    slow = ScriptedModel([], name="slow")
+    monkeypatch.setattr(kairos.models, "load_model", lambda spec, settings=None, **kw: slow)
+    config = KairosConfig.model_validate({"fast_slow": {"background": "local", "timeout_s": 9}})
+    store = SessionStore(tmp_path)
+    try:
+        rt = build_runtime(ScriptedModel([]), tmp_path, config, store)
+        plugin = next(p for p in rt.agent.pipeline.plugins if isinstance(p, SlowThinking))
+        assert plugin.background.model is slow and plugin.timeout_s == 9
+        assert ADVICE_PROMPT in rt.agent.system.deployment
+        plain = build_runtime(ScriptedModel([]), tmp_path, KairosConfig(), store)
+        assert not any(isinstance(p, SlowThinking) for p in plain.agent.pipeline.plugins)
+    finally:
+        store.close()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kairos.agent.plugin import Plugin
-from kairos.app import build_agent
+from kairos.app import build_agent, slow_thinking
 from kairos.config import KairosConfig
 from kairos.context.session import SessionStore
 from kairos.errors import ConfigError, KairosError
@@ -67,6 +67,7 @@ def build_runtime(
     dispatch: Callable[[str, int], None] | None = None,
     idle_close_s: float = 300.0,
     plugins: list[Plugin] | None = None,
+    background_config: KairosConfig | None = None,
 ) -> Runtime:
     """The product's runtime over ``store``: the product agent, its runtime tools, components and urgency rules.
 
@@ -80,7 +81,9 @@ def build_runtime(
     ``dispatch`` hands stored events to the deployment's work queue (several workers, see
     :mod:`kairos.runtime.worker`) instead of running their sessions in this process. ``idle_close_s``: a
     session is let go (its lease, on PostgreSQL its connection) after this long without work. ``plugins`` are
-    added to the agent's (``kairos voice`` adds the voice prompt).
+    added to the agent's (``kairos voice`` adds the voice prompt). With ``[fast_slow] background`` set, a slow
+    background agent advises this one (:func:`kairos.app.slow_thinking`), built from ``background_config``
+    (``kairos voice``: the full settings, where ``config`` is the lean voice agent's).
 
     Raises:
         ConfigError: the ``mail`` toolset is asked for without a ``[runtime.mail]`` mailbox.
@@ -109,9 +112,11 @@ def build_runtime(
     outbox = next((c for c in parts if isinstance(c, Outbox)), None)
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
+    slow = slow_thinking(workspace, background_config or config)
     agent = build_agent(
-        llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets), plugins=plugins
-    )
+        llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets),
+        plugins=[*(plugins or []), *([slow] if slow is not None else [])],
+    )  # fmt: skip
     storage = config.storage
     db = open_records(storage.store, store.state_dir)  # PostgreSQL: shared by the deployment's processes
     local = db if isinstance(db, RuntimeDB) else None

@@ -105,8 +105,8 @@ def voice(
         except Exception as e:  # OSError, wave.Error, EOFError, a wrong sample width: all say the same
             raise _fail(f"cannot read {input} as a 16-bit PCM WAV file: {e}") from e
         pcm = resample(raw, rate)
-    config, store = _open(workspace, model, base_url, session)
-    config = config.for_voice()  # few tools: every prompt token is read before the first word is spoken
+    full, store = _open(workspace, model, base_url, session)
+    config = full.for_voice()  # few tools: every prompt token is read before the first word is spoken
     llm = _model(config, store)
     try:
         from kairos.voice.prompt import VoicePrompt
@@ -116,7 +116,9 @@ def voice(
             stack = voice_stack()
         _warm(llm, config)
         sid = session or new_session_id()
-        runtime = build_runtime(llm, workspace, config, store, default_session=sid, plugins=[VoicePrompt()])
+        runtime = build_runtime(
+            llm, workspace, config, store, default_session=sid, plugins=[VoicePrompt()], background_config=full
+        )
         if not session:
             store.trajectories.create_session("voice", session_id=sid)
     except KairosError as e:

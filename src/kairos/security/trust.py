@@ -184,6 +184,11 @@ def restrict_untrusted(
     why = model_spec_problem(summarizer, workspace) if isinstance(summarizer, str) else None
     if isinstance(compression, dict) and why:
         drop(compression, "summarizer", "compression.summarizer", why)
+    fast_slow = out.get("fast_slow")
+    background = fast_slow.get("background") if isinstance(fast_slow, dict) else None
+    why = model_spec_problem(background, workspace) if isinstance(background, str) else None
+    if isinstance(fast_slow, dict) and why:
+        drop(fast_slow, "background", "fast_slow.background", why)
     defences = out.get("defences")
     if isinstance(defences, dict):
         _restrict_defences(defences, baseline["defences"], ignored)
