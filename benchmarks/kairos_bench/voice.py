@@ -28,6 +28,11 @@ Latency fields are :class:`~kairos.voice.session.TurnTiming`'s: ms from the end-
 the synthesised speech (last frame above 5% of the loudest frame's energy) to the first reply audio,
 on the wall clock (real-time runs only).
 
+``wer`` is the streaming listener's final transcript against the script; ``wer_offline`` is the same
+Whisper on the whole padded clip at once, so the gap between them is the listener's (its segment
+starts at the VAD's confirmed onset, with no pre-roll: first words get clipped). Other processes
+share the CPUs: each row has the 1-minute load average at its start, the params the run's.
+
 ``--no-model`` (or ``--model scripted``) answers with a scripted double: a smoke test of the bench's
 plumbing (ASR, TTS, VAD and the session are real), whose LLM latencies are the double's sleeps.
 """
@@ -37,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -44,7 +50,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +59,7 @@ import numpy.typing as npt
 from rich.console import Console
 
 from kairos.agent import Agent
-from kairos.agent.events import Activity, AgentEvent, FinalAnswer, ModelDeltaEvent, RunError
+from kairos.agent.events import Activity, AgentEvent, FinalAnswer, ModelDeltaEvent, RequestStats, RunError
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
 from kairos.models.types import ModelRequest, ModelResponse
@@ -310,11 +316,20 @@ class RunWatch:
     session_id: str
     active: bool = False
     ended: int = 0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    """Per model call: prompt tokens, those served from the KV cache, completion tokens, TTFT."""
 
     def __call__(self, session_id: str, event: AgentEvent) -> None:
         if session_id != self.session_id:
             return
-        if isinstance(event, Activity | ModelDeltaEvent):
+        if isinstance(event, RequestStats):
+            u = event.usage
+            ttft = None if u.ttft_s is None else round(u.ttft_s * 1000, 1)
+            self.requests.append(
+                {"prompt": u.prompt_tokens, "cached": u.cached_prompt_tokens, "completion": u.completion_tokens,
+                 "ttft_ms": ttft, "total_ms": round(u.total_s * 1000, 1)}
+            )  # fmt: skip
+        elif isinstance(event, Activity | ModelDeltaEvent):
             self.active = True
         elif isinstance(event, FinalAnswer | RunError):
             self.active = False
@@ -391,6 +406,7 @@ async def run_utterance(
         "speech_end_to_first_audio_ms": perceived,
         "reply": " ".join(replies),
         "replies": vs.replies,
+        "model_calls": watch.requests,
         "noise_mixer": clip.mixer,
         "wall_s": round(time.perf_counter() - t_start, 2),
     }
@@ -514,7 +530,10 @@ async def _measure(
             make_clip(says[u.voice], u.probe_text, u.noisy, seed=1000 + u.index, mixer=mixer) if u.probe else None
             for u in table
         ]
+    with console.status("transcribing the whole clips offline ..."):
+        offline = [stack.transcriber.transcribe(c.pcm) for c in clips]
     period = FRAME_MS / 1000 if realtime else FRAME_MS / 10_000
+    load_start = os.getloadavg()[0]
     agent = Agent(llm, system=script["system"], plugins=[VoicePrompt()], max_tokens=MAX_TOKENS)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="kairos-voice-") as tmp:
@@ -522,9 +541,11 @@ async def _measure(
             # warm-up (not measured): Whisper, Silero, the synthesiser and the prompt prefix in the KV cache
             warm = Utterance(-1, script["utterances"][0], voices[0], False)
             await run_utterance(rt, stack, warm, make_clip(says[voices[0]], warm.text, False, 0), None, period)
-            for utt, clip, probe in zip(table, clips, probes, strict=True):
+            for utt, clip, probe, heard in zip(table, clips, probes, offline, strict=True):
+                load = round(os.getloadavg()[0], 2)
                 r = await run_utterance(rt, stack, utt, clip, probe, period)
-                rows.append(r)
+                r |= {"transcript_offline": heard, "wer_offline": round(word_error_rate(utt.text, heard), 3)}
+                rows.append(r | {"load1": load})
                 console.print(
                     f"{utt.index:2d} {utt.voice.label:22s} {r['noise']:11s} wer={r['wer']:.2f} "
                     f"eos_wait={r.get('eos_wait_ms')!s:>5} audio={r.get('first_audio_ms')!s:>7} ms "
@@ -549,6 +570,9 @@ async def _measure(
             "realtime": realtime,
             "max_tokens": MAX_TOKENS,
             "n_ctx": N_CTX,
+            "cpus": os.cpu_count(),
+            "load1_start": round(load_start, 2),
+            "load1_end": round(os.getloadavg()[0], 2),
             "bargein_text": script["bargein"],
             "backchannels": script["backchannels"],
         },
@@ -572,6 +596,15 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def col(key: str, among: list[dict[str, Any]] = turns) -> list[float]:
         return [float(r[key]) for r in among if r.get(key) is not None]
 
+    def calls(key: str) -> list[float]:
+        out = []
+        for r in rows:
+            for c in r.get("model_calls", [])[:1]:  # each utterance's first call: its turn's
+                value = c["prompt"] - c["cached"] if key == "new" else c[key]
+                if value is not None:
+                    out.append(float(value))
+        return out
+
     spec = [r for r in turns if r["speculation"] != "none"]
     bargeins = [r for r in rows if r["probe"] == "bargein"]
     backs = [r for r in rows if r["probe"] == "backchannel" and r.get("probe_paused")]
@@ -592,9 +625,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "llm_first_token_ms_p50": _p(col("llm_first_token_ms"), 50),
         "first_chunk_ms_p50": _p(col("first_chunk_ms"), 50),
         "first_audio_ms_p50": _p(col("first_audio_ms"), 50),
+        "model_ttft_p50_ms": _p(calls("ttft_ms"), 50),
+        "model_new_prompt_tokens_p50": _p(calls("new"), 50),
+        "model_cached_prompt_tokens_p50": _p(calls("cached"), 50),
         "speculative_hit_rate": round(sum(r["speculation"] == "hit" for r in spec) / len(spec), 3) if spec else None,
         "speculation": {k: sum(r["speculation"] == k for r in turns) for k in ("hit", "miss", "aborted", "none")},
         "wer": round(statistics.fmean(r["wer"] for r in rows), 3) if rows else None,
+        "wer_offline": round(statistics.fmean(r["wer_offline"] for r in rows), 3) if rows else None,
         "wer_by_voice": by["voice"],
         "wer_by_noise": by["noise"],
         "turns": len(turns),

@@ -38,6 +38,7 @@ def test_the_scripted_run_writes_rows_with_the_waterfall_and_the_summary_keys() 
         "llm_first_token_ms_p50",
         "first_chunk_ms_p50",
         "backchannel_kept_rate",
+        "wer_offline",
     ):
         assert key in s
     assert s["pipecat_cloud_cascade_ms"] == "500-800 (published)"
