@@ -16,6 +16,7 @@ import websockets
 from kairos.agent import Agent
 from kairos.context.session import SessionStore
 from kairos.errors import ConfigError
+from kairos.models.types import ModelRequest, ModelResponse
 from kairos.runtime import Runtime
 from kairos.server import create_app, voice_ws
 from kairos.testing import ScriptedModel, reply
@@ -95,6 +96,33 @@ async def test_speech_in_gets_a_transcript_a_spoken_reply_and_a_waterfall(tmp_pa
     [turn] = _voice(frames, "turn")[:1]
     assert {"eos_wait_ms", "asr_final_ms", "llm_first_token_ms", "first_audio_ms"} <= set(turn["data"])
     assert not [f for f in frames if f.get("type") == "error"]
+
+
+def _answer(request: ModelRequest) -> ModelResponse:
+    last = str([m.content for m in request.messages if m.role == "user"][-1]).lower()
+    return reply("It is Saturday." if "day" in last else "It is noon.")
+
+
+async def test_the_next_spoken_turn_is_answered_aloud_too(tmp_path: Path, speech: bytes) -> None:
+    from kairos.voice.audio import silence
+    from kairos.voice.stack import voice_stack
+
+    again = voice_stack().synthesizer.synthesize("And what day is it?")
+    second = np.concatenate([again, silence(2500)]).astype("<i2").tobytes()
+    model = ScriptedModel([_answer for _ in range(6)], chunk=5)
+    async with voice_socket(tmp_path, model) as ws:
+        await _send_audio(ws, speech)
+        frames, audio = await _frames(ws, _turn_heard_and_answered_plainly)
+        await asyncio.sleep(2.5)  # the first reply (1.4 s of audio) has played: the next words are a new turn
+        await _send_audio(ws, second)
+        more, more_audio = await _frames(ws, _turn_heard_and_answered_plainly)
+    said = " ".join(f["text"] for f in _voice(more, "reply_text"))
+    assert "Saturday" in said and more_audio
+    assert not _voice(more, "cut") and not _voice(more, "paused")
+
+
+def _turn_heard_and_answered_plainly(frames: list[dict[str, Any]], audio: list[bytes]) -> bool:
+    return bool(_voice(frames, "turn")) and bool(audio)
 
 
 async def test_bad_input_is_answered_and_the_socket_goes_on(tmp_path: Path, speech: bytes) -> None:
