@@ -8,6 +8,7 @@ install them, when missing); the model is scripted.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -114,9 +115,14 @@ async def test_speaking_over_the_reply_cuts_it(tmp_path: Path, page: Any) -> Non
     model = ScriptedModel([reply(LONG_REPLY if i < 3 else "Sunny, twenty degrees.") for i in range(6)], chunk=8)
     async with serve(tmp_path, model) as (rt, url):
         sid = rt.create_session("voice")
+        heard: list[Any] = []
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: heard.append(frame)))
         await _talk(page, url, sid)
         await page.locator(".msg.assistant .body", has_text="It is noon.").first.wait_for(timeout=WAIT_MS)
         await page.locator(".voice-cut").first.wait_for(timeout=WAIT_MS)
+        stops = [i for i, f in enumerate(heard) if isinstance(f, str) and json.loads(f) == {"type": "stop"}]
+        assert stops, "the page was never told to silence the reply"
+        assert any(isinstance(f, bytes) for f in heard[: stops[0]])  # it came while reply audio was out
         said = page.locator(".msg.user:not(.interim) .body", has_text=re.compile("weather", re.I))
         await said.first.wait_for(timeout=WAIT_MS)
         cut = await page.locator(".voice-cut").first.text_content() or ""
