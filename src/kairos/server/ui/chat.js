@@ -179,6 +179,7 @@ export function mount(main, args, { go }) {
     state.textContent = "working";
     state.className = "badge warn";
     if (!value) activity.textContent = "";
+    if (!value && voice) voice.runEnded();
     else if (!activity.textContent) activity.textContent = "working…";
     if (sid) sessions.setBusy(sid, value);
   }

@@ -79,9 +79,10 @@ export class Voice {
     this.playEnd = 0;
     this.speech = false;
     this.label = h("span.voice-label", "Talk");
+    // the label says what a press does (not a toggle with aria-pressed: its label would have to stay the same)
     this.button = h("button.voice-mic#voice-mic", {
       type: "button",
-      "aria-pressed": "false",
+      dataset: { state: "off" },
       title: "Talk to kairos: speak, hear the answer, speak again to cut in",
       on: { click: () => this.toggle() },
     }, h("span.mic-dot", { "aria-hidden": "true" }), this.label);
@@ -99,7 +100,6 @@ export class Voice {
   set(state) {
     this.state = state;
     this.button.dataset.state = state;
-    this.button.setAttribute("aria-pressed", String(state !== "off"));
     this.label.textContent = state === "off" ? "Talk" : "Stop talking";
     this.status.textContent = STATES[state];
     this.line.hidden = state === "off";
@@ -116,28 +116,49 @@ export class Voice {
   async start() {
     this.set("connecting");
     this.caption.textContent = "";
+    let ctx = null;
+    let media = null;
+    const stale = () => this.state === "off" || this.ctx !== ctx; // stopped (or the view left) meanwhile
     try {
       if (!navigator.mediaDevices || !window.AudioWorkletNode) {
         throw new Error("this page cannot use a microphone here (it needs https or localhost)");
       }
-      this.ctx = new AudioContext(); // made in the click, so it may play
-      this.media = await navigator.mediaDevices.getUserMedia({
+      ctx = new AudioContext(); // made in the click, so it may play
+      this.ctx = ctx;
+      media = await navigator.mediaDevices.getUserMedia({
         audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 },
       });
-      await this.ctx.audioWorklet.addModule(WORKLET);
-      if (this.state !== "connecting") return this.release(); // stopped while the browser asked
+      if (stale()) {
+        for (const t of media.getTracks()) t.stop();
+        return;
+      }
+      this.media = media;
+      await ctx.audioWorklet.addModule(WORKLET);
+      if (stale()) return;
       this.connect();
-      const source = this.ctx.createMediaStreamSource(this.media);
-      this.node = new AudioWorkletNode(this.ctx, "kairos-capture", { numberOfInputs: 1, numberOfOutputs: 0 });
+      const source = ctx.createMediaStreamSource(media);
+      this.node = new AudioWorkletNode(ctx, "kairos-capture", { numberOfInputs: 1, numberOfOutputs: 0 });
       this.node.port.onmessage = (ev) => {
         if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(ev.data);
       };
       source.connect(this.node);
       this.source = source;
     } catch (e) {
+      if (stale()) {
+        if (media && this.media !== media) for (const t of media.getTracks()) t.stop();
+        return;
+      }
       const why = e && e.name === "NotAllowedError" ? "the microphone was not allowed" : (e && e.message) || String(e);
       this.fail(`The microphone did not start: ${why}`);
     }
+  }
+
+  /** The session's run ended (chat.js): with no reply audio coming, the floor is the user's again. */
+  runEnded() {
+    clearTimeout(this.idle);
+    this.idle = setTimeout(() => {
+      if (this.state === "thinking" && !this.sources.size) this.settle(false);
+    }, 1500);
   }
 
   connect() {
@@ -274,6 +295,7 @@ export class Voice {
   }
 
   stop() {
+    clearTimeout(this.idle);
     const ws = this.ws;
     this.ws = null;
     if (ws) ws.close(1000);
