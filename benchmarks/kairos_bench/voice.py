@@ -24,6 +24,9 @@ which should pause the audio and resume it, not cut it (the session's ``resumed`
 events vs ``cut``).
 
 Latency fields are :class:`~kairos.voice.session.TurnTiming`'s: ms from the end-of-speech decision.
+Each row's ``model_calls`` adds, per model call, its start (``start_ms``, same origin: negative when
+speculation started it before the decision), prompt tokens, those served from the KV cache, and the
+model's own TTFT.
 ``speech_end_to_first_audio_ms`` adds what the user waits before that decision: from the true end of
 the synthesised speech (last frame above 5% of the loudest frame's energy) to the first reply audio,
 on the wall clock (real-time runs only).
@@ -318,10 +321,14 @@ class RunWatch:
     ended: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     """Per model call: prompt tokens, those served from the KV cache, completion tokens, TTFT."""
+    starts: list[float] = field(default_factory=list)
+    """Per model call: when it started (``waiting``), on the wall clock."""
 
     def __call__(self, session_id: str, event: AgentEvent) -> None:
         if session_id != self.session_id:
             return
+        if isinstance(event, Activity) and event.kind == "waiting":
+            self.starts.append(time.perf_counter())
         if isinstance(event, RequestStats):
             u = event.usage
             ttft = None if u.ttft_s is None else round(u.ttft_s * 1000, 1)
@@ -398,6 +405,11 @@ async def run_utterance(
     if turn_at is not None and period_s == FRAME_MS / 1000:
         perceived = round((turn_at - speech_end_at) * 1000, 1)
     replies = [e.text for _, e in _kinds(events, "reply_text")]
+    final_at = next((t for t, _ in _kinds(events, "final")), None)
+    if turn is not None and final_at is not None:  # the end-of-speech decision: the final less the ASR's time
+        eos_at = final_at - turn.asr_final_ms / 1000
+        for call, started in zip(watch.requests, watch.starts, strict=False):
+            call["start_ms"] = round((started - eos_at) * 1000, 1)
     row |= {
         "transcript": transcript,
         "wer": round(word_error_rate(utt.text, transcript), 3),
@@ -570,6 +582,7 @@ async def _measure(
             "realtime": realtime,
             "max_tokens": MAX_TOKENS,
             "n_ctx": N_CTX,
+            **_source_state(),
             "cpus": os.cpu_count(),
             "load1_start": round(load_start, 2),
             "load1_end": round(os.getloadavg()[0], 2),
@@ -579,6 +592,22 @@ async def _measure(
         "rows": rows,
         "summary": summarize(rows),
     }
+
+
+def _source_state() -> dict[str, Any]:
+    """The commit measured and whether kairos.voice had uncommitted changes (others edit it while benches run)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "src/kairos/voice"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.split()[1::2]  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": commit or None, "voice_uncommitted": dirty}
 
 
 def _p(values: list[float], q: int) -> float | None:
@@ -600,7 +629,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out = []
         for r in rows:
             for c in r.get("model_calls", [])[:1]:  # each utterance's first call: its turn's
-                value = c["prompt"] - c["cached"] if key == "new" else c[key]
+                value = c["prompt"] - c["cached"] if key == "new" else c.get(key)
                 if value is not None:
                     out.append(float(value))
         return out
@@ -625,6 +654,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "llm_first_token_ms_p50": _p(col("llm_first_token_ms"), 50),
         "first_chunk_ms_p50": _p(col("first_chunk_ms"), 50),
         "first_audio_ms_p50": _p(col("first_audio_ms"), 50),
+        "model_call_start_ms_p50": _p(calls("start_ms"), 50),
         "model_ttft_p50_ms": _p(calls("ttft_ms"), 50),
         "model_new_prompt_tokens_p50": _p(calls("new"), 50),
         "model_cached_prompt_tokens_p50": _p(calls("cached"), 50),
