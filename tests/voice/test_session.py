@@ -222,6 +222,8 @@ async def test_a_barge_in_while_the_reply_streams_keeps_only_the_heard_part_in_t
             await v.until(lambda: len(model.requests) == 2 and not v.vs._running)
     stored = [m.content for m in SessionStore(tmp_path).resume(sid).messages if m.role == "assistant"]
     assert stored == ["Tomorrow will", "Yes."]
+    said = user_texts(model.requests[1])[-1]  # and the model is told the reply was cut, not finished
+    assert said.startswith("<speech_cut>") and "'Tomorrow will'" in said and said.endswith("\nStop, is it cold?")
 
 
 async def test_a_backchannel_while_the_agent_speaks_pauses_and_resumes_without_a_turn(tmp_path: Path) -> None:

@@ -290,9 +290,10 @@ class VoiceSession:
         whole = " ".join(reply.spoken) if reply is not None else ""
         self._drop_reply()
         self._emit("cut", heard)
-        if self._running:
+        if self._running:  # the reply is kept up to the heard part; the note says it was cut, not finished
             self._discard = True
             self.runtime.interrupt(self.session_id, reason, heard=heard)
+            self._cut_note = heard
         elif self._stored and normalise(heard) != normalise(whole or self._stored):
             self._cut_note = heard
 

@@ -36,12 +36,12 @@ class HibariSynthesizer:
 
     Args:
         voice: a voice the wheel carries.
-        threads: onnxruntime threads.
+        threads: onnxruntime threads (one is ~100x real time; a second would only take a core from the LLM).
         sample_rate: output rate (the model's 24 kHz is resampled to it).
         seed: fixed for repeatable audio.
     """
 
-    def __init__(self, voice: str = "heart", threads: int = 2, sample_rate: int = SAMPLE_RATE, seed: int = 0) -> None:
+    def __init__(self, voice: str = "heart", threads: int = 1, sample_rate: int = SAMPLE_RATE, seed: int = 0) -> None:
         try:
             import hibari
         except ImportError as exc:  # pragma: no cover - depends on the extra
