@@ -364,13 +364,15 @@ class KairosConfig(BaseModel):
         return ("defaults", *self._sources)
 
     def for_voice(self) -> KairosConfig:
-        """These settings for a voice agent: ``[voice]``'s tools (of those allowed anyway), no skills or sub-agents."""
+        """These settings for a voice agent: ``[voice]``'s tools (of those allowed anyway), a shorter status, no skills."""
         builtins = tuple(b for b in self.voice.builtins if b in self.tools.builtins)
         toolsets = [t for t in self.voice.toolsets if t in self.runtime.toolsets]
         return self.model_copy(
             update={
                 "tools": self.tools.model_copy(update={"builtins": builtins, "toolsets": ()}),
                 "runtime": self.runtime.model_copy(update={"toolsets": toolsets}),
+                # the user's words are right above: no recital, no timestamps (the status keeps the time)
+                "status_bar": self.status_bar.model_copy(update={"current_request": False, "timestamps": False}),
                 "skills": self.skills.model_copy(update={"enabled": False}),
                 "subagents": self.subagents.model_copy(update={"enabled": False}),
                 "discovery": self.discovery.model_copy(update={"enabled": False}),
