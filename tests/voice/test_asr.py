@@ -56,3 +56,9 @@ def test_a_dictated_number_is_one_turn_but_the_same_pause_after_a_sentence_ends_
 
     sentence = [hibari.synthesize("Please call me tomorrow."), pause, hibari.synthesize("Thanks a lot.")]
     assert len(_turns(np.concatenate([silence(300), *sentence, silence(2500)]), whisper)) == 2
+
+
+def test_the_first_word_is_kept(whisper: WhisperTranscriber, hibari: HibariSynthesizer) -> None:
+    for text in ("How long does it take to boil an egg?", "Set a timer for twenty minutes."):
+        turns = _turns(np.concatenate([silence(300), hibari.synthesize(text), silence(1500)]), whisper)
+        assert len(turns) == 1 and turns[0].lower().startswith(text.lower()[:10]), turns

@@ -278,3 +278,38 @@ async def test_an_empty_final_transcript_starts_no_turn(tmp_path: Path, text: st
             await v.hear(Heard("speech_start", 90))
             await v.hear(Heard("final", 1500, text, 0, 900))
     assert model.requests == [] and not v.vs.busy
+
+
+async def test_every_turn_is_spoken_not_only_the_first(tmp_path: Path) -> None:
+    model = ScriptedModel([reply("First answer."), reply("Second answer.")])
+    async with Runtime(Agent(model), SessionStore(tmp_path)) as rt:
+        v = Voice(rt, rt.create_session("voice"))
+        async with v.vs:
+            for n, text in enumerate(["One?", "Two?"], start=1):
+                await v.hear(Heard("speech_start", 90))
+                await v.hear(Heard("final", 1500, text, 0, 900))
+                await v.until(lambda n=n: len(v.vs.turns) == n and not v.vs.generating)  # type: ignore[misc]
+                v.clock.t += 30  # the reply was played to its end
+                assert not v.vs.busy
+    assert v.synth.said == ["First answer.", "Second answer."]
+
+
+async def test_wait_stop_over_the_reply_waits_for_the_question_and_goes_in_with_it(tmp_path: Path) -> None:
+    model = ScriptedModel([reply(LONG), reply("Friday is sunny.")])
+    async with Runtime(Agent(model), SessionStore(tmp_path)) as rt:
+        v = Voice(rt, rt.create_session("voice"))
+        async with v.vs:
+            await _speak_a_long_reply(v, rt)
+            await v.until(lambda: not v.vs.generating)
+            v.clock.t += 1.0
+            await v.hear(Heard("speech_start", 3000, start_ms=2910))
+            await v.hear(Heard("interim", 4100, "Wait, stop.", 2910, 3860))
+            await v.hear(Heard("final", 4460, "Wait, stop.", 2910, 3860))
+            await asyncio.sleep(0.1)
+            assert len(model.requests) == 1 and v.kinds()[-2:] == ["cut", "final"]  # quiet, waiting
+            await v.hear(Heard("speech_start", 5000, start_ms=4910))
+            await v.hear(Heard("final", 6500, "What about Friday?", 4910, 5900))
+            await v.until(lambda: len(model.requests) == 2 and not v.vs.generating)
+    said = user_texts(model.requests[1])[-1]
+    assert said.startswith("<speech_cut>") and said.endswith("\nWait, stop. What about Friday?")
+    assert v.vs.turns[-1].text == "Wait, stop. What about Friday?" and v.vs.turns[-1].user_wait_ms is not None

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -37,9 +37,8 @@ from kairos.server.middleware import error_body
 from kairos.server.state import state_of
 
 if TYPE_CHECKING:
-    from kairos.agent.events import AgentEvent
     from kairos.voice.audio import Pcm
-    from kairos.voice.session import VoiceEvent, VoiceSession
+    from kairos.voice.session import VoiceEvent
     from kairos.voice.stack import VoiceStack
 
 router = APIRouter()
@@ -161,9 +160,10 @@ async def _converse(
 ) -> None:
     """Feed the frames heard to a voice session until the client leaves or the server stops."""
     from kairos.voice.playback import Playback
+    from kairos.voice.session import VoiceSession
 
     state = state_of(websocket)
-    session = _session_class()(
+    session = VoiceSession(
         state.runtime,
         session_id,
         stack.listener(),
@@ -191,39 +191,6 @@ async def _converse(
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-
-
-def _session_class() -> type[VoiceSession]:
-    """:class:`VoiceSession`, with the next turn speaking through a reply of its own.
-
-    Works around a bug in :mod:`kairos.voice.session`: the reply of a finished run stays ``_reply``, so
-    the next turn's text goes to its synthesis thread, which has already ended, and that turn is silent.
-    Here a reply whose run ended is dropped when the next turn is submitted or its text starts.
-    """
-    from kairos.agent.events import FinalAnswer, ModelDeltaEvent, RunError
-    from kairos.voice.session import VoiceSession
-
-    class NextTurnSpeaks(VoiceSession):
-        _ended: object = None
-
-        def _drop_ended(self) -> None:
-            if self._reply is not None and self._reply is self._ended:
-                self._drop_reply()
-
-        async def _submit(self, text: str, *, gated: bool, strategy: Literal["interrupt"] | None = None) -> None:
-            self._drop_ended()
-            await super()._submit(text, gated=gated, strategy=strategy)
-
-        def _on_agent_event(self, session_id: str, event: AgentEvent) -> None:
-            ours = session_id == self.session_id
-            if ours and isinstance(event, ModelDeltaEvent) and not self._discard:
-                self._drop_ended()
-            discarding = self._discard
-            super()._on_agent_event(session_id, event)
-            if ours and isinstance(event, FinalAnswer | RunError) and not discarding:
-                self._ended = self._reply
-
-    return NextTurnSpeaks
 
 
 async def _send_all(websocket: WebSocket, out: asyncio.Queue[Outgoing]) -> None:

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import re
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -38,13 +39,26 @@ from kairos.runtime.runtime import Runtime
 from kairos.voice.audio import Pcm
 from kairos.voice.listen import Heard, Listener
 from kairos.voice.playback import Playback
+from kairos.voice.speaker import Speaker
 from kairos.voice.speech_text import SpeechItem, SpeechTextStream
-from kairos.voice.tts import AudioBlock, Synthesizer, speak
+from kairos.voice.tts import AudioBlock, Synthesizer
 from kairos.voice.vad import looks_unfinished
 
 _BACKCHANNELS = "mm mmm mhm hm hmm uh huh yeah yep yes yup ok okay right sure aha ah oh i see got it"
 BACKCHANNEL_WORDS = frozenset(_BACKCHANNELS.split())
 """Words of a listener's feedback that mean "go on", not "stop" ("mm-hm", "uh-huh": the parts)."""
+
+STOP_WORDS = frozenset(
+    ["wait", "stop", "hold", "on", "hang", "sorry", "sec", "second", "one", "moment", "please", "no"]
+)
+"""Words that only take the floor ("wait, stop."): after a barge-in the question usually follows."""
+
+
+def only_stop_words(text: str) -> bool:
+    """Whether ``text`` says nothing but "wait", "stop", "hold on" and the like."""
+    words = normalise(text).split()
+    return bool(words) and all(w in STOP_WORDS for w in words)
+
 
 VoiceEventKind = Literal[
     "speech_start", "interim", "final", "reply_text", "paused", "resumed", "cut", "backchannel", "turn", "error"
@@ -75,9 +89,15 @@ class TurnTiming:
     first_audio_ms: float | None = None
     speculation: Literal["hit", "miss", "aborted", "none"] = "none"
 
+    @property
+    def user_wait_ms(self) -> float | None:
+        """What the user waits: from the end of their speech (the VAD's silence included) to the first audio."""
+        return None if self.first_audio_ms is None else self.eos_wait_ms + self.first_audio_ms
+
     def to_record(self) -> dict[str, Any]:
         """JSON-able, rounded to 0.1 ms."""
-        return {k: round(v, 1) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+        record = {**self.__dict__, "user_wait_ms": self.user_wait_ms}
+        return {k: round(v, 1) if isinstance(v, float) else v for k, v in record.items()}
 
 
 def normalise(text: str) -> str:
@@ -94,69 +114,15 @@ def is_backchannel(text: str, voiced_ms: int, limit_ms: int = 800) -> bool:
     return voiced_ms <= limit_ms and len(words) <= 3 and all(w in BACKCHANNEL_WORDS for w in words)
 
 
-class _Speaker:
-    """Synthesises one reply's speakable items in a thread, in order, handing blocks back to the loop."""
-
-    def __init__(
-        self, synth: Synthesizer, deliver: Callable[[AudioBlock | str], None], loop: asyncio.AbstractEventLoop
-    ) -> None:
-        self._items: list[SpeechItem | None] = []
-        self._ready = threading.Condition()
-        self.cancelled = False
-        self.finished = False
-        """Every block was handed over (or synthesis failed, or it was cancelled)."""
-        self._thread = threading.Thread(target=self._run, args=(synth, deliver, loop), daemon=True, name="voice-tts")
-        self._thread.start()
-
-    def say(self, items: list[SpeechItem]) -> None:
-        with self._ready:
-            self._items.extend(items)
-            self._ready.notify()
-
-    def close(self) -> None:
-        with self._ready:
-            self._items.append(None)
-            self._ready.notify()
-
-    def _pull(self) -> Iterator[SpeechItem]:
-        while True:
-            with self._ready:
-                while not self._items:
-                    self._ready.wait()
-                item = self._items.pop(0)
-            if item is None or self.cancelled:
-                return
-            yield item
-
-    def _run(
-        self, synth: Synthesizer, deliver: Callable[[AudioBlock | str], None], loop: asyncio.AbstractEventLoop
-    ) -> None:
-        try:
-            for block in speak(synth, self._pull()):
-                if self.cancelled:
-                    return
-                with contextlib.suppress(RuntimeError):  # the loop closed: nobody listens any more
-                    loop.call_soon_threadsafe(deliver, block)
-        except Exception as exc:  # a synthesiser failure is reported, never taking the session down
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(deliver, f"speech synthesis failed: {exc}")
-        finally:  # after the blocks: the loop learns it in order
-            try:
-                loop.call_soon_threadsafe(self._finish)
-            except RuntimeError:
-                self._finish()
-
-    def _finish(self) -> None:
-        self.finished = True
-
-
 @dataclass
 class _Reply:
-    """The reply being spoken: its text stream, its synthesis thread, whether its audio may play yet."""
+    """One run's reply: its text stream, its synthesis, whether its audio may play yet."""
 
     speech: SpeechTextStream
-    speaker: _Speaker
     gated: bool
+    speaker: Speaker | None = None
+    closed: bool = False
+    """The run ended: its text is all there (its audio may still be on the way)."""
     held: list[AudioBlock] = field(default_factory=list)
     spoken: list[str] = field(default_factory=list)
     first_token_at: float | None = None
@@ -205,7 +171,8 @@ class VoiceSession:
         """Per barge-in: from the frame that showed speech to the audio paused (ms)."""
         self.replies = 0
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._reply: _Reply | None = None
+        self._reply: _Reply | None = None  # the reply being written
+        self._live: list[_Reply] = []  # replies whose audio is not all handed to playback yet
         self._running = False  # a turn of ours runs (submitted, no final answer yet)
         self._stored = ""  # text of the last reply the runner finished (stored in the trajectory)
         self._spec: tuple[str, float] | None = None  # speculative transcript and when it went in
@@ -213,6 +180,8 @@ class VoiceSession:
         self._discard = False  # drop reply text until the runner starts its next model call
         self._barge: int | None = None  # speech start (audio ms) of speech that paused the reply
         self._ignore_final = False  # the utterance under way was a backchannel
+        self._floor_taken = False  # the user cut the reply and has not asked anything since
+        self._taking_floor = ""  # "wait, stop." said since: goes in front of the question that follows
         self._timing: TurnTiming | None = None
         self._cut_note: str | None = None  # a stored reply the user cut: heard up to here (goes with the next input)
         self._eos_at = 0.0
@@ -226,7 +195,10 @@ class VoiceSession:
     async def __aexit__(self, *exc: object) -> None:
         with contextlib.suppress(ValueError):
             self.runtime.agent_listeners.remove(self._on_agent_event)
+        speakers = [r.speaker for r in self._live if r.speaker is not None]
         self._drop_reply()
+        for speaker in speakers:  # not while one is inside the synthesiser: an exit then can abort
+            await asyncio.to_thread(speaker.join, 30.0)
 
     def _emit(self, kind: VoiceEventKind, text: str = "", data: dict[str, Any] | None = None) -> None:
         if self.on_event is not None:
@@ -235,9 +207,12 @@ class VoiceSession:
     @property
     def busy(self) -> bool:
         """Whether the agent holds the floor: a turn runs, or its audio plays or waits to."""
-        reply = self._reply
-        speaking = reply is not None and (bool(reply.held) or not reply.speaker.finished)
-        return self._running or speaking or self.playback.pending
+        return self._running or bool(self._live) or self.playback.pending
+
+    @property
+    def generating(self) -> bool:
+        """Whether a turn of the session runs (the reply is being written)."""
+        return self._running
 
     # -- input ---------------------------------------------------------------------------------
 
@@ -285,9 +260,9 @@ class VoiceSession:
     async def _cut(self, reason: str) -> None:
         """A barge-in: silence the reply for good and keep only what was heard."""
         self._barge = None
+        self._floor_taken = True
         heard = self.playback.cut()
-        reply = self._reply
-        whole = " ".join(reply.spoken) if reply is not None else ""
+        whole = " ".join(self._reply.spoken) if self._reply is not None else ""
         self._drop_reply()
         self._emit("cut", heard)
         if self._running:  # the reply is kept up to the heard part; the note says it was cut, not finished
@@ -298,7 +273,7 @@ class VoiceSession:
             self._cut_note = heard
 
     async def _maybe_speculate(self, text: str) -> None:
-        if not self.speculate or self.busy or not text.strip() or looks_unfinished(text):
+        if not self.speculate or self.busy or not text.strip() or looks_unfinished(text) or only_stop_words(text):
             return
         self._spec, self._spec_state = (text, self.clock()), "open"
         await self._submit(text, gated=True)
@@ -330,17 +305,27 @@ class VoiceSession:
         if not h.text.strip():
             self._reset_speculation()
             return
+        if self._floor_taken and only_stop_words(h.text):  # "wait, stop." over the reply: the question follows
+            self._taking_floor = f"{self._taking_floor} {h.text}".strip()
+            self._reset_speculation()
+            return
+        if self._taking_floor:
+            h = dataclasses.replace(h, text=f"{self._taking_floor} {h.text}")
+            timing.text = h.text
+            self._taking_floor = ""
         spec, state = self._spec, self._spec_state
         self._reset_speculation()
         self._timing = timing
         if spec is not None and state == "open" and normalise(spec[0]) == normalise(h.text):
             timing.speculation = "hit"
-            reply = self._reply
+            reply = next((r for r in self._live if r.gated), None)
             if reply is not None:
                 reply.gated = False
-                for block in reply.held:
-                    self._play(block)
-                reply.held.clear()
+                held, reply.held = reply.held, []
+                for block in held:
+                    self._play(reply, block)
+                if reply.speaker is not None and reply.speaker.finished:
+                    self._speaker_done(reply)
             return
         if spec is not None:
             timing.speculation = "aborted" if state == "aborted" else "miss"
@@ -359,9 +344,9 @@ class VoiceSession:
 
     async def _submit(self, text: str, *, gated: bool, strategy: Literal["interrupt"] | None = None) -> None:
         self._running = True
+        self._floor_taken = False
         self._stored = ""
-        if self._reply is None:
-            self._start_reply(gated)
+        self._open_reply(gated)
         context = {} if self._cut_note is None else {CUT_REPLY: self._cut_note}
         self._cut_note = None
         event = Event("user.input", text, {"type": "user"}, "voice", context, self.session_id, strategy=strategy)
@@ -377,15 +362,32 @@ class VoiceSession:
     def _start_reply(self, gated: bool) -> _Reply:
         assert self._loop is not None
         self.playback.new_reply()
-        self._reply = _Reply(SpeechTextStream(), _Speaker(self.synth, self._on_block, self._loop), gated)
+        reply = _Reply(SpeechTextStream(), gated)
+        reply.speaker = Speaker(
+            self.synth, self._loop, functools.partial(self._on_block, reply), functools.partial(self._emit, "error"),
+            functools.partial(self._speaker_done, reply),
+        )  # fmt: skip
+        self._reply = reply
+        self._live.append(reply)
         self.replies += 1
-        return self._reply
+        return reply
+
+    def _open_reply(self, gated: bool = False) -> _Reply:
+        """The reply being written, or a new one (the last one's run ended)."""
+        reply = self._reply
+        return reply if reply is not None and not reply.closed else self._start_reply(gated)
+
+    def _speaker_done(self, reply: _Reply) -> None:
+        if reply in self._live and not reply.held:  # held audio keeps a speculative reply until the final decides
+            self._live.remove(reply)
 
     def _drop_reply(self) -> None:
-        reply, self._reply = self._reply, None
-        if reply is not None:
-            reply.speaker.cancelled = True
-            reply.speaker.close()
+        """Silence every reply on the way (a cut, an aborted or missed speculation): nothing more of them plays."""
+        for reply in self._live:
+            if reply.speaker is not None:
+                reply.speaker.cancel()
+        self._live.clear()
+        self._reply = None
 
     def _on_agent_event(self, session_id: str, event: AgentEvent) -> None:
         if session_id != self.session_id:
@@ -398,7 +400,7 @@ class VoiceSession:
         if isinstance(event, ModelDeltaEvent) and isinstance(event.delta, TextDelta):
             if self._discard:
                 return
-            reply = self._reply or self._start_reply(gated=False)
+            reply = self._open_reply()
             reply.first_token_at = reply.first_token_at or self.clock()
             self._say(reply, reply.speech.feed(event.delta.text))
         elif isinstance(event, FinalAnswer | RunError):
@@ -410,9 +412,12 @@ class VoiceSession:
                 return
             if isinstance(event, RunError):
                 self._emit("error", event.message)
-            if self._reply is not None:
-                self._say(self._reply, self._reply.speech.flush())
-                self._reply.speaker.close()
+            ending = self._reply
+            if ending is not None and not ending.closed:
+                self._say(ending, ending.speech.flush())
+                ending.closed = True
+                if ending.speaker is not None:
+                    ending.speaker.close()
 
     def _say(self, reply: _Reply, items: list[SpeechItem]) -> None:
         chunks = [i for i in items if isinstance(i, str)]
@@ -420,25 +425,21 @@ class VoiceSession:
             reply.spoken.extend(chunks)
             self._emit("reply_text", " ".join(chunks))
             reply.first_chunk_at = reply.first_chunk_at or self.clock()
-        if items:
+        if items and reply.speaker is not None:
             reply.speaker.say(items)
 
-    def _on_block(self, block: AudioBlock | str) -> None:
-        if isinstance(block, str):
-            self._emit("error", block)
-            return
-        reply = self._reply
-        if reply is None or self._discard:
+    def _on_block(self, reply: _Reply, block: AudioBlock) -> None:
+        if reply.speaker is None or reply.speaker.cancelled:
             return
         if reply.gated:
             reply.held.append(block)
         else:
-            self._play(block)
+            self._play(reply, block)
 
-    def _play(self, block: AudioBlock) -> None:
+    def _play(self, reply: _Reply, block: AudioBlock) -> None:
         self.playback.add(block)
-        timing, reply = self._timing, self._reply
-        if timing is None or reply is None:
+        timing = self._timing
+        if timing is None:
             return
         self._timing = None
         timing.first_audio_ms = self._since_eos(self.clock())
