@@ -364,7 +364,7 @@ class KairosConfig(BaseModel):
         return ("defaults", *self._sources)
 
     def for_voice(self) -> KairosConfig:
-        """These settings for a voice agent: ``[voice]``'s tools (of those allowed anyway), a shorter status, no skills."""
+        """These settings for a voice agent: [voice]'s tools (of those allowed anyway), a shorter status, no skills."""
         builtins = tuple(b for b in self.voice.builtins if b in self.tools.builtins)
         toolsets = [t for t in self.voice.toolsets if t in self.runtime.toolsets]
         return self.model_copy(
