@@ -296,6 +296,9 @@ class VoiceConfig(BaseModel):
     """Silence that ends the user's turn."""
     hold_ms: int = Field(2000, ge=600, le=10_000)
     """Silence that ends it while the user dictates digits or spells a name."""
+    web: bool = False
+    """``kairos serve``'s agent gets the voice part of the system prompt too, for the web UI's microphone: replies
+    get short and may carry control tokens (the web UI hides them) in every session, typed ones included."""
     backchannel_ms: int = Field(800, ge=0, le=3000)
     """Speech over the agent at most this long, of words like "mm-hm" or "yeah", does not cut it off."""
 

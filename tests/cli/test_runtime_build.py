@@ -134,3 +134,20 @@ def test_a_background_model_makes_the_agent_think_fast_and_slow(
         assert not any(isinstance(p, SlowThinking) for p in plain.agent.pipeline.plugins)
     finally:
         store.close()
+
+
+def test_voice_web_gives_the_served_agent_the_voice_prompt(tmp_path: Path) -> None:
+    from kairos.voice.prompt import VOICE_PROMPT
+
+    store = SessionStore(tmp_path)
+    try:
+        spoken = build_runtime(
+            ScriptedModel([]), tmp_path, KairosConfig.model_validate({"voice": {"web": True}}), store
+        )
+        assert VOICE_PROMPT in spoken.agent.system.deployment
+        assert (
+            VOICE_PROMPT
+            not in build_runtime(ScriptedModel([]), tmp_path, KairosConfig(), store).agent.system.deployment
+        )
+    finally:
+        store.close()

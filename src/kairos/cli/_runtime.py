@@ -112,10 +112,16 @@ def build_runtime(
     outbox = next((c for c in parts if isinstance(c, Outbox)), None)
     if approver is None and outbox is not None and config.defences.approver in ("auto", "interactive"):
         approver = OutboxApprover(outbox)  # the API's /v1/questions and the chat answer it
+    plugins = list(plugins or [])
+    if config.voice.web:
+        from kairos.voice.prompt import VoicePrompt
+
+        if not any(isinstance(p, VoicePrompt) for p in plugins):
+            plugins.append(VoicePrompt())
     slow = slow_thinking(workspace, background_config or config)
     agent = build_agent(
         llm, workspace, config, approver=approver, tools=runtime_tools(config.runtime.toolsets),
-        plugins=[*(plugins or []), *([slow] if slow is not None else [])],
+        plugins=[*plugins, *([slow] if slow is not None else [])],
     )  # fmt: skip
     storage = config.storage
     db = open_records(storage.store, store.state_dir)  # PostgreSQL: shared by the deployment's processes
