@@ -175,7 +175,7 @@ class VoiceSession:
         self._live: list[_Reply] = []  # replies whose audio is not all handed to playback yet
         self._running = False  # a turn of ours runs (submitted, no final answer yet)
         self._stored = ""  # text of the last reply the runner finished (stored in the trajectory)
-        self._spec: tuple[str, float] | None = None  # speculative transcript and when it went in
+        self._spec: str | None = None  # the transcript a speculative turn went in with
         self._spec_state: Literal["none", "open", "aborted"] = "none"
         self._discard = False  # drop reply text until the runner starts its next model call
         self._barge: int | None = None  # speech start (audio ms) of speech that paused the reply
@@ -275,7 +275,7 @@ class VoiceSession:
     async def _maybe_speculate(self, text: str) -> None:
         if not self.speculate or self.busy or not text.strip() or looks_unfinished(text) or only_stop_words(text):
             return
-        self._spec, self._spec_state = (text, self.clock()), "open"
+        self._spec, self._spec_state = text, "open"
         await self._submit(text, gated=True)
 
     def _abort_speculation(self) -> None:
@@ -316,7 +316,7 @@ class VoiceSession:
         spec, state = self._spec, self._spec_state
         self._reset_speculation()
         self._timing = timing
-        if spec is not None and state == "open" and normalise(spec[0]) == normalise(h.text):
+        if spec is not None and state == "open" and normalise(spec) == normalise(h.text):
             timing.speculation = "hit"
             reply = next((r for r in self._live if r.gated), None)
             if reply is not None:
