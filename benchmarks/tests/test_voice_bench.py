@@ -10,6 +10,7 @@ from rich.console import Console
 
 from kairos_bench import VOICE
 from kairos_bench import voice as bench
+from kairos_bench import voice_clips as clips
 
 QUIET = Console(file=io.StringIO())
 
@@ -47,14 +48,14 @@ def test_the_scripted_run_writes_rows_with_the_waterfall_and_the_summary_keys() 
 
 
 def test_the_plan_cycles_configurations_and_noise_is_mixed_at_the_snr() -> None:
-    script = bench.load_script()
-    table = bench.plan(script, bench.VOICES, 24)
+    script = clips.load_script()
+    table = clips.plan(script, clips.VOICES, 24)
     configs = {(u.voice, u.noisy) for u in table}
     assert len(configs) == 12 and len({(u.voice, u.noisy, u.text) for u in table}) == 24
     assert sum(u.probe == "bargein" for u in table) == 6 and sum(u.probe == "backchannel" for u in table) == 6
     t = np.arange(16_000) / 16_000
     speech = (8000 * np.sin(2 * np.pi * 220 * t)).astype(np.int16)
-    noisy, mixer = bench.add_noise(speech, speech, 15.0, seed=1, mixer="numpy")
+    noisy, mixer = clips.add_noise(speech, speech, 15.0, seed=1, mixer="numpy")
     noise = noisy.astype(np.float64) - speech
     snr = 10 * np.log10(np.mean(speech.astype(np.float64) ** 2) / np.mean(noise**2))
     assert mixer == "numpy" and abs(snr - 15.0) < 0.5
