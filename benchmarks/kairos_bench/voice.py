@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import statistics
@@ -53,7 +54,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from rich.console import Console
@@ -66,6 +67,7 @@ from kairos.models.types import ModelRequest, ModelResponse
 from kairos.runtime import Runtime
 from kairos.testing import ScriptedModel, reply
 from kairos.voice.audio import FRAME_MS, FRAME_SAMPLES, Pcm, frames
+from kairos.voice.listen import Heard, Listener
 from kairos.voice.playback import Playback
 from kairos.voice.session import VoiceEvent, VoiceSession
 from kairos.voice.stack import VoiceStack
@@ -170,6 +172,20 @@ def _kinds(events: list[tuple[float, VoiceEvent]], *kinds: str) -> list[tuple[fl
     return [(t, e) for t, e in events if e.kind in kinds]
 
 
+class Revising:
+    """A listener whose final transcript differs from the one taken at the pause: a speculation miss."""
+
+    def __init__(self, inner: Listener) -> None:
+        self.inner = inner
+        self.endpointer = inner.endpointer
+
+    def feed(self, frame: Pcm) -> list[Heard]:
+        return [
+            dataclasses.replace(h, text=h.text.rstrip(" .?!") + ", please?") if h.kind == "final" and h.text else h
+            for h in self.inner.feed(frame)
+        ]
+
+
 async def run_utterance(
     rt: Runtime, stack: VoiceStack, utt: Utterance, clip: Clip, probe: Clip | None, period_s: float
 ) -> dict[str, Any]:
@@ -178,8 +194,9 @@ async def run_utterance(
     events: list[tuple[float, VoiceEvent]] = []
     watch = RunWatch(sid)
     rt.agent_listeners.append(watch)
+    listener = cast(Listener, Revising(stack.listener())) if utt.revised else stack.listener()  # duck-typed
     vs = VoiceSession(
-        rt, sid, stack.listener(), stack.synthesizer, Playback(),
+        rt, sid, listener, stack.synthesizer, Playback(),
         on_event=lambda e: events.append((time.perf_counter(), e)),
     )  # fmt: skip
     row: dict[str, Any] = {
@@ -190,6 +207,7 @@ async def run_utterance(
         "rate": utt.voice.rate,
         "noise": f"pink {SNR_DB:g} dB" if utt.noisy else "clean",
         "probe": utt.probe,
+        "revised": utt.revised,
     }
     t_start = time.perf_counter()
     try:
@@ -429,14 +447,17 @@ def _p(values: list[float], q: int) -> float | None:
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The waterfall's medians, end-of-speech to first audio p50/p95, barge-in p95, hit rate, WER."""
-    turns = [r for r in rows if r["turn"]]
+    turns = [r for r in rows if r["turn"] and not r.get("revised")]  # the waterfall: turns as spoken
+    revised = [r for r in rows if r["turn"] and r.get("revised")]
+    misses = [r for r in revised if r["speculation"] == "miss"]
+    reruns = [r["model_calls"][-1] for r in misses if r.get("model_calls")]  # the cut call reports no stats
 
     def col(key: str, among: list[dict[str, Any]] = turns) -> list[float]:
         return [float(r[key]) for r in among if r.get(key) is not None]
 
     def calls(key: str) -> list[float]:
         out = []
-        for r in rows:
+        for r in turns:
             for c in r.get("model_calls", [])[:1]:  # each utterance's first call: its turn's
                 value = c["prompt"] - c["cached"] if key == "new" else c.get(key)
                 if value is not None:
@@ -469,6 +490,12 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "model_cached_prompt_tokens_p50": _p(calls("cached"), 50),
         "speculative_hit_rate": round(sum(r["speculation"] == "hit" for r in spec) / len(spec), 3) if spec else None,
         "speculation": {k: sum(r["speculation"] == k for r in turns) for k in ("hit", "miss", "aborted", "none")},
+        "revised_turns": len(revised),
+        "revised_miss_rate": round(len(misses) / len(revised), 3) if revised else None,
+        "restart_first_audio_p50_ms": _p(col("first_audio_ms", misses), 50),
+        "restart_ttft_p50_ms": _p([float(c["ttft_ms"]) for c in reruns if c.get("ttft_ms") is not None], 50),
+        "restart_new_prompt_tokens_p50": _p([float(c["prompt"] - c["cached"]) for c in reruns], 50),
+        "restart_cached_prompt_tokens_p50": _p([float(c["cached"]) for c in reruns], 50),
         "wer": round(statistics.fmean(r["wer"] for r in rows), 3) if rows else None,
         "wer_offline": round(statistics.fmean(r["wer_offline"] for r in rows), 3) if rows else None,
         "wer_by_voice": by["voice"],

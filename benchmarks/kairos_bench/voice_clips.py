@@ -61,6 +61,9 @@ class Utterance:
     noisy: bool
     probe: Probe | None = None
     probe_text: str = ""
+    revised: bool = False
+    """The final transcript is made to differ from the pause's (as when Whisper revises a word): a forced
+    speculation miss, to measure what the restart costs."""
 
 
 def load_script() -> dict[str, Any]:
@@ -73,7 +76,8 @@ def plan(script: dict[str, Any], voices: tuple[VoiceSpec, ...], n: int) -> list[
     """``n`` utterances cycling the (voice, noise) configurations and, independently, the requests.
 
     With 12 configurations and 8 requests, 24 utterances give every configuration twice, with
-    different requests. Utterance k gets a backchannel probe when k % 4 == 0, a barge-in when k % 4 == 1.
+    different requests. Utterance k gets a backchannel probe when k % 4 == 0, a barge-in when k % 4 == 1,
+    a revised final transcript when k % 4 == 2.
     """
     configs = [(v, noisy) for v in voices for noisy in (False, True)]
     texts: list[str] = script["utterances"]
@@ -86,7 +90,7 @@ def plan(script: dict[str, Any], voices: tuple[VoiceSpec, ...], n: int) -> list[
             probe, probe_text = "backchannel", script["backchannels"][(k // 4) % len(script["backchannels"])]
         elif k % 4 == 1:
             probe, probe_text = "bargein", script["bargein"]
-        out.append(Utterance(k, texts[k % len(texts)], voice, noisy, probe, probe_text))
+        out.append(Utterance(k, texts[k % len(texts)], voice, noisy, probe, probe_text, revised=k % 4 == 2))
     return out
 
 
