@@ -75,3 +75,13 @@ def reply_schema(
         "additionalProperties": False,
     }
     return {"anyOf": [wrapper, final_call]} if final else wrapper
+
+
+ANSWER_OPENING = '{"name": "' + FINAL_ANSWER + '", "arguments": {"text": "'
+"""How the final answer's JSON starts, as the grammar-shaped replies write it (the stored replies show it)."""
+
+ANSWER_REST_GBNF = r"""root ::= char* "\"" space "}" space "}" space
+char ::= [^"\\] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])
+space ::= " "?
+"""
+"""The rest of a final answer after :data:`ANSWER_OPENING`, as llama.cpp converts :func:`reply_schema` without tools."""
