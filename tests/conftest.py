@@ -11,6 +11,7 @@ import pytest
 
 from kairos.context.session import Session, SessionStore
 from kairos.models.local import LocalModel
+from kairos.testing import ScriptedModel
 from tests.support.servers import (  # noqa: F401  (pytest fixtures: real PostgreSQL and NATS on loopback)
     nats_server_fixture,
     nats_stream_fixture,
@@ -117,3 +118,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         handle = getattr(utils, name, None)
         if handle is not None and not handle.closed:
             handle.close()
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedModel:
+    """A scripted model that every ``load_model`` call returns (the command line's tests)."""
+    import kairos.models
+
+    model = ScriptedModel()
+    monkeypatch.setattr(kairos.models, "load_model", lambda spec, config=None, **kw: model)
+    return model

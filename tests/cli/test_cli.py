@@ -15,13 +15,6 @@ from kairos.testing import ScriptedModel, call, reply
 runner = CliRunner()
 
 
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedModel:
-    model = ScriptedModel()
-    monkeypatch.setattr(kairos.models, "load_model", lambda spec, config=None, **kw: model)
-    return model
-
-
 def test_run_streams_tool_calls_results_trace_and_answer(scripted: ScriptedModel, workspace: Path) -> None:
     (workspace / "notes.txt").write_text("alpha\nbeta\n")
     scripted.extend([reply("", call("read_file", {"path": "notes.txt"})), reply("The file has 2 lines.")])

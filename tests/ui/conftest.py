@@ -52,14 +52,20 @@ async def serve(
         yield rt, url
 
 
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
+async def chromium(*extra_args: str) -> AsyncIterator[Any]:
+    """Headless Debian chromium with the tests' flags (and ``extra_args``), closed after use."""
     async with playwright_api.async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[*ARGS, *extra_args])
         try:
             yield b
         finally:
             await b.close()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    async for b in chromium():
+        yield b
 
 
 def _refused(text: str) -> bool:

@@ -21,7 +21,7 @@ import pytest
 from kairos.errors import ConfigError
 from kairos.server import voice_ws
 from kairos.testing import ScriptedModel, reply
-from tests.ui.conftest import ARGS, CHROMIUM, SHOTS, playwright_api, serve
+from tests.ui.conftest import SHOTS, chromium, serve
 from tests.ui.test_chat import open_chat
 
 _EXTRA = "pip install -e '.[voice]'"
@@ -64,26 +64,13 @@ def wav(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
     return path
 
 
-async def _browser(wav: Path) -> AsyncIterator[Any]:
-    fake = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"]
-    args = [
-        *ARGS,
-        *fake,
-        f"--use-file-for-fake-audio-capture={wav}%noloop",
-        "--autoplay-policy=no-user-gesture-required",
-    ]
-    async with playwright_api.async_playwright() as p:
-        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=args)
-        try:
-            yield b
-        finally:
-            await b.close()
-
-
 @pytest.fixture
 async def browser(wav: Path) -> AsyncIterator[Any]:
     """Chromium whose microphone plays the test's WAV (the ``page`` fixture's browser, for this module)."""
-    async for b in _browser(wav):
+    mic = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"]
+    async for b in chromium(
+        *mic, f"--use-file-for-fake-audio-capture={wav}%noloop", "--autoplay-policy=no-user-gesture-required"
+    ):
         yield b
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 from typer.testing import CliRunner
 
-import kairos.models
 from kairos.cli import app
 from kairos.testing import ScriptedModel, reply
 from kairos.voice.asr import WhisperTranscriber
@@ -17,13 +15,6 @@ from kairos.voice.tts import HibariSynthesizer
 from kairos.voice.wer import word_error_rate
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedModel:
-    model = ScriptedModel()
-    monkeypatch.setattr(kairos.models, "load_model", lambda spec, config=None, **kw: model)
-    return model
 
 
 def test_a_spoken_question_gets_a_spoken_answer_without_its_control_tokens(
