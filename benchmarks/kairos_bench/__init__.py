@@ -160,3 +160,10 @@ VOICE = Bench(
     takes_limit=True,
     options=("no_model",),
 )
+MINIWOB = Bench(
+    "miniwob",
+    "MiniWoB++ on loopback: the browser agent on the bundled model, numbered elements vs raw HTML (--limit tasks)",
+    takes_trials=True,
+    takes_limit=True,
+    options=("modes", "checkpoint"),
+)
