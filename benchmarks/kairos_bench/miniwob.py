@@ -210,7 +210,8 @@ async def run_mode(
     progress: Any,
 ) -> None:
     """Every task × seed of one mode in one browser, rows added to ``checkpoint``."""
-    from kairos.browser.session import BrowserConfig, BrowserSession
+    from kairos.browser.config import BrowserConfig
+    from kairos.browser.session import BrowserSession
     from kairos.browser.tools import browser_tools
 
     todo = [(t, s) for t in tasks for s in seeds if _key(mode, t, s) not in checkpoint.done]
@@ -218,7 +219,8 @@ async def run_mode(
         return
     ws, state = root / mode / "ws", root / mode / "state"
     ws.mkdir(parents=True, exist_ok=True)
-    browser = BrowserSession(BrowserConfig(mode=mode), workspace=ws, state_dir=state, session_id=f"miniwob-{mode}")
+    config = BrowserConfig(mode=mode, allow_hosts=("127.0.0.1",), screenshots=False)
+    browser = BrowserSession(config, workspace=ws, state_dir=state, session_id=f"miniwob-{mode}")
     await browser.start()
     store = SessionStore(ws, state_dir=state)
     try:

@@ -92,3 +92,69 @@ async def test_seeds_repeat_and_typing_works(server: MiniWoBServer, page: Any) -
     got = await outcome(page)
     assert got.success
     assert got.reason is None or isinstance(got.reason, str)
+
+
+def _clicker(mode: str) -> Any:
+    """A scripted model step: click the button the click-button instruction names, by number or selector."""
+    from kairos.models.types import ModelRequest
+    from kairos.testing import call, reply
+
+    def step(request: ModelRequest) -> Any:
+        text = next(m.content for m in request.messages if m.role == "user" and "The page:" in m.content)
+        label = _label(text.split("\n", 1)[0])
+        if mode == "indexed":
+            found = re.search(rf'\[(\d+)\] button "{re.escape(label)}"', text)
+            assert found, text
+            return reply("", call("click", {"index": int(found.group(1))}))
+        return reply("", call("click", {"selector": f'#area button:text-is("{label}") >> nth=0'}))
+
+    return step
+
+
+def test_the_bench_runs_and_scores_a_scripted_agent(tmp_path: Any, server: MiniWoBServer) -> None:
+    """The bench's plumbing on click-button in both modes: a scripted agent that clicks right succeeds."""
+    pytest.importorskip("kairos.browser.tools", reason="the browser agent is not installed")
+    from rich.console import Console
+
+    from kairos.testing import ScriptedModel, reply
+    from kairos_bench import miniwob
+
+    model = ScriptedModel([_clicker("indexed"), _clicker("indexed"), _clicker("raw_html"), reply("done")])
+    out = miniwob.run(
+        console=Console(quiet=True),
+        trials=2,
+        limit=1,
+        model=model,
+        modes="indexed,raw_html",
+        checkpoint=tmp_path / "mw.partial.jsonl",
+    )
+    assert out["bench"] == "miniwob"
+    rows = out["rows"]
+    assert [(r["mode"], r["task"], r["seed"]) for r in rows] == [
+        ("indexed", "click-button", 0),
+        ("indexed", "click-button", 1),
+        ("raw_html", "click-button", 0),
+        ("raw_html", "click-button", 1),
+    ]
+    # the episode ends as soon as the task is judged: one step each, no further model call
+    assert [r["success"] for r in rows[:3]] == [True, True, True], [r["calls"] for r in rows]
+    assert all(r["steps"] == 1 and r["stop"] == "task_done" for r in rows[:3])
+    assert rows[3]["steps"] == 0
+    assert not rows[3]["success"]
+    summary = out["summary"]
+    for key in ("success_indexed", "success_raw_html", "steps_mean", "tokens_per_step", "reverify_catches"):
+        assert key in summary
+    assert summary["success_indexed"] == 1.0
+    assert summary["success_raw_html"] == 0.5
+    assert summary["per_task"]["click-button"] == {"indexed": 1.0, "raw_html": 0.5}
+    assert out["params"]["published"]
+    # a rerun resumes from the checkpoint: no model call, same rows
+    again = miniwob.run(
+        console=Console(quiet=True),
+        trials=2,
+        limit=1,
+        model=ScriptedModel([]),
+        modes="indexed,raw_html",
+        checkpoint=tmp_path / "mw.partial.jsonl",
+    )
+    assert again["rows"] == rows
