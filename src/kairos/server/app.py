@@ -367,7 +367,7 @@ def create_app(
         settings: what ``GET /v1/settings`` shows (``kairos serve`` passes the effective configuration,
             its sources and notices; it holds no secrets, only the names of the variables that do).
     """
-    from kairos.server import data_routes, inspect, openai_compat, streams, voice_ws
+    from kairos.server import browser_view, data_routes, inspect, openai_compat, streams, voice_ws
 
     state = ServerState(
         runtime,
@@ -411,6 +411,7 @@ def create_app(
     app.include_router(openai_compat.router)
     app.include_router(data_routes.router)
     app.include_router(inspect.router)
+    app.include_router(browser_view.router)
     app.include_router(voice_ws.router)
     hosts = LOOPBACK_NAMES | {host_name(h) for h in allowed_hosts if h.strip()}
     checked = hosts if state.token is None or allowed_hosts else None

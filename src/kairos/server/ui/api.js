@@ -55,6 +55,16 @@ export async function api(path, { method = "GET", body, signal, headers: extra }
   return data;
 }
 
+/** A binary resource (an image) as a Blob, with the bearer token; throws ApiError on a non-2xx reply. */
+export async function fetchBlob(path, { signal } = {}) {
+  const res = await fetch(path, { signal, headers: headers({ Accept: "*/*" }) });
+  if (!res.ok) {
+    if (res.status === 401) window.dispatchEvent(new CustomEvent("kairos:unauthorized"));
+    throw new ApiError(res.status, `${res.status} ${res.statusText}`);
+  }
+  return res.blob();
+}
+
 /**
  * Follow a session's records (SSE over fetch, so the bearer header goes with it): calls onRecord(record)
  * for each `{cursor, session, type, data, at}`, reconnecting from the last cursor until `signal` aborts.

@@ -5,6 +5,7 @@
 // the session's stream resumed after that cursor, so nothing is missed or shown twice. Live records are
 // queued and applied once per animation frame, off the layout of everything already on the page.
 import { api, follow } from "./api.js";
+import { BrowserPanel } from "./browser_panel.js";
 import { clear, h, toast } from "./dom.js";
 import { Inbox } from "./chat_outbox.js";
 import { Conversation } from "./chat_render.js";
@@ -130,6 +131,7 @@ export function mount(main, args, { go }) {
   const timeline = new Timeline();
   const inbox = new Inbox(sid);
   const voice = sid ? new Voice(sid, conv) : null;
+  const browser = sid ? new BrowserPanel(sid) : null;
   const title = h("h1#chat-title", sid ? "…" : "Chat");
   const sessions = new Sessions(sid, go, (s) => (title.textContent = s.title || "Untitled"));
   const state = h("span.badge#chat-state", { hidden: true });
@@ -164,7 +166,8 @@ export function mount(main, args, { go }) {
   );
   const head = h("header.chat-head", title, sid ? h("span.sid.small.muted", sid) : null, state, stream, stop);
   const center = h("section.chat-main", { "aria-labelledby": "chat-title" }, head, conv.el, activity, form);
-  const aside = h("aside.chat-aside", { "aria-label": "Outbox and event timeline" }, inbox.el, timeline.el);
+  const aside = h("aside.chat-aside", { "aria-label": "Browser, outbox and event timeline" },
+    browser ? browser.el : null, inbox.el, timeline.el);
   const layout = h("div.chat.split3", sessions.el, center, aside);
   main.append(layout);
   const resized = new ResizeObserver(() => conv.follow()); // a phone's keyboard opening keeps the last turn in view
@@ -275,6 +278,7 @@ export function mount(main, args, { go }) {
   function applyState(rec) {
     const d = rec.data || {};
     if (rec.type === "agent.tool_finished" || rec.type === "run.ended") refreshBackground();
+    if (rec.type === "agent.tool_finished" && browser) browser.poke();
     if (rec.type === "run.started") setBusy(true);
     else if (rec.type === "run.ended") setBusy(false);
     else if (rec.type === "agent.activity" && busy) activity.textContent = activityText(d);
@@ -342,6 +346,7 @@ export function mount(main, args, { go }) {
     }
     timeline.load(records);
     refreshBackground();
+    browser.start();
     conv.el.removeAttribute("aria-busy");
     conv.el.dataset.cursor = String(cursor);
     conv.toBottom();
@@ -364,6 +369,7 @@ export function mount(main, args, { go }) {
   return () => {
     clearTimeout(backgroundDue);
     if (voice) voice.close();
+    if (browser) browser.close();
     ctl.abort();
     for (const t of timers) clearInterval(t);
     timeline.close();
