@@ -13,10 +13,11 @@ reward is read from ``WOB_DONE_GLOBAL`` / ``WOB_RAW_REWARD_GLOBAL`` / ``WOB_REWA
 success is a raw reward above 0.
 
 Two changes to the page, the same for every agent and observation: the first ``core.endEpisode``
-is kept (``core.startEpisode`` is disarmed once the episode runs, so the "START" cover does not come
-back and a further click cannot start a second episode that would overwrite the reward), and the
-reward display beside the task (last reward, 10-episode average, time left, episodes done) is
-hidden: it is the harness's read-out, not part of the task.
+is kept (``core.startEpisodeReal`` is disarmed once the episode runs: the "START" cover still comes
+back at the end, but a click on it cannot start a second episode that would overwrite the reward), and the
+reward display beside the task (last reward, 10-episode average, time left, episodes done) and the
+click-visualising canvas are moved from the body into the head (not rendered, not in the body's HTML,
+still found by core.js): they are the harness's read-out, not part of the task.
 """
 
 from __future__ import annotations
@@ -157,15 +158,17 @@ class Outcome:
 
 _ARM = """(maxTime) => {
   core.EPISODE_MAX_TIME = maxTime;
-  const shown = document.getElementById('reward-display');
-  if (shown) shown.style.display = 'none';
-  const clicks = document.getElementById('click-canvas');
-  if (clicks) clicks.style.display = 'none';
+  // out of the body, still in the document: core.js keeps updating them, nothing renders or reads them
+  for (const id of ['reward-display', 'click-canvas']) {
+    const el = document.getElementById(id);
+    if (el) document.head.appendChild(el);
+  }
 }"""
 
 _START = """() => {
   core.startEpisodeReal();
-  core.startEpisode = function () {};  // no START cover after the end: the first episode's reward stays
+  // the START cover comes back at the end (a visible change, as in MiniWoB) but no longer starts an episode
+  core.startEpisodeReal = function () {};
 }"""
 
 _OUTCOME = """() => ({

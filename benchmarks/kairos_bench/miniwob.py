@@ -28,6 +28,7 @@ them), the episodes per mode and the success per task type and mode.
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -61,20 +62,39 @@ INSTRUCTIONS = (
 PUBLISHED: list[dict[str, Any]] = [
     {
         "agent": "CC-Net",
-        "model": "custom ResNet + transformer policy trained with BC + RL on ~2.4M human demonstrations",
-        "tasks": "104 MiniWoB++ tasks",
-        "success": "mean 0.96 (human 0.94): human-level",
+        "model": "ResNet + multimodal transformer + LSTM policy (pixels + DOM, mouse and keyboard), BC + RL on "
+        "2.4M human demonstrations",
+        "tasks": "all 104 MiniWoB++ tasks",
+        "success": "human-level mean (about 0.96 vs human 0.94: number unverified)",
         "source": "Humphreys et al., 'A data-driven approach for learning to control computers', ICML 2022 "
         "(arXiv:2202.08137)",
-        "verified": False,
+        "verified": "human-level mean, 104 tasks, 2.4M demonstrations: abstract; the 0.96: not checked",
     },
     {
-        "agent": "WebN-T5",
-        "model": "T5-XL 3B fine-tuned on 12K demonstrations, HTML input",
+        "agent": "WebN-T5-3B",
+        "model": "T5-XL 3B fine-tuned on 12K MiniWoB demonstrations, HTML input",
         "tasks": "56 tasks",
         "success": 0.484,
         "source": "Gur et al., 'Understanding HTML with Large Language Models', EMNLP Findings 2023 (arXiv:2210.03945)",
-        "verified": False,
+        "verified": "not checked (abstract: 50% more tasks with 192x less data than the prior supervised model)",
+    },
+    {
+        "agent": "HTML-T5-XL (WebAgent)",
+        "model": "HTML-T5-XL 3B, fine-tuned on 12K demonstrations",
+        "tasks": "56 tasks",
+        "success": 0.856,
+        "source": "Gur et al., 'A Real-World WebAgent with Planning, Long Context Understanding, and Program "
+        "Synthesis', ICLR 2024 (arXiv:2307.12856)",
+        "verified": "abstract: +18.7% over the prior method; 0.856 from a leaderboard listing, not the paper",
+    },
+    {
+        "agent": "HTML-T5++",
+        "model": "HTML-T5-XL 3B, fine-tuned on a rebalanced 347K-demonstration mix",
+        "tasks": "MiniWoB base tasks",
+        "success": 0.952,
+        "source": "Furuta et al., 'Exposing Limitations of Language Model Agents in Sequential-Task Compositions on "
+        "the Web' (CompWoB), TMLR 2024 (arXiv:2311.18751)",
+        "verified": "abstract: 95.2%, above human level; prompted gpt-3.5-turbo/gpt-4 agents 94.0% on the base tasks",
     },
     {
         "agent": "WebGUM",
@@ -83,33 +103,24 @@ PUBLISHED: list[dict[str, Any]] = [
         "success": 0.942,
         "source": "Furuta et al., 'Multimodal Web Navigation with Instruction-Finetuned Foundation Models', "
         "ICLR 2024 (arXiv:2305.11854)",
-        "verified": False,
+        "verified": "abstract: +45.8% over the previous best offline method, above humans; 0.942 not checked",
     },
     {
         "agent": "RCI",
-        "model": "GPT-3.5/InstructGPT (gpt-3.5-turbo, text-davinci-003), GPT-4; few-shot prompting + self-critique",
+        "model": "InstructGPT-3 + RLHF (gpt-3.5 family; GPT-4 also tried), few-shot prompting with self-critique",
         "tasks": "55 tasks",
         "success": 0.940,
         "source": "Kim, Baldi, McAleer, 'Language Models can Solve Computer Tasks', NeurIPS 2023 (arXiv:2303.17491)",
-        "verified": False,
-    },
-    {
-        "agent": "AdaPlanner",
-        "model": "GPT-3.5 (text-davinci-003), closed-loop planning",
-        "tasks": "53 tasks",
-        "success": 0.929,
-        "source": "Sun et al., 'AdaPlanner: Adaptive Planning from Feedback with Language Models', NeurIPS 2023 "
-        "(arXiv:2305.16653)",
-        "verified": False,
+        "verified": "abstract: state of the art on MiniWoB++ with a handful of demonstrations; 0.940 not checked",
     },
     {
         "agent": "Synapse",
-        "model": "GPT-3.5 (gpt-3.5-turbo), trajectory-as-exemplar prompting with memory",
-        "tasks": "64 tasks",
+        "model": "gpt-3.5-turbo, trajectory-as-exemplar prompting with exemplar memory",
+        "tasks": "64 tasks (exemplars from 48)",
         "success": 0.992,
         "source": "Zheng et al., 'Synapse: Trajectory-as-Exemplar Prompting with Memory for Computer Control', "
         "ICLR 2024 (arXiv:2306.07863)",
-        "verified": False,
+        "verified": "abstract: 99.2% over 64 tasks",
     },
 ]
 """Other agents' MiniWoB++ numbers as their papers report them (task sets differ: not like for like)."""
@@ -192,8 +203,12 @@ def _catches(browser: Any) -> int:
     return int(getattr(stats, "reverify_catches", 0) or 0)
 
 
-def _short(value: Any, limit: int = 160) -> str:
-    text = " ".join(str(value).split())
+_WRAPPER = re.compile(r"^\[[^\]]*\]\s*<external_content[^>]*>\s*|\s*</external_content>\s*$")
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    """A tool result on one line, without the external-content wrapper, cut at ``limit``."""
+    text = _WRAPPER.sub("", " ".join(str(value).split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

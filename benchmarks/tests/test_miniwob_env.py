@@ -65,6 +65,7 @@ async def test_the_right_click_is_rewarded(server: MiniWoBServer, page: Any) -> 
     assert after.raw_reward > 0
     assert after.success
     # a further click does not start a second episode that would overwrite the reward
+    await page.locator("#sync-task-cover").click()
     await page.locator("#area button").first.click(force=True)
     assert await outcome(page) == after
 
