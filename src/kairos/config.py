@@ -106,6 +106,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from kairos.browser.config import BrowserConfig
 from kairos.context.compression.config import CompressionConfig
 from kairos.errors import ConfigError
 from kairos.mcp.config import McpConfig
@@ -352,6 +353,7 @@ class KairosConfig(BaseModel):
     storage: StorageConfig = Field(default_factory=StorageConfig, description="store and bus URLs (user config)")
     voice: VoiceConfig = Field(default_factory=VoiceConfig, description="the voice agent's tools and turn-taking")
     fast_slow: FastSlowConfig = Field(default_factory=FastSlowConfig, description="a slow background agent (off)")
+    browser: BrowserConfig = Field(default_factory=BrowserConfig, description="computer use: Chromium, allowed hosts")
 
     _notices: tuple[str, ...] = PrivateAttr(default=())
     _sources: tuple[str, ...] = PrivateAttr(default=())

@@ -123,7 +123,8 @@ class Session:
         self.id = session_id
         self.store = store
         self._messages = messages
-        self.tool_context = ToolContext(workspace=workspace, session_id=session_id, state_dirs=state_dirs)
+        home = state_dirs[0] if state_dirs else None  # the store's state dir comes first (see SessionStore)
+        self.tool_context = ToolContext(workspace=workspace, session_id=session_id, state_dirs=state_dirs, home=home)
         self.request_count = store.count_requests(session_id)
         self.state = Slots()
         """Per-session harness state kept by plug-ins (counters, audit memory) under typed keys; not persisted."""
@@ -238,7 +239,9 @@ class Session:
         if self._spawner is not None:
             return self._spawner(title, meta)
         sid = self.store.create_session(title, meta)
-        return Session(sid, self.store, self.workspace, [], state_dirs=self.tool_context.state_dirs)
+        dirs = self.tool_context.state_dirs
+        home = self.tool_context.home
+        return Session(sid, self.store, self.workspace, [], state_dirs=(home, *dirs) if home else dirs)
 
     # -- the inbox --------------------------------------------------------------------------
 

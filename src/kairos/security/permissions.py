@@ -183,6 +183,8 @@ class Permissions:
                 asks.append("bubblewrap is unavailable: it would run unconfined, with your rights")
             elif sandbox.config.mode == "off":
                 asks.append("the sandbox is off: it runs unconfined, with your rights")
+        if asks_why := getattr(tool, "asks", ""):  # the tool always asks (a browser's irreversible click)
+            asks.append(str(asks_why))
         if tool.name in self.confirm or (
             self.confirm_side_effects and tool.side_effects and tool.name not in self.exempt
         ):

@@ -226,6 +226,19 @@ def restrict_untrusted(
         drop(local, "prefix_cache_mb", "local.prefix_cache_mb", "it sizes a cache every workspace shares")
     if "storage" in out:  # shown masked: a URL may carry a password
         ignored.append(("[storage]", _masked_storage(out.pop("storage")), _STORAGE))
+    browser = out.get("browser")
+    if isinstance(browser, dict):
+        if "executable" in browser:
+            drop(browser, "executable", "browser.executable", "it names a program kairos would start")
+        if browser.get("allow_hosts"):
+            drop(browser, "allow_hosts", "browser.allow_hosts", "it would let the browser reach more hosts")
+        if browser.get("confirm_irreversible") is False:
+            drop(
+                browser,
+                "confirm_irreversible",
+                "browser.confirm_irreversible",
+                "it would click irreversible controls without asking",
+            )
     mcp = out.get("mcp")
     if isinstance(mcp, dict) and mcp.get("servers"):
         drop(mcp, "servers", "mcp.servers", "MCP servers would start programs or connect to servers")

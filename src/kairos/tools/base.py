@@ -171,6 +171,9 @@ class ToolContext:
     ``spill`` folder. ``<workspace>/.kairos`` is always one of them."""
     secret_env: tuple[str, ...] = SECRET_ENV_PATTERNS
     """Environment variables kept from the processes tools start (see :meth:`environment`)."""
+    home: Path | None = None
+    """The session store's state dir (``$KAIROS_HOME`` or ``<workspace>/.kairos``): where a tool keeps
+    per-session files a front end reads (the browser's screenshot). None: ``<workspace>/.kairos``."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.resources, Slots):  # a plain mapping of typed keys (tests, callers)
@@ -180,6 +183,7 @@ class ToolContext:
             self.cwd = self.workspace
         # resolved: a ``.kairos`` that is a link must not open a way around the check
         dirs = {(self.workspace / STATE_DIR_NAME).resolve(), *(d.resolve() for d in self.state_dirs)}
+        self.home = self.home.resolve() if self.home is not None else (self.workspace / STATE_DIR_NAME).resolve()
         self.state_dirs = tuple(sorted(dirs))
 
     def get(self, key: Resource[T]) -> T | None:

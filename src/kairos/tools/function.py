@@ -55,6 +55,8 @@ class FunctionTool:
     """The call reaches the network from kairos itself (outside the sandbox): the permission layer asks."""
     irreversible: bool = False
     """Cannot be undone: it runs only when repeated with a confirm token (:mod:`kairos.security.confirm`)."""
+    asks: str = ""
+    """Why every call asks the user first (the permission layer's default for it is "ask"); empty: it does not."""
     _spec: ToolSpec | None = None
 
     def __post_init__(self) -> None:
@@ -175,6 +177,7 @@ def make_tool(
     network: bool = False,
     irreversible: bool = False,
     volatile: bool = False,
+    asks: str = "",
 ) -> FunctionTool:
     """``@tool`` as a function call (for functions made at run time, e.g. closures over a plugin).
 
@@ -214,6 +217,7 @@ def make_tool(
         network=network,
         irreversible=irreversible,
         volatile=volatile,
+        asks=asks,
     )
 
 

@@ -125,7 +125,7 @@ class ToolsConfig(BaseModel):
     needs the shell, Python or the files: leaving them out saves about 1,200 prompt tokens on every request
     (schemas' JSON at 4 characters a token) and takes them out of reach of an instruction hidden in a mail."""
 
-    toolsets: tuple[Literal["perception", "collaboration"], ...] = ()
+    toolsets: tuple[Literal["perception", "collaboration", "browser"], ...] = ()
     """Toolsets the agent of ``kairos run``/``chat`` gets. Off by default: their schemas cost prompt tokens on
     every request, about 620 for perception (800 with web_search) and 520 for collaboration (740 with notify),
     estimated at 4 characters a token of the schemas' JSON."""

@@ -1,0 +1,368 @@
+"""One browser action, then a re-check that reality matches the plan (book ch6 §3.5: "re-verify after every step").
+
+Each action knows what it should change: a typed value must read back, a checkbox must flip, a selected option
+must show, a click must change something (a navigation, the page's text, a dialog), a scroll must move. When it
+did not, the action is retried once another way (``fill`` instead of key presses, a DOM click when the element
+is covered) and the report says so; a catch the retry did not fix is reported as not done. Every report ends
+with what changed on the page (or the whole page after a navigation): the model never acts on a stale picture.
+
+Usage::
+
+    report = await click(session, Target(index=7))
+    report.text   # "Clicked [7] button "Next". Page: … Changed on the page: …"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kairos.browser.page import BrowserError, Element, Observation
+from kairos.browser.session import BrowserSession
+
+_SETTLE_S = 0.25
+"""A page's scripts usually react within this; the re-check waits for it (and for a started navigation)."""
+IRREVERSIBLE = re.compile(
+    r"\b(pay|payment|purchase|buy|place (the |my )?order|order now|checkout|check out|delete|remove|erase|"
+    r"destroy|send|transfer|publish|unsubscribe|close (my )?account|cancel (my )?(subscription|account|order)|"
+    r"confirm (purchase|payment|order|deletion)|sign and submit)\b",
+    re.I,
+)
+"""Labels of controls whose effect cannot be undone: ``click`` refuses them; ``confirm_click`` asks the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """An element by its number (``indexed`` mode) or by a CSS selector (``raw_html`` mode)."""
+
+    index: int | None = None
+    selector: str = ""
+
+    def describe(self, element: Element | None = None) -> str:
+        """``[7] button "Next"`` or the selector."""
+        if element is not None:
+            return f"[{element.index}] {element.role}" + (f' "{element.name}"' if element.name else "")
+        return f"[{self.index}]" if self.index is not None else repr(self.selector)
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What an action did, its re-check and the page after it."""
+
+    text: str
+    done: bool = True
+    """False: the action did not happen (or its effect could not be confirmed); the text says what to do."""
+
+
+def looks_irreversible(element: Element | None) -> bool:
+    """Whether clicking ``element`` may pay, send, delete or order (by its label)."""
+    return element is not None and bool(IRREVERSIBLE.search(element.name))
+
+
+async def _locate(session: BrowserSession, target: Target) -> tuple[Any, Element | None]:
+    """The Playwright locator of ``target`` and its element in the last look.
+
+    Raises:
+        BrowserError: no such element now (the message says to look again), or a selector that is not unique.
+    """
+    page = session.page
+    if target.index is not None:
+        loc = page.locator(f'[data-kairos-index="{int(target.index)}"]')
+        if await loc.count() == 0:
+            raise BrowserError(
+                f"there is no element [{target.index}] on the page now: use the numbers of the latest page"
+            )
+        element = session.last.element(target.index) if session.last is not None else None
+        return loc.first, element
+    if not target.selector.strip():
+        raise BrowserError("give the element: index (a number from the page) or selector (CSS)")
+    try:
+        loc = page.locator(target.selector)
+        n = await loc.count()
+    except Exception as e:
+        raise BrowserError(f"invalid selector {target.selector!r}: {str(e).splitlines()[0][:200]}") from e
+    if n == 0:
+        raise BrowserError(f"no element matches {target.selector!r}")
+    if n > 1:
+        raise BrowserError(f"{n} elements match {target.selector!r}: make the selector match one")
+    return loc, None
+
+
+async def _before(session: BrowserSession) -> Observation:
+    session.last = await session.look()
+    return session.last
+
+
+async def _after(session: BrowserSession) -> Observation:
+    page = session.page
+    await asyncio.sleep(_SETTLE_S)
+    try:
+        await page.wait_for_load_state("domcontentloaded", timeout=session.config.navigation_timeout_s * 1000)
+    except Exception:
+        pass
+    return await session.look()
+
+
+def _changed(before: Observation, after: Observation) -> bool:
+    return (
+        before.url != after.url or before.lines() != after.lines() or bool(after.dialog) or before.title != after.title
+    )
+
+
+async def _finish(session: BrowserSession, before: Observation, after: Observation, lines: list[str]) -> str:
+    session.last = after
+    blocked = session.blocked_note()
+    page = await session_text(session, before, after)
+    return "\n".join([*lines, *([blocked] if blocked else []), page])
+
+
+async def session_text(session: BrowserSession, before: Observation | None, after: Observation) -> str:
+    """The page after an action as the model reads it: changes (indexed) or the HTML (raw_html)."""
+    if session.config.mode == "raw_html":
+        from kairos.browser.page import raw_html
+
+        dialog = f"Dialog: {after.dialog}\n" if after.dialog else ""
+        return dialog + await raw_html(session.page)
+    return after.changes_since(before)
+
+
+def _catch(session: BrowserSession) -> None:
+    session.stats.reverify_catches += 1
+
+
+async def click(session: BrowserSession, target: Target, *, approved: bool = False) -> Report:
+    """Click ``target``; the re-check wants a change (a checkbox must flip)."""
+    session.stats.actions += 1
+    before = await _before(session)
+    loc, element = await _locate(session, target)
+    what = target.describe(element)
+    if session.config.confirm_irreversible and not approved and looks_irreversible(element):
+        return Report(
+            f"Not clicked: {what} looks irreversible (it may pay, order, send or delete). If the user asked for "
+            f"exactly this, call confirm_click(index={target.index}): it asks the user first.",
+            done=False,
+        )
+    if approved:
+        session.accept_next_dialog()
+    note: list[str] = []
+    try:
+        await loc.click(timeout=session.config.action_timeout_s * 1000)
+    except Exception as e:
+        if "intercept" not in str(e) and "not visible" not in str(e) and "Timeout" not in str(e):
+            raise BrowserError(f"could not click {what}: {str(e).splitlines()[0][:200]}") from e
+        _catch(session)
+        session.stats.retries += 1
+        await loc.dispatch_event("click")
+        note.append(f"{what} was covered or not ready: clicked it through the page's DOM instead.")
+    after = await _after(session)
+    if element is not None and element.checked is not None and after.url == before.url:
+        now = after.element(element.index)
+        if now is not None and now.checked == element.checked and element.role in ("checkbox", "radio", "switch"):
+            if element.role == "radio" and element.checked:
+                note.append(f"{what} was already selected.")
+            else:
+                _catch(session)
+                session.stats.retries += 1
+                await loc.dispatch_event("click")
+                after = await _after(session)
+                now = after.element(element.index)
+                ok = now is not None and now.checked != element.checked
+                note.append(
+                    f"Re-check: {what} did not change on the first click; "
+                    + ("clicked again: it changed." if ok else "it still did not change.")
+                )
+    if not _changed(before, after):
+        _catch(session)
+        note.append(f"Re-check: clicking {what} changed nothing visible on the page.")
+        return Report(await _finish(session, before, after, [f"Clicked {what}.", *note]), done=False)
+    return Report(await _finish(session, before, after, [f"Clicked {what}.", *note]))
+
+
+async def type_text(session: BrowserSession, target: Target, text: str, *, press_enter: bool = False) -> Report:
+    """Replace the field's text with ``text`` (key by key, 12 ms apart); the re-check reads the value back."""
+    session.stats.actions += 1
+    before = await _before(session)
+    loc, element = await _locate(session, target)
+    what = target.describe(element)
+    note: list[str] = []
+    try:
+        await loc.fill("", timeout=session.config.action_timeout_s * 1000)
+        await loc.press_sequentially(text, delay=12)
+    except Exception as e:
+        raise BrowserError(f"cannot type into {what}: {str(e).splitlines()[0][:200]} (is it a text field?)") from e
+    value = await _value(loc)
+    if value is not None and value != text:
+        _catch(session)
+        session.stats.retries += 1
+        await loc.fill(text)
+        value = await _value(loc)
+        note.append(
+            f"Re-check: the field read {value!r} after typing; set it directly: "
+            + ("now it reads the text." if value == text else f"it still reads {value!r} (the page changes it).")
+        )
+    if press_enter:
+        await loc.press("Enter")
+    after = await _after(session)
+    done = value is None or value == text
+    return Report(
+        await _finish(
+            session,
+            before,
+            after,
+            [f"Typed {text!r} into {what}" + (" and pressed Enter." if press_enter else "."), *note],
+        ),
+        done=done,
+    )
+
+
+_VALUE_JS = "e => ['INPUT', 'TEXTAREA'].includes(e.tagName) ? e.value : (e.isContentEditable ? e.innerText : null)"
+
+
+async def _value(loc: Any) -> str | None:
+    try:
+        out = await loc.evaluate(_VALUE_JS)
+    except Exception:
+        return None
+    return None if out is None else str(out)
+
+
+async def select_option(session: BrowserSession, target: Target, option: str) -> Report:
+    """Choose ``option`` (its text, or its value) in a ``<select>``; the re-check reads the choice back."""
+    session.stats.actions += 1
+    before = await _before(session)
+    loc, element = await _locate(session, target)
+    what = target.describe(element)
+    options: list[dict[str, str]] = await loc.evaluate(
+        "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => ({text: o.text.trim(), value: o.value})) : null"
+    )
+    if options is None:
+        raise BrowserError(f"{what} is not a list box (<select>): click it, then click the option")
+    wanted = option.strip().lower()
+    match = next((o for o in options if o["text"].lower() == wanted or o["value"].lower() == wanted), None)
+    match = match or next((o for o in options if wanted and wanted in o["text"].lower()), None)
+    if match is None:
+        shown = ", ".join(repr(o["text"]) for o in options[:20])
+        raise BrowserError(f"{what} has no option {option!r}; its options: {shown}")
+    await loc.select_option(value=match["value"])
+    chosen = await loc.evaluate("e => e.selectedOptions[0] ? e.selectedOptions[0].text.trim() : ''")
+    note = []
+    if chosen != match["text"]:
+        _catch(session)
+        note.append(f"Re-check: {what} shows {chosen!r}, not {match['text']!r} (the page changed it back).")
+    after = await _after(session)
+    return Report(
+        await _finish(session, before, after, [f"Selected {match['text']!r} in {what}.", *note]), done=not note
+    )
+
+
+async def press_key(session: BrowserSession, key: str) -> Report:
+    """Press ``key`` (``Enter``, ``Tab``, ``Control+A``…) on the focused element."""
+    session.stats.actions += 1
+    before = await _before(session)
+    try:
+        await session.page.keyboard.press(key)
+    except Exception as e:
+        raise BrowserError(f"unknown key {key!r}: use names like Enter, Tab, Escape, ArrowDown, Control+A") from e
+    after = await _after(session)
+    return Report(await _finish(session, before, after, [f"Pressed {key}."]))
+
+
+async def scroll(session: BrowserSession, direction: str, target: Target | None = None) -> Report:
+    """Scroll the page (``down``/``up``/``left``/``right``), or bring ``target`` into view; re-check it moved."""
+    session.stats.actions += 1
+    before = await _before(session)
+    page = session.page
+    if target is not None and (target.index is not None or target.selector):
+        loc, element = await _locate(session, target)
+        await loc.scroll_into_view_if_needed()
+        after = await _after(session)
+        return Report(await _finish(session, before, after, [f"Scrolled {target.describe(element)} into view."]))
+    dx, dy = {"down": (0, 600), "up": (0, -600), "right": (600, 0), "left": (-600, 0)}.get(direction.lower(), (0, 0))
+    if (dx, dy) == (0, 0):
+        raise BrowserError(f"unknown direction {direction!r}: use down, up, left or right")
+    where = "() => [window.scrollX, window.scrollY]"
+    start = await page.evaluate(where)
+    await page.mouse.wheel(dx, dy)
+    after = await _after(session)
+    moved = await page.evaluate(where) != start
+    if not moved:
+        _catch(session)
+        return Report(
+            await _finish(
+                session, before, after, [f"Re-check: the page did not scroll {direction} (already at the end?)."]
+            ),
+            done=False,
+        )
+    return Report(await _finish(session, before, after, [f"Scrolled {direction}."]))
+
+
+async def open_url(session: BrowserSession, url: str) -> Report:
+    """Go to ``url`` (if the network rule allows its host); re-check it loaded."""
+    session.stats.actions += 1
+    url = url.strip()
+    if url and "://" not in url:
+        url = "https://" + url
+    await session.start()
+    if not session.allows(url):
+        host = url.split("://", 1)[-1].split("/", 1)[0]
+        return Report(
+            f"Not opened: {host} is not an allowed host. Tell the user; they can allow it with "
+            "[browser] allow_hosts or --allow-host.",
+            done=False,
+        )
+    before = session.last
+    try:
+        response = await session.page.goto(url, wait_until="domcontentloaded")
+    except Exception as e:
+        _catch(session)
+        return Report(f"Could not open {url}: {str(e).splitlines()[0][:200]}", done=False)
+    after = await session.look()
+    lines = [f"Opened {url}."]
+    if response is not None and response.status >= 400:
+        _catch(session)
+        lines.append(f"Re-check: the server answered {response.status}.")
+    return Report(await _finish(session, before or after, after, lines) if before else _whole(session, after, lines))
+
+
+def _whole(session: BrowserSession, after: Observation, lines: list[str]) -> str:
+    session.last = after
+    return "\n".join([*lines, after.render()])
+
+
+async def go_back(session: BrowserSession) -> Report:
+    """The previous page in the tab's history; re-check the address changed."""
+    session.stats.actions += 1
+    before = await _before(session)
+    response = await session.page.go_back(wait_until="domcontentloaded")
+    after = await session.look()
+    if response is None and after.url == before.url:
+        _catch(session)
+        return Report(await _finish(session, before, after, ["There is no earlier page in this tab."]), done=False)
+    return Report(await _finish(session, before, after, ["Went back."]))
+
+
+async def wait(session: BrowserSession, seconds: float) -> Report:
+    """Let the page work (a slow load, an animation) for up to 10 s, then show what changed."""
+    before = await _before(session)
+    await asyncio.sleep(max(0.0, min(float(seconds), 10.0)))
+    after = await _after(session)
+    return Report(await _finish(session, before, after, [f"Waited {min(float(seconds), 10.0):g} s."]))
+
+
+__all__ = [
+    "IRREVERSIBLE",
+    "Report",
+    "Target",
+    "click",
+    "go_back",
+    "looks_irreversible",
+    "open_url",
+    "press_key",
+    "scroll",
+    "select_option",
+    "session_text",
+    "type_text",
+    "wait",
+]
