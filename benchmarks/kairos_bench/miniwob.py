@@ -28,6 +28,7 @@ them), the episodes per mode and the success per task type and mode.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import tempfile
 import time
@@ -41,10 +42,11 @@ from rich.progress import Progress
 from kairos.agent.events import FinalAnswer, RequestStats, RunError, ToolCallFinished, ToolCallStarted
 from kairos.context.session import SessionStore
 from kairos.models.base import Model
+from kairos_bench import _miniwob
 from kairos_bench._agent_bench import make_agent, mean, median
-from kairos_bench._checkpoint import Checkpoint, source_digest
+from kairos_bench._checkpoint import Checkpoint
 from kairos_bench._local import bench_model, model_name
-from kairos_bench._miniwob import TASKS, MiniWoBServer, outcome, start_episode
+from kairos_bench._miniwob import TASKS, MiniWoBServer, html_root, outcome, start_episode
 
 MODES = ("indexed", "raw_html")
 N_CTX = 8192
@@ -140,7 +142,7 @@ async def run_episode(
     observed = await browser.observe_text()
     caught_before = _catches(browser)
     session = store.new()
-    steps = prompt = completion = requests = 0
+    steps = prompt = cached = completion = requests = 0
     calls: list[str] = []
     stop, error, answer = "", None, ""
     try:
@@ -150,6 +152,7 @@ async def run_episode(
                     case RequestStats(usage=usage):
                         requests += 1
                         prompt += usage.prompt_tokens
+                        cached += usage.cached_prompt_tokens
                         completion += usage.completion_tokens
                     case ToolCallStarted(call=call):
                         steps += 1
@@ -186,6 +189,7 @@ async def run_episode(
         "model_calls": requests,
         "prompt_tokens": prompt,
         "completion_tokens": completion,
+        "cached_prompt_tokens": cached,
         "reverify_catches": _catches(browser) - caught_before,
         "observation_chars": len(observed),
         "stop": stop,
@@ -305,6 +309,22 @@ def summarise(rows: Sequence[dict[str, Any]], modes: Sequence[str], tasks: Seque
     return summary
 
 
+def _code_digest() -> str:
+    """A short hash of what the rows depend on besides the model: kairos.browser and this bench's two modules.
+
+    Not all of kairos: a change elsewhere (another bench, the CLI) must not stop a long run from resuming.
+    """
+    import kairos.browser
+
+    browser = Path(kairos.browser.__file__ or "").parent
+    files = sorted([*browser.glob("*.py"), *browser.glob("*.js")]) + [Path(__file__), Path(_miniwob.__file__ or "")]
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def run(
     console: Console | None = None,
     quick: bool = False,
@@ -313,13 +333,22 @@ def run(
     model: str | Model | None = None,
     modes: Sequence[str] | str | None = None,
     checkpoint: Path | None = None,
+    tasks: Sequence[str] | str | None = None,
     **_: Any,
 ) -> dict[str, Any]:
-    """MiniWoB++ on ``model`` (default the bundled ``local``): ``limit`` task types × ``trials`` seeds × modes."""
+    """MiniWoB++ on ``model`` (default the bundled ``local``): ``limit`` task types × ``trials`` seeds × modes.
+
+    ``tasks``: these task types instead of the first ``limit`` of :data:`TASKS` (from Python; not a CLI flag).
+    """
     console = console or Console()
     n_seeds = trials if trials is not None else (1 if quick else 5)
-    n_tasks = min(limit if limit is not None else (3 if quick else len(TASKS)), len(TASKS))
-    tasks, seeds = list(TASKS[:n_tasks]), list(range(n_seeds))
+    if tasks is not None:
+        chosen_tasks = [t.strip() for t in tasks.split(",")] if isinstance(tasks, str) else list(tasks)
+    else:
+        chosen_tasks = list(TASKS[: limit if limit is not None else (3 if quick else len(TASKS))])
+    if unknown := [t for t in chosen_tasks if not (html_root() / "miniwob" / f"{t}.html").is_file()]:
+        raise ValueError(f"MiniWoB++ has no task(s) {', '.join(unknown)}")
+    seeds = list(range(n_seeds))
     chosen_modes = [m.strip() for m in modes.split(",")] if isinstance(modes, str) else list(modes or MODES)
     if unknown := [m for m in chosen_modes if m not in MODES]:
         raise ValueError(f"unknown miniwob mode(s) {', '.join(unknown)}: choose from {', '.join(MODES)}")
@@ -328,14 +357,17 @@ def run(
         "model": model_name(chosen),
         "max_tool_calls": MAX_TOOL_CALLS,
         "instructions": INSTRUCTIONS,
-        "kairos": source_digest(),
-        "bench": source_digest("kairos_bench"),
+        "code": _code_digest(),
     }
     store = Checkpoint(checkpoint, fingerprint, what="the same model and code")
     with bench_model(chosen, N_CTX, console) as llm, tempfile.TemporaryDirectory() as d:
-        asyncio.run(run_all(llm, chosen_modes, tasks, seeds, Path(d), store, console))
+        asyncio.run(run_all(llm, chosen_modes, chosen_tasks, seeds, Path(d), store, console))
     rows = [
-        store.done[_key(m, t, s)] for m in chosen_modes for t in tasks for s in seeds if _key(m, t, s) in store.done
+        store.done[_key(m, t, s)]
+        for m in chosen_modes
+        for t in chosen_tasks
+        for s in seeds
+        if _key(m, t, s) in store.done
     ]
     return {
         "bench": "miniwob",
@@ -343,7 +375,7 @@ def run(
             "model": model_name(chosen),
             "n_ctx": N_CTX,
             "modes": chosen_modes,
-            "tasks": tasks,
+            "tasks": chosen_tasks,
             "seeds": seeds,
             "max_tool_calls": MAX_TOOL_CALLS,
             "max_tokens": MAX_TOKENS,
@@ -356,7 +388,7 @@ def run(
             "published": PUBLISHED,
         },
         "rows": rows,
-        "summary": summarise(rows, chosen_modes, tasks),
+        "summary": summarise(rows, chosen_modes, chosen_tasks),
     }
 
 
