@@ -55,9 +55,13 @@ MAX_TOOL_CALLS = 8
 EPISODE_TIMEOUT_S = 900.0
 """Wall-clock cap of one episode (the model on two cores; a stuck run must not stall the bench)."""
 MAX_TOKENS = 256
+LEFT_OUT = frozenset({"confirm_click"})
+"""Tools of the browser toolset the bench does not offer: ``confirm_click`` waits for a user's approval, and in
+a run with no user it can never run (the quick run's model chose it for a plain "Submit" and was refused)."""
 INSTRUCTIONS = (
     "You operate a web page in a browser to do the task the user gives. Act only with the browser tools, one "
     "action per call, on the elements of the page shown to you; each tool result shows the page after the action. "
+    "Do every step the task names, in order, each with its own tool call (typing does not press a button). "
     "When the task is done, reply with one short sentence."
 )
 
@@ -238,12 +242,14 @@ async def run_mode(
         return
     ws, state = root / mode / "ws", root / mode / "state"
     ws.mkdir(parents=True, exist_ok=True)
-    config = BrowserConfig(mode=mode, allow_hosts=("127.0.0.1",), screenshots=False)
+    # no user to approve a "Send" (email-inbox-forward-nl); raw_html's click never checks labels anyway
+    config = BrowserConfig(mode=mode, allow_hosts=("127.0.0.1",), screenshots=False, confirm_irreversible=False)
     browser = BrowserSession(config, workspace=ws, state_dir=state, session_id=f"miniwob-{mode}")
     await browser.start()
     store = SessionStore(ws, state_dir=state)
     try:
-        agent = make_agent(llm, ws, browser_tools(browser), INSTRUCTIONS, builtins=())
+        tools = [t for t in browser_tools(browser) if t.name not in LEFT_OUT]
+        agent = make_agent(llm, ws, tools, INSTRUCTIONS, builtins=())
         agent.max_iterations = MAX_TOOL_CALLS + 1
         agent.max_tokens = MAX_TOKENS
         for task, seed in todo:
@@ -381,7 +387,11 @@ def run(
             "max_tokens": MAX_TOKENS,
             "episode_timeout_s": EPISODE_TIMEOUT_S,
             "instructions": INSTRUCTIONS,
-            "agent": "build_agent with no built-in tools + kairos.browser.tools.browser_tools; skills off",
+            "agent": "build_agent with no built-in tools + kairos.browser.tools.browser_tools without "
+            + ", ".join(sorted(LEFT_OUT))
+            + "; skills off",
+            "browser": "one Chromium per mode, [browser] allow_hosts 127.0.0.1, screenshots off, "
+            "confirm_irreversible off (no user to approve; the same in both modes)",
             "message": "<utterance>\\n\\nThe page:\\n<the mode's observation>",
             "environment": "miniwob==1.1.0 HTML on 127.0.0.1, Debian Chromium via Playwright, EPISODE_MAX_TIME 1 h, "
             "the reward display hidden, success = raw reward > 0",
