@@ -111,7 +111,7 @@ def _changed(before: Observation, after: Observation) -> bool:
     )
 
 
-async def _finish(session: BrowserSession, before: Observation, after: Observation, lines: list[str]) -> str:
+async def _finish(session: BrowserSession, before: Observation | None, after: Observation, lines: list[str]) -> str:
     session.last = after
     blocked = session.blocked_note()
     page = await session_text(session, before, after)
@@ -187,6 +187,8 @@ async def type_text(session: BrowserSession, target: Target, text: str, *, press
     loc, element = await _locate(session, target)
     what = target.describe(element)
     note: list[str] = []
+    if await _value(loc) is None:
+        raise BrowserError(f"{what} is not a text field; {_fields(session)}")
     try:
         await loc.fill("", timeout=session.config.action_timeout_s * 1000)
         await loc.press_sequentially(text, delay=12)
@@ -215,6 +217,18 @@ async def type_text(session: BrowserSession, target: Target, text: str, *, press
         ),
         done=done,
     )
+
+
+_TEXT_ROLES = ("textbox", "searchbox", "combobox", "spinbutton")
+
+
+def _fields(session: BrowserSession) -> str:
+    """The text fields of the last look, for an error that says where typing works."""
+    elements = session.last.elements if session.last else []
+    found = [e for e in elements if e.role in _TEXT_ROLES and e.value is not None and e.tag != "select"]
+    if not found:
+        return "this page has no text field"
+    return "the text fields on this page: " + ", ".join(Target(e.index).describe(e) for e in found[:8])
 
 
 _VALUE_JS = "e => ['INPUT', 'TEXTAREA'].includes(e.tagName) ? e.value : (e.isContentEditable ? e.innerText : null)"
@@ -312,7 +326,6 @@ async def open_url(session: BrowserSession, url: str) -> Report:
             "[browser] allow_hosts or --allow-host.",
             done=False,
         )
-    before = session.last
     try:
         response = await session.page.goto(url, wait_until="domcontentloaded")
     except Exception as e:
@@ -323,12 +336,8 @@ async def open_url(session: BrowserSession, url: str) -> Report:
     if response is not None and response.status >= 400:
         _catch(session)
         lines.append(f"Re-check: the server answered {response.status}.")
-    return Report(await _finish(session, before or after, after, lines) if before else _whole(session, after, lines))
-
-
-def _whole(session: BrowserSession, after: Observation, lines: list[str]) -> str:
-    session.last = after
-    return "\n".join([*lines, after.render()])
+    # a page opened on purpose is shown whole (the model asked for it), even when it is the same address
+    return Report(await _finish(session, None, after, lines))
 
 
 async def go_back(session: BrowserSession) -> Report:

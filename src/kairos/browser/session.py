@@ -122,9 +122,8 @@ class BrowserSession:
                 headless=self.config.headless,
                 viewport={"width": width, "height": height},
                 accept_downloads=True,
-                args=["--disable-background-networking", "--disable-component-update", "--no-first-run",
-                      "--disable-sync", "--disable-default-apps", "--metrics-recording-only"],
-            )  # fmt: skip
+                args=_ARGS,
+            )
         except Exception as e:
             await self._pw.stop()
             self._pw = None
@@ -270,6 +269,11 @@ class BrowserSession:
         tmp.replace(record)
 
 
+_ARGS = [
+    "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync",
+    "--disable-default-apps", "--metrics-recording-only", "--disable-dev-shm-usage",
+]  # fmt: skip
+"""Nothing of Chromium's own reaches the network (updates, sync, metrics)."""
 _DRAW_MARKS = """(boxes) => {
   const layer = document.createElement('div');
   layer.id = '__kairos_marks';

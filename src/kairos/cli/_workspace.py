@@ -16,6 +16,8 @@ from kairos.cli._console import _text, console, err_console
 from kairos.errors import KairosError, SessionNotFoundError
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --help` loads none of it
+    from collections.abc import Callable
+
     from kairos.agent import Agent
     from kairos.config import KairosConfig
     from kairos.context.session import Session, SessionStore
@@ -74,10 +76,20 @@ def _model(config: KairosConfig, store: SessionStore) -> Model:
 
 
 def _setup(
-    workspace: Path, model: str | None, base_url: str | None, session: str | None, title: str = ""
+    workspace: Path,
+    model: str | None,
+    base_url: str | None,
+    session: str | None,
+    title: str = "",
+    adjust: Callable[[KairosConfig], KairosConfig] | None = None,
 ) -> tuple[Agent, SessionStore, Session]:
-    """The product agent and the session to run (``run``); a clear error and exit 1 otherwise."""
+    """The product agent and the session to run (``run``); a clear error and exit 1 otherwise.
+
+    ``adjust``: changes the command line asks for on top of the loaded config (``--browser``).
+    """
     config, store = _open(workspace, model, base_url, session)
+    if adjust is not None:
+        config = adjust(config)
     llm = _model(config, store)
     from kairos.app import build_agent  # the agent stack loads only once the checks above passed
 

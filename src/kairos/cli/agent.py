@@ -24,10 +24,24 @@ if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --
 
     from kairos.agent import Agent
     from kairos.agent.events import AgentEvent
+    from kairos.config import KairosConfig
     from kairos.context.session import Session
 
 TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, cached tokens, TTFT, prefix audit")]
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="resume this session id")]
+BrowserOpt = Annotated[
+    bool,
+    typer.Option(
+        "--browser",
+        help="computer use: the agent drives a Chromium by numbered elements ([browser]); only the browser tools",
+    ),
+]
+UrlOpt = Annotated[str | None, typer.Option("--url", help="with --browser: the page to start on (its host is allowed)")]
+AllowHostOpt = Annotated[
+    list[str] | None,
+    typer.Option("--allow-host", help="with --browser: another host the browser may reach (repeat; * for any)"),
+]
+ShowOpt = Annotated[bool, typer.Option("--show", help="with --browser: a visible browser window (needs a display)")]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Each one posts an immediate interrupt: the turn stops at its next safe point, the session stays valid."""
@@ -65,15 +79,30 @@ def run(
     workspace: WorkspaceOpt = Path("."),
     session: SessionOpt = None,
     trace: TraceOpt = False,
+    browser: BrowserOpt = False,
+    url: UrlOpt = None,
+    allow_host: AllowHostOpt = None,
+    headed: ShowOpt = False,
 ) -> None:
-    """Run one task to completion, streaming tool calls, results and the answer."""
+    """Run one task to completion, streaming tool calls, results and the answer.
+
+    With --browser the agent works in a Chromium of its own (profile in .kairos/browser/, downloads in
+    downloads/): it reads each page as numbered elements, acts by number and re-checks every action;
+    controls that pay, order, send or delete ask you first. Example:
+    kairos run --browser --url http://127.0.0.1:8000/ "order a kettle for Ada Lovelace"
+    """
     import asyncio
 
     from kairos.agent.events import RunError
     from kairos.cli._output import EventPrinter, finish_memory_with_status
     from kairos.errors import ContextOverflowError
 
-    agent, store, sess = _setup(workspace, model, base_url, session, title=task[:80])
+    if (url or allow_host or headed) and not browser:
+        raise _fail("--url, --allow-host and --show go with --browser")
+    adjust = _browser_config(url, allow_host or [], headed) if browser else None
+    if browser and url:
+        task = f"{task}\n\nStart at {url}"
+    agent, store, sess = _setup(workspace, model, base_url, session, title=task[:80], adjust=adjust)
     printer = EventPrinter(trace)
     overflowed = False
 
@@ -104,6 +133,35 @@ def run(
         raise typer.Exit(128 + stopped_by)
     if printer.failed:
         raise typer.Exit(1)
+
+
+def _browser_config(url: str | None, hosts: list[str], show: bool) -> Callable[[KairosConfig], KairosConfig]:
+    """``--browser``: the browser toolset instead of the built-in tools, the hosts named here allowed."""
+    from urllib.parse import urlsplit
+
+    start = (urlsplit(url if url and "//" in url else f"//{url or ''}").hostname or "") if url else ""
+
+    def adjust(config: KairosConfig) -> KairosConfig:
+        browser = config.browser.model_copy(
+            update={
+                "allow_hosts": tuple(dict.fromkeys([*config.browser.allow_hosts, *hosts, *([start] if start else [])])),
+                "headless": config.browser.headless and not show,
+            }
+        )
+        # a lean prompt for a small model: the page's tools only (files and shell stay with plain kairos run)
+        tools = config.tools.model_copy(update={"builtins": (), "toolsets": ("browser",)})
+        off = {"enabled": False}
+        return config.model_copy(
+            update={
+                "browser": browser,
+                "tools": tools,
+                "skills": config.skills.model_copy(update=off),
+                "subagents": config.subagents.model_copy(update=off),
+                "discovery": config.discovery.model_copy(update=off),
+            }
+        )
+
+    return adjust
 
 
 def chat(
