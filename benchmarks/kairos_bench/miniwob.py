@@ -148,6 +148,7 @@ async def run_episode(
     session = store.new()
     steps = prompt = cached = completion = requests = 0
     calls: list[str] = []
+    position: dict[str, int] = {}
     stop, error, answer = "", None, ""
     try:
         async with asyncio.timeout(EPISODE_TIMEOUT_S):
@@ -160,10 +161,11 @@ async def run_episode(
                         completion += usage.completion_tokens
                     case ToolCallStarted(call=call):
                         steps += 1
+                        position[call.id] = len(calls)
                         calls.append(f"{call.name}({call.arguments[:120]})")
-                    case ToolCallFinished(result=result):
-                        if calls:
-                            calls[-1] += " -> " + _short(getattr(result, "content", result))
+                    case ToolCallFinished(call=call, result=result):
+                        if (at := position.get(call.id)) is not None:  # two calls in one reply finish in turn
+                            calls[at] += " -> " + _short(getattr(result, "content", result))
                         if (await outcome(page)).done:
                             stop = "task_done"
                             break

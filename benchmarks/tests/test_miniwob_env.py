@@ -140,6 +140,7 @@ def test_the_bench_runs_and_scores_a_scripted_agent(tmp_path: Any, server: MiniW
     # the episode ends as soon as the task is judged: one step each, no further model call
     assert [r["success"] for r in rows[:3]] == [True, True, True], [r["calls"] for r in rows]
     assert all(r["steps"] == 1 and r["stop"] == "task_done" for r in rows[:3])
+    assert all(" -> Clicked " in r["calls"][0] for r in rows[:3]), [r["calls"] for r in rows]
     assert rows[3]["steps"] == 0
     assert not rows[3]["success"]
     summary = out["summary"]
