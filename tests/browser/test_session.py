@@ -121,8 +121,8 @@ async def test_a_click_whose_effect_does_not_happen_is_caught_and_reported(
     nothing = next(e for e in browser.last.elements if e.name == "Does nothing") if browser.last else None
     assert nothing is not None
     result = await call("click", index=nothing.index)
-    assert "changed nothing visible" in result.content and result.metadata["browser.done"] is False
-    assert browser.stats.reverify_catches >= 2
+    assert "Nothing visible changed" in result.content  # said, but a click of a sequence often changes nothing
+    assert browser.stats.reverify_catches == 1
     show = next(e for e in browser.last.elements if e.name == "Show text") if browser.last else None
     assert show is not None
     result = await call("click", index=show.index)
@@ -243,3 +243,51 @@ def test_browser_results_are_external_content() -> None:
     tools = browser_tools(BrowserConfig())
     assert all(t.external for t in tools)  # a page's text is data for the injection defences, never instructions
     assert {t.name for t in tools if t.read_only} == {"look_at_page"}
+
+
+@pytest.mark.parametrize("news", ["interrupt", "user input"])
+async def test_an_interrupt_or_new_input_takes_effect_before_the_next_action(
+    browser: BrowserSession, edge_site: str, monkeypatch: pytest.MonkeyPatch, news: str
+) -> None:
+    """A safe point between two actions: the second click of one reply does not happen after news arrived."""
+    from kairos.agent import Agent
+    from kairos.browser import act
+    from kairos.context.inbox import UserInput
+    from kairos.context.session import SessionStore
+    from kairos.models.types import SystemPrompt
+    from kairos.testing import ScriptedModel, call, reply
+
+    await Tools(browser)("open_url", url=edge_site + "/")
+    page = browser.page
+    await page.evaluate(
+        "document.body.insertAdjacentHTML('beforeend', "
+        "'<label><input type=checkbox id=one> One</label><label><input type=checkbox id=two> Two</label>')"
+    )
+    await browser.observe_text()
+    numbers = {e.name: e.index for e in browser.last.elements} if browser.last else {}
+    store = SessionStore(browser.workspace)
+    session = store.open(None)
+    clicks = 0
+    real_click = act.click
+
+    async def click_then_interrupt(s: BrowserSession, target: act.Target, **kw: Any) -> act.Report:
+        nonlocal clicks
+        clicks += 1
+        report = await real_click(s, target, **kw)
+        if news == "interrupt":
+            session.interrupt(reason="the user pressed stop")
+        else:
+            session.post(UserInput("Only the first one, please."))
+        return report
+
+    monkeypatch.setattr(act, "click", click_then_interrupt)
+    both = reply("", call("click", {"index": numbers["One"]}), call("click", {"index": numbers["Two"]}))
+    model = ScriptedModel([both, reply("Done: only the first.")])
+    agent = Agent(model, tools=browser_tools(browser), system=SystemPrompt("Test agent.", ""))
+    _ = [e async for e in agent.run(session, "tick both")]
+    assert await page.is_checked("#one") and not await page.is_checked("#two")
+    assert clicks == 1
+    if news == "user input":  # the agent read the news before acting again
+        assert any(m.role == "user" and "Only the first one" in m.content for m in model.requests[-1].messages)
+    await session.aclose()
+    store.close()

@@ -84,7 +84,10 @@ async def _locate(session: BrowserSession, target: Target) -> tuple[Any, Element
     except Exception as e:
         raise BrowserError(f"invalid selector {target.selector!r}: {str(e).splitlines()[0][:200]}") from e
     if n == 0:
-        raise BrowserError(f"no element matches {target.selector!r}")
+        raise BrowserError(
+            f"no element matches {target.selector!r}: use an id or class the HTML shows, or the element's text, "
+            'e.g. button:has-text("OK")'
+        )
     if n > 1:
         raise BrowserError(f"{n} elements match {target.selector!r}: make the selector match one")
     return loc, None
@@ -147,6 +150,7 @@ async def click(session: BrowserSession, target: Target, *, approved: bool = Fal
     if approved:
         session.accept_next_dialog()
     note: list[str] = []
+    failed = False
     try:
         await loc.click(timeout=session.config.action_timeout_s * 1000)
     except Exception as e:
@@ -169,15 +173,14 @@ async def click(session: BrowserSession, target: Target, *, approved: bool = Fal
                 after = await _after(session)
                 now = after.element(element.index)
                 ok = now is not None and now.checked != element.checked
+                failed = not ok
                 note.append(
                     f"Re-check: {what} did not change on the first click; "
                     + ("clicked again: it changed." if ok else "it still did not change.")
                 )
-    if not _changed(before, after):
-        _catch(session)
-        note.append(f"Re-check: clicking {what} changed nothing visible on the page.")
-        return Report(await _finish(session, before, after, [f"Clicked {what}.", *note]), done=False)
-    return Report(await _finish(session, before, after, [f"Clicked {what}.", *note]))
+    if not _changed(before, after):  # often fine (a step of a sequence), so said but not counted as a failure
+        note.append(f"Nothing visible changed after clicking {what}; if the page should have reacted, look again.")
+    return Report(await _finish(session, before, after, [f"Clicked {what}.", *note]), done=not failed)
 
 
 async def type_text(session: BrowserSession, target: Target, text: str, *, press_enter: bool = False) -> Report:
@@ -205,8 +208,11 @@ async def type_text(session: BrowserSession, target: Target, text: str, *, press
             + ("now it reads the text." if value == text else f"it still reads {value!r} (the page changes it).")
         )
     if press_enter:
+        typed = await session.look()
         await loc.press("Enter")
     after = await _after(session)
+    if press_enter and not _changed(typed, after):
+        note.append("Enter changed nothing on the page: if a button sends the form, click it.")
     done = value is None or value == text
     return Report(
         await _finish(
@@ -252,7 +258,9 @@ async def select_option(session: BrowserSession, target: Target, option: str) ->
         "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => ({text: o.text.trim(), value: o.value})) : null"
     )
     if options is None:
-        raise BrowserError(f"{what} is not a list box (<select>): click it, then click the option")
+        if element is not None and element.role in ("checkbox", "radio", "switch", "button", "link", "option", "tab"):
+            raise BrowserError(f"{what} is a {element.role}, not a list box: to choose it, click({element.index})")
+        raise BrowserError(f"{what} is not a list box (<select>): click it to open it, then click the option")
     wanted = option.strip().lower()
     match = next((o for o in options if o["text"].lower() == wanted or o["value"].lower() == wanted), None)
     match = match or next((o for o in options if wanted and wanted in o["text"].lower()), None)

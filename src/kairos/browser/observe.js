@@ -133,5 +133,6 @@
   if (document.body) visit(document.body, false);
   window.__kairosNext = next;
   for (const it of items) delete it.block;
-  return { items, next };
+  if (!window.__kairosDoc) window.__kairosDoc = Math.random().toString(36).slice(2);
+  return { items, next, doc: window.__kairosDoc };
 })()

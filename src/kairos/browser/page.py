@@ -56,7 +56,7 @@ class Element:
 
     def line(self) -> str:
         """``[7] checkbox "Remember me" checked`` — one line of the observation."""
-        out = f"[{self.index}] {self.role}"
+        out = f"[{self.index}] {self.role}" + (" (multi-line)" if self.tag == "textarea" else "")
         if self.name:
             out += f' "{self.name}"'
         if self.value is not None:
@@ -90,6 +90,8 @@ class Observation:
     """Elements and text lines in document order."""
     dialog: str = ""
     """A dialog the page opened since the last look (already answered: see :mod:`.session`)."""
+    document: str = ""
+    """Which document this was (a new one after a navigation: element numbers start again)."""
     elements_by_index: dict[int, Element] = field(default_factory=dict, compare=False)
 
     @property
@@ -120,7 +122,7 @@ class Observation:
 
     def changes_since(self, before: Observation | None) -> str:
         """What changed since ``before``: the lines added and removed, or the whole page when it is new."""
-        if before is None or before.url != self.url:
+        if before is None or before.url != self.url or before.document != self.document:
             return self.render()
         old, new = before.lines(), self.lines()
         diff = [d for d in difflib.ndiff(old, new) if d[:2] in ("+ ", "- ")]
@@ -172,7 +174,7 @@ async def observe(page: Any, *, dialog: str = "") -> Observation:
         title = await page.title()
     except Exception:
         pass
-    return Observation(page.url, title, tuple(items), dialog, by_index)
+    return Observation(page.url, title, tuple(items), dialog, str(raw.get("doc") or ""), by_index)
 
 
 async def _evaluate(page: Any) -> dict[str, Any]:
@@ -263,6 +265,17 @@ def _element(it: dict[str, Any], ax: tuple[str, str] | None) -> Element:
     )
 
 
+_LIVE_HTML = """(() => {
+  if (!document.body) return '';
+  // outerHTML shows what the page was served with; the live state (typed text, ticks, choices) goes in first
+  for (const e of document.body.querySelectorAll('input, textarea, option')) {
+    if (e.tagName === 'OPTION') { e.toggleAttribute('selected', e.selected); continue; }
+    if (e.type === 'checkbox' || e.type === 'radio') e.toggleAttribute('checked', e.checked);
+    else if (e.tagName === 'TEXTAREA') e.textContent = e.value;
+    else if (e.type !== 'password') e.setAttribute('value', e.value);
+  }
+  return document.body.outerHTML;
+})()"""
 _NUMBERS = re.compile(r' data-kairos-index="\d+"')
 _STRIP = re.compile(r"<(script|style|noscript|svg)\b[^>]*>.*?</\1\s*>|<!--.*?-->", re.S | re.I)
 
@@ -270,7 +283,7 @@ _STRIP = re.compile(r"<(script|style|noscript|svg)\b[^>]*>.*?</\1\s*>|<!--.*?-->
 async def raw_html(page: Any) -> str:
     """The body's HTML without scripts, styles and comments, cut to :data:`MAX_HTML_CHARS` (the baseline)."""
     try:
-        html = str(await page.evaluate("document.body ? document.body.outerHTML : ''"))
+        html = str(await page.evaluate(_LIVE_HTML))
     except Exception as e:
         raise BrowserError(f"cannot read the page: {_first_line(e)}") from e
     html = re.sub(r"\s+", " ", _STRIP.sub("", _NUMBERS.sub("", html)))

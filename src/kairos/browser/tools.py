@@ -21,7 +21,7 @@ from kairos.browser import act
 from kairos.browser.act import Target
 from kairos.browser.page import BrowserError
 from kairos.browser.session import BrowserConfig, BrowserSession
-from kairos.tools.base import Resource, Tool, ToolContext, ToolResult
+from kairos.tools.base import NEWS_PENDING, Resource, Tool, ToolContext, ToolResult
 from kairos.tools.function import make_tool
 
 SESSION_RESOURCE: Resource[BrowserSession] = Resource("kairos.browser")
@@ -70,9 +70,23 @@ async def _run(
     provide: _Provider, ctx: ToolContext, step: Callable[[BrowserSession], Awaitable[act.Report]]
 ) -> ToolResult:
     session = provide(ctx)
+    queued = session._lock.locked()  # another call of the same reply is acting: this one was planned before it
+    seen = session.last.document if session.last is not None else ""
     try:
         async with session._lock:  # one action at a time on a page, even when the model calls two at once
             await session.start()
+            news = ctx.get(NEWS_PENDING)
+            if queued and news is not None and news():
+                return ToolResult(
+                    "Not done: the user stopped the turn or wrote something new before this action; read it first.",
+                    is_error=True,
+                )
+            if queued and session.last is not None and session.last.document != seen:
+                return ToolResult(
+                    "Not done: the previous action opened another page, so the numbers this call used are from "
+                    "the old one. Read the new page above and act again.",
+                    is_error=True,
+                )
             report = await step(session)
     except BrowserError as e:
         return ToolResult(f"Not done: {e}", is_error=True)

@@ -353,6 +353,11 @@ class Inbox:
         with self._lock:
             return any(isinstance(p.event, Interrupt) and p.event.mode == "immediate" for p in self._pending)
 
+    def news_pending(self) -> bool:
+        """Whether an interrupt or the user's input waits: a tool of several steps stops before its next one."""
+        with self._lock:
+            return any(isinstance(p.event, Interrupt | UserInput) for p in self._pending)
+
     def heard(self) -> str | None:
         """What a pending immediate interrupt says the user heard of the reply (voice barge-in), if it says."""
         with self._lock:

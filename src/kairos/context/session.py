@@ -18,7 +18,7 @@ from kairos.context.inbox import Inbox, InboxEvent, Interrupt, InterruptMode, Po
 from kairos.context.store import Lease, SessionInfo, TrajectoryStore, open_trajectory_store
 from kairos.models.types import Message
 from kairos.paths import default_state_dir, user_config_dir
-from kairos.tools.base import Slots, ToolContext, ToolResult
+from kairos.tools.base import NEWS_PENDING, Slots, ToolContext, ToolResult
 
 INTERRUPTED_TOOL_RESULT = "[interrupted: this tool call was stopped before it finished; its result is unknown]"
 
@@ -129,6 +129,7 @@ class Session:
         self.state = Slots()
         """Per-session harness state kept by plug-ins (counters, audit memory) under typed keys; not persisted."""
         self.inbox = Inbox(store, session_id, pending)
+        self.tool_context.put(NEWS_PENDING, self.inbox.news_pending)
         self.lease = lease
         self._closers: list[Closer] = []
         self._closed = False

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from kairos.models.types import ToolSpec
+from kairos.models.types import Image, ToolSpec
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 12_000
@@ -126,6 +126,9 @@ class Services(Protocol):
 
 RUNTIME_RESOURCE: Resource[Services] = Resource("kairos.runtime")
 """The runtime's handle, when a session runs under the runtime."""
+NEWS_PENDING: Resource[Callable[[], bool]] = Resource("kairos.news_pending")
+"""Whether an interrupt or a user's input waits for the agent: an action planned before it (the second call of
+one reply, a browser step) should not run; the tool says so instead and the agent reads the news first."""
 FOCUS_RESOURCE: Resource[str] = Resource("kairos.focus")
 """The turn's newest request (text): what long outputs are cut around."""
 
@@ -143,11 +146,18 @@ class ToolResult:
     is_error: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     """Facts for the harness and plugins (never shown to the model), e.g. ``exception``, ``truncated_from``."""
+    images: tuple[Image, ...] = ()
+    """Images for the model (a screenshot): they go into the trajectory with the text; a backend whose model
+    reads only text sends a one-line note instead (:meth:`~kairos.models.types.Message.text_content`)."""
 
     @classmethod
     def harness_error(cls, content: str, **metadata: Any) -> ToolResult:
         """An error kairos writes about the call (never the tool's output: :data:`HARNESS_MADE`)."""
         return cls(content, is_error=True, metadata={**metadata, HARNESS_MADE: True})
+
+    def with_content(self, content: str, metadata: dict[str, Any] | None = None) -> ToolResult:
+        """This result with other text (and metadata), its images kept: what a hook that rewrites the text returns."""
+        return ToolResult(content, self.is_error, self.metadata if metadata is None else metadata, self.images)
 
 
 class InvalidArguments(ValueError):
