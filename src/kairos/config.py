@@ -92,6 +92,10 @@ Example ``kairos.toml``::
     store = "embedded"           # SQLite in .kairos/, or "postgresql://kairos@127.0.0.1/kairos"
     bus = "nats://127.0.0.1:4222"  # default "embedded"; a nats-server -js shared by a deployment's processes
 
+    [browser]                    # computer use (kairos run --browser; [tools] toolsets = ["browser"])
+    allow_hosts = ["shop.example.com"]  # user config or a trusted workspace; loopback is not allowed by default
+    mode = "indexed"             # numbered elements; "raw_html": the page's HTML, actions by CSS selector
+
 Every section is optional; ``kairos config`` prints the effective settings.
 """
 
