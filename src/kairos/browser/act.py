@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kairos.browser.page import BrowserError, Element, Observation
+from kairos.browser.page import BrowserError, Element, Observation, raw_html
 from kairos.browser.session import BrowserSession
 
 _SETTLE_S = 0.25
@@ -94,7 +94,7 @@ async def _locate(session: BrowserSession, target: Target) -> tuple[Any, Element
 
 
 async def _before(session: BrowserSession) -> Observation:
-    session.last = await session.look()
+    session.last = await session.look(record=False)  # the screenshot is taken after the action
     return session.last
 
 
@@ -124,8 +124,6 @@ async def _finish(session: BrowserSession, before: Observation | None, after: Ob
 async def session_text(session: BrowserSession, before: Observation | None, after: Observation) -> str:
     """The page after an action as the model reads it: changes (indexed) or the HTML (raw_html)."""
     if session.config.mode == "raw_html":
-        from kairos.browser.page import raw_html
-
         dialog = f"Dialog: {after.dialog}\n" if after.dialog else ""
         return dialog + await raw_html(session.page)
     return after.changes_since(before)
@@ -178,7 +176,7 @@ async def click(session: BrowserSession, target: Target, *, approved: bool = Fal
                     f"Re-check: {what} did not change on the first click; "
                     + ("clicked again: it changed." if ok else "it still did not change.")
                 )
-    if not _changed(before, after):  # often fine (a step of a sequence), so said but not counted as a failure
+    if not failed and not _changed(before, after):  # often fine (a step of a sequence): said, not a failure
         note.append(f"Nothing visible changed after clicking {what}; if the page should have reacted, look again.")
     return Report(await _finish(session, before, after, [f"Clicked {what}.", *note]), done=not failed)
 
@@ -208,7 +206,7 @@ async def type_text(session: BrowserSession, target: Target, text: str, *, press
             + ("now it reads the text." if value == text else f"it still reads {value!r} (the page changes it).")
         )
     if press_enter:
-        typed = await session.look()
+        typed = await session.look(record=False)
         await loc.press("Enter")
     after = await _after(session)
     if press_enter and not _changed(typed, after):
@@ -254,7 +252,7 @@ async def select_option(session: BrowserSession, target: Target, option: str) ->
     before = await _before(session)
     loc, element = await _locate(session, target)
     what = target.describe(element)
-    options: list[dict[str, str]] = await loc.evaluate(
+    options: list[dict[str, str]] | None = await loc.evaluate(
         "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => ({text: o.text.trim(), value: o.value})) : null"
     )
     if options is None:

@@ -225,13 +225,18 @@ class BrowserSession:
 
     # ---- looking -------------------------------------------------------------------------------
 
-    async def look(self) -> Observation:
-        """Number and read the page now; writes the screenshot and page record for the web UI."""
+    async def look(self, *, record: bool = True) -> Observation:
+        """Number and read the page now.
+
+        ``record``: a look the model is shown: it takes the dialogs and downloads to report, and writes the
+        screenshot and page record for the web UI (a look before an action does neither).
+        """
         await self.start()
-        dialog = "; ".join(self._dialogs)
-        self._dialogs.clear()
+        dialog = "; ".join(self._dialogs) if record else ""
+        if record:
+            self._dialogs.clear()
         obs = await observe(self.page, dialog=dialog)
-        if self.config.screenshots:
+        if record and self.config.screenshots:
             await self._record(obs)
         return obs
 
