@@ -17,7 +17,7 @@ from kairos.agent._stream import Preempted
 from kairos.agent.events import AgentEvent, ToolCallFinished, ToolCallStarted
 from kairos.agent.guard import REUSED, REUSED_NOTE, LoopGuard
 from kairos.context.session import early_result_key
-from kairos.models.types import Message, ToolCall
+from kairos.models.types import Image, Message, ToolCall
 from kairos.tools.audit import NOT_RUN_KEY
 from kairos.tools.base import Tool, ToolResult
 from kairos.tools.executor import Executed, execute
@@ -64,6 +64,8 @@ async def run_tools(
     session = st.live
     started: dict[asyncio.Task[Executed], tuple[ToolCall, float]] = {}
     ready: dict[str, str] = {}
+    images: dict[str, tuple[Image, ...]] = {}
+    """The images a result carries (a screenshot) go into its message with the text."""
     appended = 0
 
     def flush_ready() -> None:
@@ -71,7 +73,7 @@ async def run_tools(
         batch = []
         while appended < len(calls) and calls[appended].id in ready:
             c = calls[appended]
-            batch.append(Message.tool(c.id, ready[c.id], c.name))
+            batch.append(Message.tool(c.id, ready[c.id], c.name, images.get(c.id, ())))
             appended += 1
         session.append(*batch)
 
@@ -98,6 +100,8 @@ async def run_tools(
                 if count >= guard.warn_at:
                     result = dataclasses.replace(result, content=result.content + guard.warning(call, count))
                 ready[call.id] = result.content
+                if result.images:
+                    images[call.id] = result.images
                 if call is not calls[appended]:
                     session.freeze(early_result_key(call.id), result.content)
                 flush_ready()

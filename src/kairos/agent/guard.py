@@ -179,7 +179,7 @@ class LoopGuard:
         earlier = self._fresh.get((call.name, canonical_arguments(call.arguments)))
         if earlier is None:
             return None
-        return ToolResult(earlier.content, earlier.is_error, {**earlier.metadata, NOT_RUN_KEY: REUSED})
+        return earlier.with_content(earlier.content, {**earlier.metadata, NOT_RUN_KEY: REUSED})
 
     # -- after a call ----------------------------------------------------------------------
 

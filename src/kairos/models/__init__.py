@@ -30,6 +30,7 @@ def load_model(spec: str, settings: ModelSettings | None = None, *, base_url: st
             timeout_s=remote.timeout_s,
             max_retry_wait_s=remote.max_retry_wait_s,
             text_tool_calls=remote.text_tool_calls,
+            vision=remote.vision,
         )
     if spec.startswith("anthropic:"):
         from kairos.models.anthropic import AnthropicModel
@@ -43,6 +44,7 @@ def load_model(spec: str, settings: ModelSettings | None = None, *, base_url: st
             timeout_s=remote.timeout_s,
             max_retry_wait_s=remote.max_retry_wait_s,
             text_tool_calls=remote.text_tool_calls,
+            vision=remote.vision,
         )
     if spec in ("local", "local-small") or spec.endswith(".gguf"):
         try:

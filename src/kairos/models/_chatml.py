@@ -100,14 +100,14 @@ def prompt_segments(request: ModelRequest, *, reply_format: bool = True) -> list
         if m.role == "tool":
             blocks = []
             while i < len(msgs) and msgs[i].role == "tool":
-                blocks.append(f"\n<tool_response>\n{msgs[i].content}\n</tool_response>")
+                blocks.append(f"\n<tool_response>\n{msgs[i].text_content()}\n</tool_response>")
                 i += 1
             segs += _turn("user" + "".join(blocks))
             continue
         if m.role == "assistant":
             segs += _turn("assistant\n", m.raw if m.raw is not None else synthesize_raw(m))
         else:
-            segs += _turn(f"{m.role}\n{m.content}")
+            segs += _turn(f"{m.role}\n{m.text_content()}")  # a text model: images become a note
         i += 1
     return [*segs, Segment("special", IM_START), Segment("text", "assistant\n")]
 

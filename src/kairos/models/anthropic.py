@@ -17,6 +17,8 @@ Choices worth knowing:
 * A stream that ends without ``message_stop`` was cut and is never used as a reply.
 * Tool calls a Messages-API-speaking local server returns as text become tool calls, as in the
   OpenAI-compatible backend (``text_tool_calls``; Claude itself always uses ``tool_use``).
+* A tool result's images (a screenshot) go inside its ``tool_result`` as base64 ``image`` blocks after the
+  text, a user message's after its text, when ``vision`` is on; otherwise a one-line note stands for them.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
             ``off`` keeps text as text.
         thinking: the ``thinking`` parameter, e.g. ``{"type": "adaptive"}``.
         extra_body: extra request fields (``metadata``, ...).
+        vision: the model sees images (``[remote] vision``): a tool result's images are sent; otherwise a
+            one-line note stands for them.
         sleep: how to wait between attempts (tests pass a fake); default ``asyncio.sleep``.
 
     Raises:
@@ -105,9 +109,12 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
         text_tool_calls: TextToolCalls = "auto",
         thinking: dict[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
+        vision: bool = False,
         sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         sdk = _import_sdk()
+        self.vision = vision
+        """Whether the model sees images (else each message's images become a one-line note)."""
         super().__init__(
             model,
             base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL,
@@ -185,11 +192,16 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
     def _convert(self, message: Message) -> tuple[str, list[Block]]:
         if message.role == "tool":
             result: Block = {"type": "tool_result", "tool_use_id": message.tool_call_id or ""}
-            if message.content:
-                result["content"] = message.content
+            if message.images and self.vision:
+                result["content"] = _with_images(message)
+            elif text := message.text_content():
+                result["content"] = text
             return "user", [result]
         if message.role != "assistant":
-            return "user", [{"type": "text", "text": message.content}] if message.content else []
+            if message.images and self.vision and message.role == "user":
+                return "user", _with_images(message)
+            content = message.text_content() if message.role == "user" else message.content
+            return "user", [{"type": "text", "text": content}] if content else []
         blocks: list[Block] = []
         if message.reasoning:
             blocks.extend(dict(b) for b in self._signatures.get(message.reasoning, ()))
@@ -268,6 +280,15 @@ class AnthropicModel(RemoteModel[dict[str, Any]]):
 
     def _unavailable_hint(self) -> str:
         return "Check your network, the Anthropic status page and your rate limits"
+
+
+def _with_images(message: Message) -> list[Block]:
+    """The message's text (when it has some), then its images as base64 ``image`` blocks."""
+    text: list[Block] = [{"type": "text", "text": message.content}] if message.content else []
+    return text + [
+        {"type": "image", "source": {"type": "base64", "media_type": i.media_type, "data": i.data}}
+        for i in message.images
+    ]
 
 
 def _tool_input(call: ToolCall) -> dict[str, Any]:

@@ -103,6 +103,8 @@ class LocalModel:
     """
 
     reasoning_policy = ReasoningPolicy.STRIP
+    vision = False
+    """It reads text only: a message's images reach it as a one-line note (see ``_chatml.prompt_segments``)."""
 
     def __init__(
         self,

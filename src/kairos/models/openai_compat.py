@@ -5,14 +5,20 @@ backend knows whether a delta has already reached the consumer (see ``kairos.mod
 A stream that ends without a ``finish_reason`` was cut and is never used as a reply. Tool calls
 that a server returns as text (a fenced JSON block, ``<tool_call>`` tags) become tool calls
 unless ``text_tool_calls="off"`` (see ``kairos.models._text_tools``).
+
+Images (a tool's screenshot): most servers take only text in a ``tool`` message, so for a model that sees
+(``vision=True``) the images of a run of tool results follow it as one ``user`` message of ``image_url``
+data-URL parts, each after a line naming the call it belongs to. A model that reads only text gets a
+one-line note in the tool message instead (:meth:`~kairos.models.types.Message.text_content`).
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import os
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 import openai
@@ -26,6 +32,7 @@ from kairos.models._text_tools import TextToolScanner
 from kairos.models.base import estimate_request_tokens, estimate_tokens
 from kairos.models.types import (
     AllBut,
+    Message,
     ModelDelta,
     ModelRequest,
     ModelResponse,
@@ -44,6 +51,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY_PLACEHOLDER = "sk-no-key-required"
 """Sent when no key is configured: local servers (llama.cpp, Ollama, vLLM) ignore it, the SDK needs one."""
 
+_IMAGES = operator.attrgetter("images")
 _TOOLS_CACHE_SIZE = 16
 """Tool lists whose JSON is kept (sessions of one agent share one list; sub-agents add a few)."""
 
@@ -66,6 +74,8 @@ class OpenAICompatModel(RemoteModel[bytes]):
         text_tool_calls: ``auto`` turns tool calls the server left in the text into tool calls
             (see ``kairos.models._text_tools``); ``off`` keeps text as text.
         extra_body: extra request fields (``top_k``, ``chat_template_kwargs``, ...).
+        vision: the model sees images (``[remote] vision``): a tool result's images are sent; otherwise a
+            one-line note stands for them.
         sleep: how to wait between attempts (tests pass a fake); default ``asyncio.sleep``.
     """
 
@@ -83,8 +93,11 @@ class OpenAICompatModel(RemoteModel[bytes]):
         max_retry_wait_s: float = 60.0,
         text_tool_calls: TextToolCalls = "auto",
         extra_body: dict[str, Any] | None = None,
+        vision: bool = False,
         sleep: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
+        self.vision = vision
+        """Whether the model sees images (else each message's images become a one-line note)."""
         super().__init__(
             model,
             base_url=base_url
@@ -122,9 +135,9 @@ class OpenAICompatModel(RemoteModel[bytes]):
         if system:
             out.append({"role": "system", "content": system})
         # After the policy, only messages that may keep reasoning still carry it.
-        out.extend(
-            m.to_openai(include_reasoning=True) for m in apply_reasoning_policy(request.messages, self.reasoning_policy)
-        )
+        messages = apply_reasoning_policy(request.messages, self.reasoning_policy)
+        wire = [m.to_openai(include_reasoning=True) for m in messages]
+        out.extend(_with_images(messages, wire, self.vision, lambda d: d))
         return out
 
     def _prepare(self, request: ModelRequest) -> bytes:
@@ -187,8 +200,9 @@ class OpenAICompatModel(RemoteModel[bytes]):
             keep_from = len(messages)
         else:  # reasoning since the last real user message (all of it when there is none)
             keep_from = max(0, last_user_index(messages))
-        out += [m.openai_json() for m in messages[:keep_from]]
-        out += [m.openai_json(include_reasoning=True) for m in messages[keep_from:]]
+        wire = [m.openai_json() for m in messages[:keep_from]]
+        wire += [m.openai_json(include_reasoning=True) for m in messages[keep_from:]]
+        out += _with_images(messages, wire, self.vision, _dumps)
         return out
 
     def _tools_text(self, tools: tuple[ToolSpec, ...]) -> str:
@@ -362,6 +376,44 @@ class _StreamState:
                 message.content + (message.reasoning or "") + "".join(c.arguments for c in message.tool_calls)
             )
         return ModelResponse(message, usage, self.parts.finish_reason(self.finish_reason))
+
+
+def _with_images(
+    messages: Sequence[Message], wire: list[Any], vision: bool, encode: Callable[[dict[str, Any]], Any]
+) -> list[Any]:
+    """``wire`` (one entry per message) with the messages' images as this API takes them.
+
+    A model that sees: a user message's images join its content as ``image_url`` parts; the images of a
+    run of tool results follow the run as one user message (a ``user`` message between two tool results
+    would break the tool-call protocol). Otherwise each message with images reads :data:`IMAGE_NOTE` instead.
+    ``encode`` turns a changed message's wire dict into an entry of ``wire`` (a dict or its JSON).
+    """
+    if not any(map(_IMAGES, messages)):  # C speed: a request resends the whole trajectory
+        return wire
+    out: list[Any] = []
+    shots: list[dict[str, Any]] = []
+    for m, entry in zip(messages, wire, strict=True):
+        if shots and m.role != "tool":
+            out.append(encode({"role": "user", "content": shots}))
+            shots = []
+        if not m.images or m.role not in ("tool", "user"):  # only results and user turns carry images
+            out.append(entry)
+        elif not vision:
+            out.append(encode({**m.to_openai(), "content": m.text_content()}))
+        elif m.role == "user":
+            parts = [{"type": "text", "text": m.content}] if m.content else []
+            out.append(encode({**m.to_openai(), "content": parts + _image_parts(m)}))
+        else:
+            out.append(entry)
+            shown = f"Screenshot from tool call {m.tool_call_id}" + (f" ({m.name})" if m.name else "") + ":"
+            shots += [{"type": "text", "text": shown}, *_image_parts(m)]
+    if shots:
+        out.append(encode({"role": "user", "content": shots}))
+    return out
+
+
+def _image_parts(m: Message) -> list[dict[str, Any]]:
+    return [{"type": "image_url", "image_url": {"url": i.data_url()}} for i in m.images]
 
 
 def _dumps(value: object) -> str:

@@ -44,6 +44,11 @@ class RemoteConfig(BaseModel):
         description="auto: when the server returns no tool call but the text holds one (a fenced JSON "
         '{"name", "arguments"} block or <tool_call> tags, as many local servers do), use it; off: text stays text',
     )
+    vision: bool = Field(
+        False,
+        description="the model sees images: a tool result's screenshot is sent to it (as image parts); off: a "
+        "one-line note stands for it. Turn it on for a model that reads images (Claude, GPT-4o, Qwen2.5-VL…)",
+    )
 
 
 class ModelSettings(BaseModel):

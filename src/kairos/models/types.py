@@ -6,6 +6,7 @@ serialises them byte-stably, so they must never be mutated after creation.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import operator
@@ -110,6 +111,40 @@ def _shared_origin(kind: OriginKind, source: str) -> Origin:
 HARNESS = Origin("harness")
 STATUS = Origin("status")
 
+IMAGE_NOTE = "[screenshot omitted: this model reads text]"
+"""What a model that reads only text gets in place of a message's images (one line)."""
+IMAGE_TOKENS = 1600
+"""The estimated prompt tokens of one image (a 1280×800 screenshot is about 1,400 for Claude, 1,100 for GPT-4o)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image a message carries (a tool's screenshot): its media type and its bytes in base64.
+
+    Kept as base64 text, as both APIs take it and the trajectory stores it, so a stored image is sent
+    byte-identically every time after (the cached prefix holds).
+    """
+
+    media_type: str
+    data: str
+    """The image's bytes, base64-encoded (standard alphabet, padded)."""
+
+    @staticmethod
+    def from_bytes(raw: bytes, media_type: str = "image/png") -> Image:
+        """An image of ``raw`` bytes."""
+        return Image(media_type, base64.b64encode(raw).decode("ascii"))
+
+    def raw(self) -> bytes:
+        """The image's bytes."""
+        return base64.b64decode(self.data)
+
+    def data_url(self) -> str:
+        """``data:<media type>;base64,<data>`` (how the OpenAI API takes an image inline)."""
+        return f"data:{self.media_type};base64,{self.data}"
+
+    def __repr__(self) -> str:  # never a megabyte of base64 in a log line
+        return f"Image({self.media_type!r}, {len(self.data):,} base64 chars)"
+
 
 @dataclass(frozen=True, slots=True)
 class Message:
@@ -128,6 +163,9 @@ class Message:
     the KV cache also holds across the model's own replies."""
     origin: Origin | None = None
     """Set on ``user``-role messages the user did not type (status, catalog, mail, timers)."""
+    images: tuple[Image, ...] = ()
+    """Images the message carries (a ``tool`` result's screenshot). Backends of models that see send them
+    (:meth:`text_content` for the others); the text of :meth:`to_openai` never holds them."""
     # Encodings computed on first use and kept with the message: a message is immutable and every
     # request resends the whole trajectory, so without them each request re-encodes every message
     # (O(trajectory) CPU per event on a long-running server). Not fields of the value: excluded from
@@ -153,9 +191,18 @@ class Message:
         return Message("assistant", content, tool_calls=tool_calls, **kw)
 
     @staticmethod
-    def tool(call_id: str, content: str, name: str | None = None) -> Message:
-        """The result of tool call ``call_id``."""
-        return Message("tool", content, tool_call_id=call_id, name=name)
+    def tool(call_id: str, content: str, name: str | None = None, images: tuple[Image, ...] = ()) -> Message:
+        """The result of tool call ``call_id`` (with the images the tool returned)."""
+        return Message("tool", content, tool_call_id=call_id, name=name, images=images)
+
+    def text_content(self) -> str:
+        """The content as a model that reads only text gets it: images become :data:`IMAGE_NOTE`.
+
+        The note is a line of its own after the text; a message without images is its content as is.
+        """
+        if not self.images:
+            return self.content
+        return f"{self.content}\n{IMAGE_NOTE}" if self.content else IMAGE_NOTE
 
     @property
     def from_user(self) -> bool:
@@ -194,6 +241,7 @@ class Message:
         n = self._tokens
         if n < 0:
             n = 4 + estimate_tokens(self.content) + sum(estimate_tokens(c.arguments) + 8 for c in self.tool_calls)
+            n += IMAGE_TOKENS * len(self.images)
             object.__setattr__(self, "_tokens", n)
         return n
 
@@ -208,11 +256,13 @@ class Message:
                 rec[key] = value
         if self.origin is not None:
             rec["origin"] = [self.origin.kind, self.origin.source] if self.origin.source else [self.origin.kind]
+        if self.images:  # absent when there are none: a record without images reads as before
+            rec["images"] = [[i.media_type, i.data] for i in self.images]
         return rec
 
     @staticmethod
     def from_record(rec: dict[str, Any]) -> Message:
-        """The message ``to_record`` produced (records from before ``origin`` had ``synthetic``).
+        """The message ``to_record`` produced (older records: ``synthetic`` before ``origin``, no ``images``).
 
         Raises:
             ValueError: the record is not a message record.
@@ -234,6 +284,7 @@ class Message:
             reasoning=rec.get("reasoning"),
             raw=rec.get("raw"),
             origin=origin,
+            images=tuple(Image(str(t), str(d)) for t, d in rec.get("images", ())),
         )
 
     def serialized(self) -> str:

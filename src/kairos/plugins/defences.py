@@ -206,7 +206,7 @@ class InjectionDefences(Plugin):
         if self.config.tag_external:
             content = wrap_external(content, source)
             log.record(SecurityEvent("wrapped", tool.name, call.id, source))
-        return ToolResult(content, result.is_error, metadata)
+        return result.with_content(content, metadata)  # a screenshot stays (it is seen, not read as text)
 
 
 def _grant(verdict: Verdict, box: Sandbox) -> None:

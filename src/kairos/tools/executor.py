@@ -271,4 +271,4 @@ def cap_output(result: ToolResult, limit: int) -> ToolResult:
     notice += f" The full output is in {where}." if where else ""
     notice += " Ask for less (offset/limit, a narrower pattern or path) to see the rest.]"
     metadata = {**result.metadata, "truncated_from": n, FULL_CONTENT: result.content}
-    return ToolResult(result.content[:limit] + notice, result.is_error, metadata)
+    return result.with_content(result.content[:limit] + notice, metadata)

@@ -78,6 +78,6 @@ class CompressionView:
         hit = self._cache.get((sid, seq))
         if hit is not None and hit[0] is original and hit[1] == text:
             return hit[2]
-        new = replace(original, content=text)
+        new = replace(original, content=text, images=())  # a compressed result's screenshot goes too
         self._cache[(sid, seq)] = (original, text, new)
         return new

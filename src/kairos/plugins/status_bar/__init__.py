@@ -217,7 +217,7 @@ class StatusBar(Plugin):
         if c.timestamps:
             content = f"[{self.clock():{TIME_FORMAT}}] {content}"
         metadata = {**result.metadata, UNANNOTATED: result.metadata.get(UNANNOTATED, result.content)}
-        return ToolResult(content, result.is_error, metadata)
+        return result.with_content(content, metadata)
 
     # -- inputs and the append mode --------------------------------------------------------
 

@@ -89,7 +89,7 @@ class ChildGuard(Plugin):
                 self.child.saw_external = True
             if tool.side_effects:
                 self.child.artifacts.update(_written_paths(call, ctx.session.tool_context))
-        return ToolResult(f"{TOOL_RESULT} {result.content}", result.is_error, result.metadata)
+        return result.with_content(f"{TOOL_RESULT} {result.content}")
 
 
 class SubAgentRunner:
