@@ -25,6 +25,10 @@ class BrowserConfig(BaseModel):
     """Clicks that look irreversible (pay, order, delete, send…) go through ``confirm_click``, which asks the user."""
     screenshots: bool = True
     """Write the numbered screenshot after each look (for the web UI and models that see)."""
+    vision: bool = False
+    """For a model that sees (``[remote] vision``): the ``computer`` tool is offered too (screenshot, clicks and
+    drags at pixel coordinates, typing, keys: :mod:`kairos.browser.computer`), and the numbered tools' results
+    carry the numbered screenshot besides their text."""
     viewport: tuple[int, int] = (1280, 800)
     action_timeout_s: float = Field(5.0, gt=0, le=120)
     """How long an action waits for its element to be ready before it is reported as not done."""
