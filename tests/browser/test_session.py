@@ -291,3 +291,21 @@ async def test_an_interrupt_or_new_input_takes_effect_before_the_next_action(
         assert any(m.role == "user" and "Only the first one" in m.content for m in model.requests[-1].messages)
     await session.aclose()
     store.close()
+
+
+async def test_with_vision_the_numbered_tools_carry_the_numbered_screenshot_and_computer_is_offered(
+    tmp_path: Path, demo_site: str
+) -> None:
+    chromium_available()
+    assert "computer" not in {t.name for t in browser_tools(BrowserConfig())}
+    session = BrowserSession(
+        BrowserConfig(vision=True, allow_hosts=("127.0.0.1",)), workspace=tmp_path, state_dir=tmp_path / ".kairos"
+    )
+    call = Tools(session)
+    try:
+        assert "computer" in call.tools
+        result = await call("open_url", url=demo_site + "/")
+        assert len(result.images) == 1 and result.images[0].media_type == "image/png"
+        assert screen_path(session.state_dir, "default").exists()  # the numbered one, as the web UI shows it
+    finally:
+        await session.aclose()

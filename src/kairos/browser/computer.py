@@ -35,7 +35,7 @@ from kairos.browser.page import BrowserError
 from kairos.browser.paths import screen_path
 from kairos.browser.session import BrowserSession
 from kairos.models.types import Image
-from kairos.tools.base import Tool, ToolContext, ToolResult
+from kairos.tools.base import NEWS_PENDING, Tool, ToolContext, ToolResult
 from kairos.tools.function import make_tool
 
 Action = Literal[
@@ -122,8 +122,9 @@ def computer_tools(source: BrowserSession | BrowserConfig | Provider, *, start_u
         """
         session = provide(ctx)
         try:
-            async with session._lock:  # one action at a time on a page, as the numbered tools
-                await session.start()
+            async with session.turn(ctx.get(NEWS_PENDING)) as refusal:  # as the numbered tools take turns
+                if refusal:
+                    return ToolResult(refusal, is_error=True)
                 report, done = await run_action(
                     session,
                     action,

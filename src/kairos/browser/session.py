@@ -20,6 +20,8 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,6 +156,28 @@ class BrowserSession:
         self._page = page
         page.on("dialog", self._on_dialog)
         page.on("download", self._on_download)
+
+    @asynccontextmanager
+    async def turn(self, news: Callable[[], bool] | None = None) -> AsyncIterator[str]:
+        """Hold the page for one action (the calls of one reply take turns); yields why it must not run, or "".
+
+        A call that waited for another was planned on the page before that one acted: it does not run when
+        ``news()`` says the user interrupted or wrote meanwhile, or when the other action opened a new document
+        (its element numbers were from the old one).
+        """
+        queued = self._lock.locked()
+        seen = self.last.document if self.last is not None else ""
+        async with self._lock:
+            await self.start()
+            if queued and news is not None and news():
+                yield "Not done: the user stopped the turn or wrote something new before this action; read it first."
+            elif queued and self.last is not None and self.last.document != seen:
+                yield (
+                    "Not done: the previous action opened another page, so the numbers this call used are from "
+                    "the old one. Read the new page above and act again."
+                )
+            else:
+                yield ""
 
     # ---- the network rule, dialogs, downloads --------------------------------------------------
 

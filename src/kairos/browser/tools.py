@@ -19,6 +19,7 @@ from typing import Any
 
 from kairos.browser import act
 from kairos.browser.act import Target
+from kairos.browser.computer import computer_tools, vision_images
 from kairos.browser.page import BrowserError
 from kairos.browser.session import BrowserConfig, BrowserSession
 from kairos.tools.base import NEWS_PENDING, Resource, Tool, ToolContext, ToolResult
@@ -58,7 +59,9 @@ def browser_tools(source: BrowserSession | BrowserConfig, *, start_url: str = ""
             )
 
         mode = config.mode
-    return _raw_tools(provide) if mode == "raw_html" else _indexed_tools(provide)
+    config = source.config if isinstance(source, BrowserSession) else source
+    tools = _raw_tools(provide) if mode == "raw_html" else _indexed_tools(provide)
+    return tools + computer_tools(provide) if config.vision else tools
 
 
 def toolset_tools(config: Any) -> list[Tool]:
@@ -70,27 +73,15 @@ async def _run(
     provide: _Provider, ctx: ToolContext, step: Callable[[BrowserSession], Awaitable[act.Report]]
 ) -> ToolResult:
     session = provide(ctx)
-    queued = session._lock.locked()  # another call of the same reply is acting: this one was planned before it
-    seen = session.last.document if session.last is not None else ""
     try:
-        async with session._lock:  # one action at a time on a page, even when the model calls two at once
-            await session.start()
-            news = ctx.get(NEWS_PENDING)
-            if queued and news is not None and news():
-                return ToolResult(
-                    "Not done: the user stopped the turn or wrote something new before this action; read it first.",
-                    is_error=True,
-                )
-            if queued and session.last is not None and session.last.document != seen:
-                return ToolResult(
-                    "Not done: the previous action opened another page, so the numbers this call used are from "
-                    "the old one. Read the new page above and act again.",
-                    is_error=True,
-                )
+        async with session.turn(ctx.get(NEWS_PENDING)) as refusal:
+            if refusal:
+                return ToolResult(refusal, is_error=True)
             report = await step(session)
+            images = await vision_images(session)
     except BrowserError as e:
         return ToolResult(f"Not done: {e}", is_error=True)
-    return ToolResult(report.text, is_error=False, metadata={"browser.done": report.done})
+    return ToolResult(report.text, is_error=False, metadata={"browser.done": report.done}, images=images)
 
 
 def _common(provide: _Provider) -> list[Tool]:
