@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -33,7 +32,7 @@ from kairos.browser.act import IRREVERSIBLE
 from kairos.browser.config import BrowserConfig
 from kairos.browser.page import BrowserError
 from kairos.browser.paths import screen_path
-from kairos.browser.session import BrowserSession
+from kairos.browser.session import BrowserSession, Provider, session_provider
 from kairos.models.types import Image
 from kairos.tools.base import NEWS_PENDING, Tool, ToolContext, ToolResult
 from kairos.tools.function import make_tool
@@ -45,7 +44,6 @@ Action = Literal[
 ]  # fmt: skip
 """Anthropic's computer-use actions (``computer_20250124``), less ``zoom``."""
 Direction = Literal["up", "down", "left", "right"]
-Provider = Callable[[ToolContext], BrowserSession]
 NOTCH_PX = 100
 """One wheel notch of ``scroll_amount``, in pixels (Chromium's step for a mouse wheel)."""
 TYPE_DELAY_MS = 12
@@ -91,7 +89,7 @@ def computer_tools(source: BrowserSession | BrowserConfig | Provider, *, start_u
 
     With a config, each agent session gets the browser the browser toolset of that config gives it (one Chromium).
     """
-    provide = _provider(source, start_url)
+    provide = session_provider(source, start_url)
 
     async def computer(  # noqa: D417 (ctx is injected, not the model's to pass)
         action: Action,
@@ -141,31 +139,6 @@ def computer_tools(source: BrowserSession | BrowserConfig | Provider, *, start_u
         return ToolResult(report, metadata={"browser.done": done}, images=(shot,))
 
     return [make_tool(computer, side_effects=True, external=True, timeout_s=_TIMEOUT_S)]
-
-
-def _provider(source: BrowserSession | BrowserConfig | Provider, start_url: str) -> Provider:
-    if isinstance(source, BrowserSession):
-        bound = source
-        return lambda ctx: bound
-    if not isinstance(source, BrowserConfig):
-        return source
-    from kairos.browser.tools import SESSION_RESOURCE  # here: the browser toolset's module imports this one
-
-    config = source
-
-    def provide(ctx: ToolContext) -> BrowserSession:
-        return ctx.get_or_put(
-            SESSION_RESOURCE,
-            lambda: BrowserSession(
-                config,
-                workspace=ctx.workspace,
-                state_dir=ctx.home or ctx.workspace,
-                session_id=ctx.session_id or "default",
-                start_url=start_url,
-            ),
-        )
-
-    return provide
 
 
 async def screenshot(session: BrowserSession) -> Image:

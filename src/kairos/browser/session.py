@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from kairos.browser.config import BrowserConfig
 from kairos.browser.page import BrowserError, Observation, observe, raw_html
 from kairos.browser.paths import browser_dir, page_path, screen_path
+from kairos.tools.base import Resource, ToolContext
 
 
 @dataclass(slots=True)
@@ -328,4 +329,37 @@ def _host(url: str) -> str:
     return (urlsplit(url if "//" in url else "//" + url).hostname or "").lower()
 
 
-__all__ = ["BrowserConfig", "BrowserSession", "BrowserStats"]
+SESSION_RESOURCE: Resource[BrowserSession] = Resource("kairos.browser")
+"""The agent session's browser (closed with the session's tool context)."""
+Provider = Callable[[ToolContext], BrowserSession]
+"""How a browser tool finds the browser of the session it is called in."""
+
+
+def session_provider(source: BrowserSession | BrowserConfig | Provider, start_url: str = "") -> Provider:
+    """``source`` itself (a session, or a provider), or a browser per agent session made from a config.
+
+    ``start_url``: a URL the user gave (its host is allowed).
+    """
+    if isinstance(source, BrowserSession):
+        bound = source
+        return lambda ctx: bound
+    if not isinstance(source, BrowserConfig):
+        return source
+    config = source
+
+    def provide(ctx: ToolContext) -> BrowserSession:
+        return ctx.get_or_put(
+            SESSION_RESOURCE,
+            lambda: BrowserSession(
+                config,
+                workspace=ctx.workspace,
+                state_dir=ctx.home or ctx.workspace,
+                session_id=ctx.session_id or "default",
+                start_url=start_url,
+            ),
+        )
+
+    return provide
+
+
+__all__ = ["SESSION_RESOURCE", "BrowserConfig", "BrowserSession", "BrowserStats", "Provider", "session_provider"]

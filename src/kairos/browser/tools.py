@@ -21,14 +21,11 @@ from kairos.browser import act
 from kairos.browser.act import Target
 from kairos.browser.computer import computer_tools, vision_images
 from kairos.browser.page import BrowserError
-from kairos.browser.session import BrowserConfig, BrowserSession
-from kairos.tools.base import NEWS_PENDING, Resource, Tool, ToolContext, ToolResult
+from kairos.browser.session import SESSION_RESOURCE, BrowserConfig, BrowserSession, Provider, session_provider
+from kairos.tools.base import NEWS_PENDING, Tool, ToolContext, ToolResult
 from kairos.tools.function import make_tool
 
-SESSION_RESOURCE: Resource[BrowserSession] = Resource("kairos.browser")
-"""The session's browser (closed with the session's tool context)."""
 _TIMEOUT_S = 90.0
-_Provider = Callable[[ToolContext], BrowserSession]
 
 
 def browser_tools(source: BrowserSession | BrowserConfig, *, start_url: str = "") -> list[Tool]:
@@ -36,31 +33,9 @@ def browser_tools(source: BrowserSession | BrowserConfig, *, start_url: str = ""
 
     ``start_url``: a URL the user gave (its host is allowed).
     """
-    if isinstance(source, BrowserSession):
-        bound = source
-
-        def provide(ctx: ToolContext) -> BrowserSession:
-            return bound
-
-        mode = source.config.mode
-    else:
-        config = source
-
-        def provide(ctx: ToolContext) -> BrowserSession:
-            return ctx.get_or_put(
-                SESSION_RESOURCE,
-                lambda: BrowserSession(
-                    config,
-                    workspace=ctx.workspace,
-                    state_dir=ctx.home or ctx.workspace,
-                    session_id=ctx.session_id or "default",
-                    start_url=start_url,
-                ),
-            )
-
-        mode = config.mode
+    provide = session_provider(source, start_url)
     config = source.config if isinstance(source, BrowserSession) else source
-    tools = _raw_tools(provide) if mode == "raw_html" else _indexed_tools(provide)
+    tools = _raw_tools(provide) if config.mode == "raw_html" else _indexed_tools(provide)
     return tools + computer_tools(provide) if config.vision else tools
 
 
@@ -70,7 +45,7 @@ def toolset_tools(config: Any) -> list[Tool]:
 
 
 async def _run(
-    provide: _Provider, ctx: ToolContext, step: Callable[[BrowserSession], Awaitable[act.Report]]
+    provide: Provider, ctx: ToolContext, step: Callable[[BrowserSession], Awaitable[act.Report]]
 ) -> ToolResult:
     session = provide(ctx)
     try:
@@ -84,7 +59,7 @@ async def _run(
     return ToolResult(report.text, is_error=False, metadata={"browser.done": report.done}, images=images)
 
 
-def _common(provide: _Provider) -> list[Tool]:
+def _common(provide: Provider) -> list[Tool]:
     async def open_url(url: str, ctx: ToolContext) -> ToolResult:
         """Open a web page in the browser and show it.
 
@@ -121,7 +96,7 @@ def _common(provide: _Provider) -> list[Tool]:
     ]
 
 
-def _indexed_tools(provide: _Provider) -> list[Tool]:
+def _indexed_tools(provide: Provider) -> list[Tool]:
     async def click(index: int, ctx: ToolContext) -> ToolResult:
         """Click the page element with this number (a button, link, checkbox, tab…).
 
@@ -186,7 +161,7 @@ def _indexed_tools(provide: _Provider) -> list[Tool]:
     ]
 
 
-def _raw_tools(provide: _Provider) -> list[Tool]:
+def _raw_tools(provide: Provider) -> list[Tool]:
     async def click(selector: str, ctx: ToolContext) -> ToolResult:
         """Click the page element this CSS selector matches.
 
