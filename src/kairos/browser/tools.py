@@ -80,6 +80,14 @@ def _common(provide: Provider) -> list[Tool]:
         """Go back to the previous page."""
         return await _run(provide, ctx, act.go_back)
 
+    async def wait(seconds: float, ctx: ToolContext) -> ToolResult:
+        """Wait for the page to finish something (loading, an animation), then show what changed.
+
+        Args:
+            seconds: how long, at most 10.
+        """
+        return await _run(provide, ctx, lambda s: act.wait(s, seconds))
+
     async def look_at_page(ctx: ToolContext) -> ToolResult:
         """Show the whole current page again (its numbered elements and text)."""
 
@@ -92,6 +100,7 @@ def _common(provide: Provider) -> list[Tool]:
         make_tool(open_url, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
         make_tool(press_key, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
         make_tool(go_back, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
+        make_tool(wait, read_only=True, external=True, volatile=True, timeout_s=_TIMEOUT_S),
         make_tool(look_at_page, read_only=True, external=True, volatile=True, timeout_s=_TIMEOUT_S),
     ]
 

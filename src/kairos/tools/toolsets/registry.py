@@ -9,8 +9,8 @@ A :class:`Toolset` is a name, a factory of tools and where its tools can work:
 - ``perception``: read_document, fetch_url, and web_search when ``[tools.web_search]`` is configured;
 - ``collaboration``: request_approval, request_input and notify; ``notify`` alone as its own toolset;
 - ``clock``: current_time;
-- ``browser``: open_url, click, type_text, select_option, press_key, go_back, look_at_page, scroll and
-  confirm_click on a Chromium per session (:mod:`kairos.browser`, ``[browser]``);
+- ``browser``: open_url, click, type_text, select_option, press_key, go_back, wait, look_at_page, scroll
+  and confirm_click on a Chromium per session (:mod:`kairos.browser`, ``[browser]``);
 - ``catalog-<domain>`` (``catalog-finance``, ``catalog-maps``, …): the 126-tool demo catalog of
   :mod:`kairos.catalog` with deterministic local backends (registered on first use: it is large);
 - ``tasks``, ``timers``, ``watch``, ``outbox``, ``calendar``, ``mail``: the runtime's integrations. Their tools
