@@ -17,7 +17,7 @@ and address are byte-identical before and after is reported as "nothing visible 
 
 Usage::
 
-    tools = browser_tools(config) + computer_tools(config)     # a browser per session, shared by both
+    tools = browser_tools(BrowserConfig(vision=True))          # the numbered tools and computer, one browser
     images = await vision_images(session)                      # the numbered screenshot for a numbered tool
 """
 
