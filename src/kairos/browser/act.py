@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kairos.browser.page import BrowserError, Element, Observation, raw_html
-from kairos.browser.session import BrowserSession
+from kairos.browser.session import ALLOW_HINT, BrowserSession, host_of
 
-_SETTLE_S = 0.25
+SETTLE_S = 0.25
 """A page's scripts usually react within this; the re-check waits for it (and for a started navigation)."""
+TOOL_TIMEOUT_S = 90.0
+"""A browser tool call, its waits and re-check included, is stopped after this."""
 IRREVERSIBLE = re.compile(
     r"\b(pay|payment|purchase|buy|place (the |my )?order|order now|checkout|check out|delete|remove|erase|"
     r"destroy|send|transfer|publish|unsubscribe|close (my )?account|cancel (my )?(subscription|account|order)|"
@@ -98,13 +100,17 @@ async def _before(session: BrowserSession) -> Observation:
     return session.last
 
 
-async def _after(session: BrowserSession) -> Observation:
-    page = session.page
-    await asyncio.sleep(_SETTLE_S)
+async def settle(session: BrowserSession) -> None:
+    """Let the page react to an action (a navigation it started included) before the re-check looks."""
+    await asyncio.sleep(SETTLE_S)
     try:
-        await page.wait_for_load_state("domcontentloaded", timeout=session.config.navigation_timeout_s * 1000)
+        await session.page.wait_for_load_state("domcontentloaded", timeout=session.config.navigation_timeout_s * 1000)
     except Exception:
-        pass
+        pass  # a slow page: what is there now is what the model sees
+
+
+async def _after(session: BrowserSession) -> Observation:
+    await settle(session)
     return await session.look()
 
 
@@ -326,12 +332,7 @@ async def open_url(session: BrowserSession, url: str) -> Report:
         url = "https://" + url
     await session.start()
     if not session.allows(url):
-        host = url.split("://", 1)[-1].split("/", 1)[0]
-        return Report(
-            f"Not opened: {host} is not an allowed host. Tell the user; they can allow it with "
-            "[browser] allow_hosts or --allow-host.",
-            done=False,
-        )
+        return Report(f"Not opened: {host_of(url)} is not an allowed host. Tell the user. {ALLOW_HINT}", done=False)
     try:
         response = await session.page.goto(url, wait_until="domcontentloaded")
     except Exception as e:

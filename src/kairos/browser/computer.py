@@ -28,7 +28,7 @@ import weakref
 from pathlib import Path
 from typing import Literal, get_args
 
-from kairos.browser.act import IRREVERSIBLE
+from kairos.browser.act import IRREVERSIBLE, TOOL_TIMEOUT_S, settle
 from kairos.browser.config import BrowserConfig
 from kairos.browser.page import BrowserError
 from kairos.browser.paths import screen_path
@@ -50,8 +50,6 @@ TYPE_DELAY_MS = 12
 """Between typed characters (as a person's fast typing: pages that react per key see every key)."""
 MAX_WAIT_S = 10.0
 """The longest ``wait`` or ``hold_key``."""
-_SETTLE_S = 0.25
-_TIMEOUT_S = 90.0
 _CLICKS: dict[str, tuple[str, int]] = {
     "left_click": ("left", 1),
     "right_click": ("right", 1),
@@ -138,7 +136,7 @@ def computer_tools(source: BrowserSession | BrowserConfig | Provider, *, start_u
             return ToolResult(f"Not done: {e}", is_error=True)
         return ToolResult(report, metadata={"browser.done": done}, images=(shot,))
 
-    return [make_tool(computer, side_effects=True, external=True, timeout_s=_TIMEOUT_S)]
+    return [make_tool(computer, side_effects=True, external=True, timeout_s=TOOL_TIMEOUT_S)]
 
 
 async def screenshot(session: BrowserSession) -> Image:
@@ -290,7 +288,7 @@ async def run_action(
         raise BrowserError(f"unknown action {action!r}: use one of {', '.join(get_args(Action))}")
     done = True
     if action != "screenshot":
-        await _settle(session)
+        await settle(session)
     if before is not None and before == (await _capture(session), session.page.url):
         session.stats.reverify_catches += 1
         done = False
@@ -387,21 +385,11 @@ async def _capture(session: BrowserSession) -> bytes:
         return b""
 
 
-async def _settle(session: BrowserSession) -> None:
-    """Let the page react (a started navigation included), as the numbered actions' re-check does."""
-    await asyncio.sleep(_SETTLE_S)
-    try:
-        await session.page.wait_for_load_state("domcontentloaded", timeout=session.config.navigation_timeout_s * 1000)
-    except Exception:
-        pass
-
-
 def _news(session: BrowserSession) -> list[str]:
     """Dialogs answered and downloads saved since the last look, and requests blocked."""
     out = []
-    if session._dialogs:
-        out.append("Dialog: " + "; ".join(session._dialogs))
-        session._dialogs.clear()
+    if dialogs := session.take_dialogs():
+        out.append("Dialog: " + dialogs)
     if blocked := session.blocked_note():
         out.append(blocked)
     return out

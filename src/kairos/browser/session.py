@@ -72,7 +72,7 @@ class BrowserSession:
         self.last: Observation | None = None
         hosts = set(config.allow_hosts)
         if start_url:
-            hosts.add(_host(start_url))
+            hosts.add(host_of(start_url))
         self.allowed_hosts = frozenset(h.lower() for h in hosts if h)
         self.start_url = start_url
         self._pw: Any = None
@@ -211,12 +211,9 @@ class BrowserSession:
         """The requests blocked since the last call (and how to allow them), or ``""``."""
         if not self._blocked:
             return ""
-        hosts = sorted({_host(u) or u.split(":", 1)[0] for u in self._blocked})
+        hosts = sorted({host_of(u) or u.split(":", 1)[0] for u in self._blocked})
         self._blocked.clear()
-        return (
-            f"Blocked (not an allowed host): {', '.join(hosts)}. The user can allow a host with "
-            "[browser] allow_hosts or --allow-host."
-        )
+        return f"Blocked (not an allowed host): {', '.join(hosts)}. {ALLOW_HINT}"
 
     async def _on_dialog(self, dialog: Any) -> None:
         kind, message = dialog.type, re.sub(r"\s+", " ", dialog.message or "")[:300]
@@ -228,6 +225,12 @@ class BrowserSession:
             pass
         answer = "accepted" if accept else "dismissed (if the user wants it: confirm_click on the same element)"
         self._dialogs.append(f'{kind} "{message}" — {answer}')
+
+    def take_dialogs(self) -> str:
+        """The dialogs answered and downloads saved since the last call, joined by "; " (``""``: none)."""
+        out = "; ".join(self._dialogs)
+        self._dialogs.clear()
+        return out
 
     def accept_next_dialog(self) -> None:
         """The next confirm() is accepted (an approved irreversible click)."""
@@ -257,9 +260,7 @@ class BrowserSession:
         screenshot and page record for the web UI (a look before an action does neither).
         """
         await self.start()
-        dialog = "; ".join(self._dialogs) if record else ""
-        if record:
-            self._dialogs.clear()
+        dialog = self.take_dialogs() if record else ""
         obs = await observe(self.page, dialog=dialog)
         if record and self.config.screenshots:
             await self._record(obs)
@@ -299,6 +300,8 @@ class BrowserSession:
         tmp.replace(record)
 
 
+ALLOW_HINT = "The user can allow a host with [browser] allow_hosts or --allow-host."
+"""How a blocked host is allowed (said wherever the browser refuses one)."""
 _ARGS = [
     "--disable-background-networking", "--disable-component-update", "--no-first-run", "--disable-sync",
     "--disable-default-apps", "--metrics-recording-only", "--disable-dev-shm-usage",
@@ -325,7 +328,8 @@ _DRAW_MARKS = """(boxes) => {
 _REMOVE_MARKS = "() => document.getElementById('__kairos_marks')?.remove()"
 
 
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
+    """The host of ``url`` in lower case (a bare ``example.com/x`` too), or ``""``."""
     return (urlsplit(url if "//" in url else "//" + url).hostname or "").lower()
 
 
@@ -362,4 +366,13 @@ def session_provider(source: BrowserSession | BrowserConfig | Provider, start_ur
     return provide
 
 
-__all__ = ["SESSION_RESOURCE", "BrowserConfig", "BrowserSession", "BrowserStats", "Provider", "session_provider"]
+__all__ = [
+    "ALLOW_HINT",
+    "SESSION_RESOURCE",
+    "BrowserConfig",
+    "BrowserSession",
+    "BrowserStats",
+    "Provider",
+    "host_of",
+    "session_provider",
+]

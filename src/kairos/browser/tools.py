@@ -25,8 +25,6 @@ from kairos.browser.session import SESSION_RESOURCE, BrowserConfig, BrowserSessi
 from kairos.tools.base import NEWS_PENDING, Tool, ToolContext, ToolResult
 from kairos.tools.function import make_tool
 
-_TIMEOUT_S = 90.0
-
 
 def browser_tools(source: BrowserSession | BrowserConfig, *, start_url: str = "") -> list[Tool]:
     """The browser tools: on ``source`` itself, or on a browser per session made from ``source`` (a config).
@@ -97,11 +95,11 @@ def _common(provide: Provider) -> list[Tool]:
         return await _run(provide, ctx, whole)
 
     return [
-        make_tool(open_url, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
-        make_tool(press_key, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
-        make_tool(go_back, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
-        make_tool(wait, read_only=True, external=True, volatile=True, timeout_s=_TIMEOUT_S),
-        make_tool(look_at_page, read_only=True, external=True, volatile=True, timeout_s=_TIMEOUT_S),
+        make_tool(open_url, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(press_key, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(go_back, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(wait, read_only=True, external=True, volatile=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(look_at_page, read_only=True, external=True, volatile=True, timeout_s=act.TOOL_TIMEOUT_S),
     ]
 
 
@@ -154,18 +152,18 @@ def _indexed_tools(provide: Provider) -> list[Tool]:
     common = _common(provide)
     return [
         common[0],
-        make_tool(click, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
-        make_tool(type_text, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
-        make_tool(select_option, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
+        make_tool(click, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(type_text, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(select_option, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
         *common[1:],
-        make_tool(scroll, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
+        make_tool(scroll, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
         make_tool(
             confirm_click,
             side_effects=True,
             external=True,
             irreversible=True,
             asks="it clicks a control that cannot be undone",
-            timeout_s=_TIMEOUT_S,
+            timeout_s=act.TOOL_TIMEOUT_S,
         ),
     ]
 
@@ -203,9 +201,9 @@ def _raw_tools(provide: Provider) -> list[Tool]:
     common = _common(provide)
     return [
         common[0],
-        make_tool(click, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
-        make_tool(type_text, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
-        make_tool(select_option, side_effects=True, external=True, timeout_s=_TIMEOUT_S),
+        make_tool(click, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(type_text, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
+        make_tool(select_option, side_effects=True, external=True, timeout_s=act.TOOL_TIMEOUT_S),
         *common[1:],
     ]
 

@@ -137,9 +137,9 @@ def run(
 
 def _browser_config(url: str | None, hosts: list[str], show: bool) -> Callable[[KairosConfig], KairosConfig]:
     """``--browser``: the browser toolset instead of the built-in tools, the hosts named here allowed."""
-    from urllib.parse import urlsplit
+    from kairos.browser.session import host_of
 
-    start = (urlsplit(url if url and "//" in url else f"//{url or ''}").hostname or "") if url else ""
+    start = host_of(url) if url else ""
 
     def adjust(config: KairosConfig) -> KairosConfig:
         browser = config.browser.model_copy(
