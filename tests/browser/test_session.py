@@ -321,3 +321,14 @@ async def test_with_vision_the_numbered_tools_carry_the_numbered_screenshot_and_
         assert screen_path(session.state_dir, "default").exists()  # the numbered one, as the web UI shows it
     finally:
         await session.aclose()
+
+
+async def test_a_dead_server_is_reported_not_raised(browser: BrowserSession) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = await Tools(browser)("open_url", url=f"http://127.0.0.1:{port}/")
+    assert result.content.startswith("Could not open") and result.metadata["browser.done"] is False
+    assert browser.stats.reverify_catches == 1
