@@ -37,7 +37,7 @@ def test_run_browser_searches_the_shop_by_numbers_and_answers(
     def open_cheapest(r: ModelRequest) -> ModelResponse:
         return reply("", call("click", {"index": number(r, "Compact Travel Kettle")}))
 
-    scripted.extend([reply("", call("open_url", {"url": demo_site + "/"})), search, open_cheapest, reply("£24.99")])
+    scripted.extend([search, open_cheapest, reply("£24.99")])
     result = runner.invoke(
         app, ["run", "--browser", "--url", demo_site + "/", "-w", str(workspace), "Find the cheapest kettle."]
     )
@@ -46,9 +46,12 @@ def test_run_browser_searches_the_shop_by_numbers_and_answers(
     offered = {t.name for t in first.tools}
     assert {"open_url", "click", "type_text", "confirm_click"} <= offered
     assert not offered & {"read_file", "bash", "load_skill"}  # only the page's tools: a lean prompt
-    assert f"Start at {demo_site}/" in first.messages[-1].content or any(
-        f"Start at {demo_site}/" in m.content for m in first.messages if m.role == "user"
-    )
+    # the harness opened the start page: its look is the first tool result, the request names no URL
+    asked = next(i for i, m in enumerate(first.messages) if m.content.endswith("] Find the cheapest kettle."))
+    opener, opened = first.messages[asked + 1], first.messages[asked + 2]
+    assert opener.role == "assistant" and opener.tool_calls[0].name == "open_url"
+    assert opened.role == "tool" and "Search products" in opened.content
+    assert not any(demo_site in m.content for m in first.messages if m.role == "user")
     pages = [m.content for m in scripted.requests[-1].messages if m.role == "tool"]
     assert all("<external_content" in p for p in pages)  # page text is data for the injection defences
     assert "£24.99" in pages[1] and "Compact Travel Kettle 0.5 L" in pages[2]
@@ -75,8 +78,10 @@ def test_an_irreversible_click_needs_the_user_and_a_run_without_one_is_refused(
         last_call = next(m for m in reversed(r.messages) if m.role == "assistant" and m.tool_calls)
         return int(re.search(r'"index": (\d+)', last_call.tool_calls[0].arguments).group(1))  # type: ignore[union-attr]
 
-    scripted.extend([reply("", call("open_url", {"url": demo_site + "/account.html"})), delete, confirm, reply("No.")])
-    result = runner.invoke(app, ["run", "--browser", "--url", demo_site + "/", "-w", str(workspace), "Delete me."])
+    scripted.extend([delete, confirm, reply("No.")])
+    result = runner.invoke(
+        app, ["run", "--browser", "--url", demo_site + "/account.html", "-w", str(workspace), "Delete me."]
+    )
     assert result.exit_code == 0, result.output
     results = [m.content for m in scripted.requests[-1].messages if m.role == "tool"]
     assert "confirm_token" in results[1]  # first a preview and a one-time token

@@ -130,6 +130,17 @@ async def test_a_click_whose_effect_does_not_happen_is_caught_and_reported(
     assert "now: Late text arrived" in result.content and result.metadata["browser.done"] is True
 
 
+async def test_opening_the_page_already_open_does_not_reload_it(browser: BrowserSession, edge_site: str) -> None:
+    call = Tools(browser)
+    await call("open_url", url=edge_site + "/")
+    size = next(e for e in browser.last.elements if e.name == "Size") if browser.last else None
+    assert size is not None
+    await call("select_option", index=size.index, option="Medium")
+    again = await call("open_url", url=edge_site)  # the same address, without its slash
+    assert "Already open" in again.content and "[1]" not in again.content
+    assert await browser.page.eval_on_selector("#size", "e => e.value") == "m"  # nothing the model did was lost
+
+
 async def test_wait_shows_what_the_page_did_meanwhile(browser: BrowserSession, edge_site: str) -> None:
     call = Tools(browser)
     await call("open_url", url=edge_site + "/")
@@ -152,6 +163,12 @@ async def test_select_reads_back_and_an_unknown_option_lists_the_options(
     assert "Selected 'Medium'" in result.content and 'value="Medium"' in result.content
     wrong = await call("select_option", index=size.index, option="Huge")
     assert wrong.is_error and "'Small', 'Medium'" in wrong.content
+    # "choose Slow" on the wrong element: the error names the element called that, by its number
+    save = next(e for e in browser.last.elements if e.name == "Save draft") if browser.last else None
+    slow = next(e for e in browser.last.elements if e.name == "Slow") if browser.last else None
+    assert save is not None and slow is not None
+    meant = await call("select_option", index=save.index, option="slow")
+    assert meant.is_error and f"to choose it, click({slow.index})" in meant.content
 
 
 async def test_dialogs_downloads_and_blocked_hosts_are_reported(browser: BrowserSession, edge_site: str) -> None:

@@ -16,7 +16,7 @@ from kairos.agent.plugin import Plugin, RunContext, StatusProvider
 from kairos.context.builder import BasicStatus, ContextBuilder
 from kairos.errors import ConfigError
 from kairos.models.base import Model
-from kairos.models.types import SystemPrompt
+from kairos.models.types import SystemPrompt, ToolCall
 from kairos.tools.base import Tool, ToolSource
 
 if TYPE_CHECKING:
@@ -142,12 +142,15 @@ class Agent:
             self._runner = Runner(self)
         return self._runner
 
-    async def run(self, session: Session, input: str | None = None) -> AsyncIterator[AgentEvent]:
+    async def run(
+        self, session: Session, input: str | None = None, opening: Sequence[ToolCall] = ()
+    ) -> AsyncIterator[AgentEvent]:
         """Post ``input`` (if any) to the session's inbox and run until the model answers.
 
-        Yields events as they happen; see :class:`~kairos.agent.runner.Runner`.
+        ``opening``: tool calls the harness makes first, on the model's behalf. Yields events as they
+        happen; see :class:`~kairos.agent.runner.Runner`.
         """
-        events = cast("AsyncGenerator[AgentEvent, None]", self.runner.run(session, input))
+        events = cast("AsyncGenerator[AgentEvent, None]", self.runner.run(session, input, opening))
         self.activity.started()
         try:
             async for event in events:

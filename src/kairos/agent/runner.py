@@ -62,6 +62,7 @@ from kairos.models.types import (
     ModelResponse,
     ResponseDone,
     TextDelta,
+    ToolCall,
     ToolCallDelta,
 )
 from kairos.tools.base import FOCUS_RESOURCE, Resource, Tool, ToolSource
@@ -180,9 +181,14 @@ class Runner:
 
     # -- the loop -------------------------------------------------------------------------
 
-    async def run(self, session: Session, input: str | None = None) -> AsyncIterator[AgentEvent]:
+    async def run(
+        self, session: Session, input: str | None = None, opening: Sequence[ToolCall] = ()
+    ) -> AsyncIterator[AgentEvent]:
         """Post ``input`` (if any) and run until the model answers; yields events as they happen.
 
+        ``opening``: calls the harness makes on the model's behalf before its first request (``kairos
+        run --browser --url`` opens the page): stored as an assistant reply with their results, so
+        what they return is a tool result (external content), not part of the user's words.
         With nothing posted and nothing pending, it yields nothing.
         """
         direct: Posted | None = None
@@ -215,6 +221,14 @@ class Runner:
         async for event in turn_start(st):
             yield event
         guard = st.guard = LoopGuard()
+        if opening:
+            try:
+                async for event in self._opening(st, opening, guard):
+                    yield event
+            except _Preempted:
+                if ends_run(session):
+                    yield FinalAnswer("Interrupted while tools were running.", stop_reason="interrupted")
+                    return
         first = True
         for _ in range(self.agent.max_iterations):
             if not first:
@@ -273,6 +287,17 @@ class Runner:
             "The work so far is in the session; continue it or raise max_iterations.",
             stop_reason="max_iterations",
         )
+
+    async def _opening(self, st: RunState, calls: Sequence[ToolCall], guard: LoopGuard) -> AsyncIterator[AgentEvent]:
+        """The harness's own calls, run like the model's (same permissions, hooks and events)."""
+        reply = unique_ids(Message.assistant(tool_calls=tuple(calls)), st.call_ids)
+        st.live.append(reply)
+        async with aclosing(run_tools(st, reply.tool_calls, guard)) as tool_events:
+            async for ev in tool_events:
+                if not isinstance(ev, str):
+                    yield ev
+        for event in st.flush():
+            yield event
 
     async def _model_step(
         self, st: RunState, guard: LoopGuard, after_turn: bool, step: _Step

@@ -241,6 +241,15 @@ def _fields(session: BrowserSession) -> str:
     return "the text fields on this page: " + ", ".join(Target(e.index).describe(e) for e in found[:8])
 
 
+def _named(session: BrowserSession, name: str) -> Element | None:
+    """The one element of the last look whose name is ``name`` (case aside), or that alone contains it."""
+    wanted = name.strip().lower()
+    elements = session.last.elements if session.last and wanted else []
+    exact = [e for e in elements if e.name.strip().lower() == wanted]
+    near = exact or [e for e in elements if wanted in e.name.lower()]
+    return near[0] if len(near) == 1 else None
+
+
 _VALUE_JS = "e => ['INPUT', 'TEXTAREA'].includes(e.tagName) ? e.value : (e.isContentEditable ? e.innerText : null)"
 
 
@@ -262,6 +271,12 @@ async def select_option(session: BrowserSession, target: Target, option: str) ->
         "e => e.tagName === 'SELECT' ? Array.from(e.options).map(o => ({text: o.text.trim(), value: o.value})) : null"
     )
     if options is None:
+        if (named := _named(session, option)) is not None and (element is None or named.index != element.index):
+            # a small model often means "choose the thing called option": name its number, not the wrong one's
+            raise BrowserError(
+                f"{what} is not a list box. The element called {option!r} is "
+                f"{Target(named.index).describe(named)}: to choose it, click({named.index})"
+            )
         if element is not None and element.role in ("checkbox", "radio", "switch", "button", "link", "option", "tab"):
             raise BrowserError(f"{what} is a {element.role}, not a list box: to choose it, click({element.index})")
         raise BrowserError(f"{what} is not a list box (<select>): click it to open it, then click the option")
@@ -333,6 +348,12 @@ async def open_url(session: BrowserSession, url: str) -> Report:
     await session.start()
     if not session.allows(url):
         return Report(f"Not opened: {host_of(url)} is not an allowed host. Tell the user. {ALLOW_HINT}", done=False)
+    if session.last is not None and _same_address(session.page.url, url):
+        # a small model re-opens the page it is on (copying its last call) and loses what it typed: not reloaded
+        return Report(
+            f"Already open: {url} (not reloaded). Its numbered elements are in the results above: act on them "
+            "(click, type_text), or look_at_page to see it whole again."
+        )
     try:
         response = await session.page.goto(url, wait_until="domcontentloaded")
     except Exception as e:
@@ -343,8 +364,12 @@ async def open_url(session: BrowserSession, url: str) -> Report:
     if response is not None and response.status >= 400:
         _catch(session)
         lines.append(f"Re-check: the server answered {response.status}.")
-    # a page opened on purpose is shown whole (the model asked for it), even when it is the same address
+    # a page opened on purpose is shown whole (the model asked for it)
     return Report(await _finish(session, None, after, lines))
+
+
+def _same_address(current: str, wanted: str) -> bool:
+    return current.rstrip("/") == wanted.rstrip("/")
 
 
 async def go_back(session: BrowserSession) -> Report:

@@ -7,6 +7,7 @@ app by :mod:`kairos.cli`.
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -20,12 +21,13 @@ from kairos.cli._workspace import _fail, _model, _open, _session_store, _setup
 from kairos.errors import KairosError
 
 if TYPE_CHECKING:  # each command imports what it needs when it runs: `kairos --help` loads none of it
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from kairos.agent import Agent
     from kairos.agent.events import AgentEvent
     from kairos.config import KairosConfig
     from kairos.context.session import Session
+    from kairos.models.types import ToolCall
 
 TraceOpt = Annotated[bool, typer.Option("--trace", help="per request: tokens, cached tokens, TTFT, prefix audit")]
 SessionOpt = Annotated[str | None, typer.Option("--session", "-s", help="resume this session id")]
@@ -47,8 +49,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Each one posts an immediate interrupt: the turn stops at its next safe point, the session stays valid."""
 
 
-async def _drive(agent: Agent, session: Session, text: str, printer: Callable[[AgentEvent], None]) -> int | None:
-    """Run one turn; returns the signal that interrupted it, if one did.
+async def _drive(
+    agent: Agent,
+    session: Session,
+    text: str,
+    printer: Callable[[AgentEvent], None],
+    opening: Sequence[ToolCall] = (),
+) -> int | None:
+    """Run one turn (after the harness's ``opening`` calls); returns the signal that interrupted it, if one did.
 
     Ctrl-C, SIGTERM and SIGHUP interrupt the turn at a safe point instead of killing the process.
     """
@@ -64,7 +72,7 @@ async def _drive(agent: Agent, session: Session, text: str, printer: Callable[[A
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop, sig)
     try:
-        async for event in agent.run(session, text):
+        async for event in agent.run(session, text, opening):
             printer(event)
     finally:
         for sig in STOP_SIGNALS:
@@ -96,12 +104,14 @@ def run(
     from kairos.agent.events import RunError
     from kairos.cli._output import EventPrinter, finish_memory_with_status
     from kairos.errors import ContextOverflowError
+    from kairos.models.types import ToolCall
 
     if (url or allow_host or headed) and not browser:
         raise _fail("--url, --allow-host and --show go with --browser")
     adjust = _browser_config(url, allow_host or [], headed) if browser else None
-    if browser and url:
-        task = f"{task}\n\nStart at {url}"
+    # the start page is opened by the harness, its look a tool result: page text stays external content,
+    # and the request names no URL the model would go back to after each step
+    opening = [ToolCall("open_start_page", "open_url", json.dumps({"url": url}))] if browser and url else []
     agent, store, sess = _setup(workspace, model, base_url, session, title=task[:80], adjust=adjust)
     printer = EventPrinter(trace)
     overflowed = False
@@ -113,7 +123,7 @@ def run(
 
     async def main() -> int | None:
         try:
-            return await _drive(agent, sess, task, show)
+            return await _drive(agent, sess, task, show, opening)
         finally:
             printer.status.clear()
             await sess.aclose()
