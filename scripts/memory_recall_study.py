@@ -28,12 +28,12 @@ from rich.console import Console
 from kairos.agent import Agent, FinalAnswer, RequestStats
 from kairos.context.session import SessionStore
 from kairos.knowledge.base import Mode
-from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.store import Filters
 from kairos.memory import UserMemory
 from kairos.memory.core import CONVERSATION_KIND
 from kairos.models.base import Model
 from kairos.plugins.memory import MemoryPlugin
+from kairos.retrieval.embeddings import make_embedder
 from kairos_bench._local import bench_model
 from kairos_bench._memory_eval_data import Case, load_cases, load_key, recall
 from kairos_bench.memory_eval import DEFAULT_DATA, MAX_ANSWER_TOKENS, N_CTX, SYSTEM, ingest_past, interleaved

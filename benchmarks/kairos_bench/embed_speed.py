@@ -22,8 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from kairos.knowledge.embeddings import make_embedder
-from kairos.retrieval.embeddings import EmbeddingError
+from kairos.retrieval.embeddings import EmbeddingError, make_embedder
 from kairos_bench._locomo import DEFAULT_DATA
 from kairos_bench._stats import percentile
 from kairos_bench.bm25_speed import load_corpus

@@ -30,8 +30,8 @@ from typing import Any
 from rich.console import Console
 
 from kairos.knowledge.base import KnowledgeBase
-from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.stages import STAGES
+from kairos.retrieval.embeddings import make_embedder
 
 _STDLIB = Path(sysconfig.get_paths()["stdlib"])
 _SHARED = (Path(__file__).resolve().parents[2] / ".." / "shared" / "reference").resolve()

@@ -33,11 +33,10 @@ from rich.console import Console
 from rich.progress import Progress
 
 from kairos.errors import ConfigError, KairosError
-from kairos.knowledge.embeddings import make_embedder
 from kairos.knowledge.store import Filters
 from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest
-from kairos.retrieval.embeddings import Embedder
+from kairos.retrieval.embeddings import Embedder, make_embedder
 from kairos.security.sanitize import wrap_external
 from kairos_bench._checkpoint import Checkpoint, source_digest
 from kairos_bench._local import bench_model, model_name

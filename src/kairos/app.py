@@ -131,10 +131,10 @@ def memory_plugins(workspace: Path, config: KairosConfig, model: Model | None) -
     ):
         return []  # decided without importing the knowledge stack (numpy, usearch, the embedder)
     from kairos.knowledge.base import KnowledgeBase
-    from kairos.knowledge.embeddings import make_embedder
     from kairos.knowledge.store import Filters
     from kairos.knowledge.tools import PRIVATE_KINDS
     from kairos.plugins.memory import KnowledgeTools, MemoryPlugin
+    from kairos.retrieval.embeddings import make_embedder
 
     embedder = make_embedder(config.knowledge.embedder)
     out: list[Plugin] = []

@@ -26,7 +26,7 @@ from kairos.cli import app
 from kairos.context.session import SessionStore
 from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.contextual import ContextCache
-from kairos.knowledge.embeddings import make_embedder
+from kairos.retrieval.embeddings import make_embedder
 from kairos.runtime.bus import SqliteBus
 from kairos.runtime.db import RuntimeDB
 from kairos.testing import ScriptedModel, reply

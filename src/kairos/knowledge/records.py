@@ -7,7 +7,6 @@ machines); these records are the contract between them, :mod:`kairos.knowledge.b
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -17,65 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from kairos.retrieval.text import query_words
+
 if TYPE_CHECKING:
     from kairos.knowledge.stages import StageClock
     from kairos.retrieval.embeddings import Vectors
     from kairos.storage import Migration
-
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "his",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "she",
-        "that",
-        "the",
-        "their",
-        "them",
-        "they",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-    ]
-)
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(slots=True)
@@ -200,15 +146,12 @@ NO_FILTERS = Filters()
 """Current versions, valid now, not expired, any owner or source."""
 
 
-def query_words(text: str) -> list[str]:
-    """The lower-cased words of ``text`` a full-text query keeps (stopwords dropped unless nothing else is left)."""
-    words = [w.lower() for w in _TOKEN.findall(text)]
-    kept = [w for w in words if w not in _STOPWORDS] or words
-    return list(dict.fromkeys(kept))
-
-
 def fts_query(text: str) -> str | None:
-    """An FTS5 OR-query of the words of ``text`` (see :func:`query_words`); None if empty."""
+    """An FTS5 OR-query of the words of ``text`` (:func:`~kairos.retrieval.text.query_words`); None if empty.
+
+    User memory's SQLite store searches with it (:mod:`kairos.memory.store`); the knowledge base's tantivy
+    index takes the words themselves.
+    """
     unique = query_words(text)
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique) if unique else None
 

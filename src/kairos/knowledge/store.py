@@ -49,12 +49,12 @@ from kairos.knowledge.records import (
     KnowledgeStore,
     StoredDocument,
     fts_query,
-    query_words,
 )
 from kairos.knowledge.rows import RowReads, Rows, Scored, checked, insert_version
 from kairos.knowledge.stages import StageClock
 from kairos.knowledge.vectors import HnswIndex, generation
 from kairos.paths import ensure_state_dir
+from kairos.retrieval.text import query_words
 from kairos.storage import Migration, connect, migrate
 from kairos.storage.config import chosen_store
 

@@ -49,11 +49,11 @@ from kairos.knowledge.records import (
     DocumentIn,
     Filters,
     StoredDocument,
-    query_words,
 )
 from kairos.knowledge.rows import DOC_COLS, RowReads, Rows, Scored, checked, doc_of, insert_version
 from kairos.knowledge.stages import StageClock
 from kairos.paths import ensure_state_dir
+from kairos.retrieval.text import query_words
 from kairos.storage.pg_sql import pg_ddl, pg_sql
 from kairos.storage.postgres import PgDatabase, fault
 

@@ -42,6 +42,7 @@ from kairos.knowledge.base import (
 )
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.records import NO_FILTERS, ChunkIn, DocumentIn, Filters
+from kairos.knowledge.strategies import register_strategy
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest
 
@@ -328,6 +329,9 @@ def search_tree(kb: KnowledgeBase, query: str, k: int, filters: Filters = NO_FIL
 
 def _only_summaries(filters: Filters) -> Filters:
     return replace(filters, kind=SUMMARY_KIND, exclude_kinds=())
+
+
+register_strategy("hybrid+tree", search_tree)
 
 
 __all__ = [

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from kairos.knowledge.base import KnowledgeBase, rrf
+from kairos.knowledge.base import KnowledgeBase, fuse
 from kairos.knowledge.store import ChunkHit, Filters
 from kairos.memory import compress as _compress
 from kairos.memory.excerpts import pick, render_rounds
@@ -409,17 +409,17 @@ class UserMemory:
         ]  # fmt: skip
 
     async def search_memories(self, query: str, k: int = 8) -> list[tuple[MemoryCard, float]]:
-        """Live memories for ``query``: BM25 and exact cosine fused by RRF."""
+        """Live memories for ``query``: BM25 and exact cosine, their scores fused."""
         if not query.strip() or k <= 0:
             return []
         lexical = self.store.search_bm25(self.user, query, 50)
         dense = self.store.search_dense(self.user, self.kb.embedder.embed_queries([query])[0], 50)
         by_id = {c.id: c for c, _ in [*lexical, *dense]}
-        fused = rrf([[_as_hit(c) for c, _ in lexical], [_as_hit(c) for c, _ in dense]])[:k]
+        fused = fuse([_as_hit(c, s) for c, s in lexical], [_as_hit(c, s) for c, s in dense])[:k]
         return [(by_id[h.chunk.chunk_id], h.score) for h in fused]
 
     async def search(self, query: str, k: int = 8) -> list[MemoryHit]:
-        """Memories and past-conversation snippets for ``query``, best first (both ranked by RRF)."""
+        """Memories and past-conversation snippets for ``query``, best first (both by fused scores)."""
         if not query.strip() or k <= 0:
             return []
         hits = [
@@ -512,8 +512,8 @@ def _date(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).date().isoformat() if ts else ""
 
 
-def _as_hit(card: MemoryCard) -> ChunkHit:
-    return ChunkHit(card.id, 0, card.key, card.version, 0, card.content, 0.0, {})
+def _as_hit(card: MemoryCard, score: float) -> ChunkHit:
+    return ChunkHit(card.id, 0, card.key, card.version, 0, card.content, score, {})
 
 
 __all__ = [

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kairos.memory.records import MemoryCard
-from kairos.retrieval.lexical import tokens
+from kairos.retrieval.text import tokens
 
 MAX_ALERTS = 3
 

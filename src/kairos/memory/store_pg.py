@@ -9,7 +9,7 @@ another store's):
   second one finds it superseded and is refused, as it would be on SQLite after the first.
 - Full text: a ``tsvector`` column generated from the indexed text (the content plus a card's
   path, value, person …, accents folded as FTS5's ``remove_diacritics`` does) with a GIN index;
-  a query is the OR of the same words FTS5 gets (:func:`~kairos.knowledge.records.query_words`),
+  a query is the OR of the same words FTS5 gets (:func:`~kairos.retrieval.text.query_words`),
   ranked by ``ts_rank``.
 - Vectors are ``bytea`` and dense search is the same exact cosine in numpy over one user's live
   rows (a user has a few thousand memories: no index to keep in step).
@@ -34,7 +34,6 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from kairos.knowledge.records import query_words
 from kairos.memory.records import (
     IngestHeldElsewhere,
     MemoryCard,
@@ -45,6 +44,7 @@ from kairos.memory.records import (
     searchable,
 )
 from kairos.memory.store import nearest
+from kairos.retrieval.text import query_words
 from kairos.storage.postgres import CONNECT_TIMEOUT_S, PgDatabase, fault
 
 T = TypeVar("T")

@@ -31,7 +31,7 @@ from typing import Literal
 
 from kairos.memory.safety import topics_of
 from kairos.models.types import Message
-from kairos.retrieval.lexical import tokens
+from kairos.retrieval.text import STOPWORDS, tokens
 
 ANCHOR = 0.3
 """Share of a sentence's content words that the user's statements must contain."""
@@ -53,11 +53,11 @@ _NOT_A_FACT = re.compile(
 _ABBREVIATION = re.compile(r"\b(?:Dr|Mr|Mrs|Ms|Prof|St|Mt|Jr|Sr|No|vs|etc|e\.g|i\.e|[A-Z])\.$")
 _NEGATION = frozenset({"not", "no", "never", "nor", "none", "nothing", "cannot", "without"})
 _NOT = re.compile(r"n't\b|\bnot\b|\bno\b|\bnever\b|\bnone\b|\bnothing\b|\bcannot\b|\bwithout\b", re.IGNORECASE)
-_EXTRA_STOP = frozenset({
-    "user", "users", "their", "they", "them", "theirs", "he", "she", "his", "her", "hers", "him", "am", "been",
-    "being", "im", "ive", "id", "ll", "s", "t", "re", "ve", "d", "m", "we", "our", "us", "its", "also", "about",
-    "into", "just", "so", "very", "had", "did", "said", "says", "told", "mentioned", "stated", "currently",
+_EXTRA_STOP = STOPWORDS | frozenset({
+    "user", "users", "theirs", "hers", "him", "am", "been", "being", "im", "ive", "id", "ll", "s", "t", "re", "ve",
+    "d", "m", "we", "us", "about", "into", "so", "said", "says", "told", "mentioned", "stated", "currently",
 })  # fmt: skip
+"""Words that say nothing about a fact besides the shared stop words: who is spoken of, contractions, reporting."""
 _AFFIRM = re.compile(
     r"^\W*(?:yes|yeah|yep|yup|correct|exactly|right|confirmed?|i confirm|perfect|please do|go ahead|do it|book it"
     r"|that'?s (?:all )?(?:right|correct|perfect|it)|that is (?:right|correct)|sounds (?:right|correct)"

