@@ -220,7 +220,7 @@ def search(
     store: StoreOpt = None,
     model: Annotated[str, typer.Option("--model", help="the judge for --mode hybrid+rerank")] = "local",
 ) -> None:
-    """Search the knowledge base (BM25 and dense fused by RRF unless --mode says otherwise)."""
+    """Search the knowledge base (BM25 and dense, their scores fused, unless --mode says otherwise)."""
     from kairos.knowledge.rerank import LLMReranker
     from kairos.knowledge.store import Filters
 

@@ -131,7 +131,7 @@ def search(
     user: UserOpt = None,
     embedder: EmbedderOpt = None,
 ) -> None:
-    """Search your memories and past conversations (BM25 and dense, fused by RRF)."""
+    """Search your memories and past conversations (BM25 and dense, their scores fused)."""
     if not query.strip():
         raise _fail("the query is empty: say what to look for", 2)
     memory = _open(workspace, user, embedder)

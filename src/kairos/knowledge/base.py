@@ -109,8 +109,8 @@ def fuse(
 
 
 LEXICAL_WEIGHT = 0.6
-"""BM25's share of a fused score (dense has the rest). LoCoMo recall@10 on the development conversations:
-0.5 and 0.6 within 0.005 of each other, 0.7 lower; RRF, which ignores the scores, 0.704."""
+"""BM25's share of a fused score (dense has the rest). LoCoMo recall@10 on the development conversations,
+with the conversation signals: 0.6 -> 0.824, 0.5 -> 0.815, 0.7 lower; RRF, which ignores the scores, 0.704."""
 HYBRID_DEPTH = 50
 """How deep BM25 and dense each go before their scores are fused for a hybrid search."""
 
