@@ -156,6 +156,31 @@ async def test_approved_and_exempt_calls_run(session: Session) -> None:
     assert extra.needs_confirmation(add)
 
 
+async def test_the_approval_question_says_what_the_call_does_when_the_tool_can_explain(session: Session) -> None:
+    from dataclasses import replace
+
+    from kairos.security.approval import ApprovalRequest, CallbackApprover
+
+    asked: list[ApprovalRequest] = []
+
+    def user(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return False
+
+    def broken(args: dict[str, object], ctx: object) -> str:
+        raise RuntimeError("the page is gone")
+
+    config = DefencesConfig(confirm_side_effects=True)
+    for explain in (lambda args, ctx: f"mail to {args['to']} from the shared inbox", broken):
+        model = ScriptedModel([reply("", call("send_email", {"to": "a@b.test", "body": "hi"})), reply("no")])
+        agent = agent_with(model, config, approver=CallbackApprover(user))
+        agent.tools = [replace(send_email, explain=explain) if t.name == "send_email" else t for t in agent.tools]
+        await run(agent, session, "email a@b.test")
+    told, plain = (a.reason for a in asked)
+    assert told == "this tool has side effects: mail to a@b.test from the shared inbox"
+    assert plain == "this tool has side effects"  # a failing explanation still asks, with the arguments alone
+
+
 def test_presets_match_the_four_experiment_configurations() -> None:
     none, warning, tagging, full = (DefencesConfig.preset(n) for n in ("none", "warning", "tagging", "full"))
     assert not (none.tag_external or none.warning or none.confirm_side_effects) and none.sanitize == "off"

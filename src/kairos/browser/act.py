@@ -27,12 +27,19 @@ SETTLE_S = 0.25
 TOOL_TIMEOUT_S = 90.0
 """A browser tool call, its waits and re-check included, is stopped after this."""
 IRREVERSIBLE = re.compile(
-    r"\b(pay|payment|purchase|buy|place (the |my )?order|order now|checkout|check out|delete|remove|erase|"
+    r"\b(pay|payment|purchase|buy|place (the |my )?order|order now|delete|remove|erase|"
     r"destroy|send|transfer|publish|unsubscribe|close (my )?account|cancel (my )?(subscription|account|order)|"
     r"confirm (purchase|payment|order|deletion)|sign and submit)\b",
     re.I,
 )
-"""Labels of controls whose effect cannot be undone: ``click`` refuses them; ``confirm_click`` asks the user."""
+"""Labels of controls whose effect cannot be undone: ``click`` refuses them; ``confirm_click`` asks the user.
+
+"Checkout" is not one: on every shop it opens the checkout page, where "Place order" or "Pay" is the step."""
+DESTRUCTIVE_LINK = re.compile(
+    r"\b(delete|remove|erase|destroy|unsubscribe|close (my )?account|cancel (my )?(subscription|account|order))\b",
+    re.I,
+)
+"""A link is navigation ("Buy now", "Send a parcel" open a form): only these labels make one irreversible."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +67,21 @@ class Report:
 
 def looks_irreversible(element: Element | None) -> bool:
     """Whether clicking ``element`` may pay, send, delete or order (by its label)."""
-    return element is not None and bool(IRREVERSIBLE.search(element.name))
+    if element is None:
+        return False
+    return bool((DESTRUCTIVE_LINK if element.role == "link" else IRREVERSIBLE).search(element.name))
+
+
+def what_is(session: BrowserSession, index: object) -> str:
+    """Element ``index`` of the last look and the page it is on, for the user's approval; "" when unknown.
+
+    The label is the page's own text: the approval question shows it as data, never as the question itself.
+    """
+    look = session.last
+    element = look.element(index) if look is not None and isinstance(index, int) else None
+    if look is None or element is None:
+        return ""
+    return f"{Target(element.index).describe(element)} on the page {look.title!r} ({look.url})"
 
 
 async def _locate(session: BrowserSession, target: Target) -> tuple[Any, Element | None]:
@@ -406,4 +427,5 @@ __all__ = [
     "session_text",
     "type_text",
     "wait",
+    "what_is",
 ]

@@ -163,6 +163,7 @@ def _indexed_tools(provide: Provider) -> list[Tool]:
             external=True,
             irreversible=True,
             asks="it clicks a control that cannot be undone",
+            explain=lambda args, ctx: act.what_is(provide(ctx), args.get("index")),
             timeout_s=act.TOOL_TIMEOUT_S,
         ),
     ]

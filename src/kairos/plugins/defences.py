@@ -14,6 +14,7 @@ What each part does and its settings: :mod:`kairos.security.defences`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from kairos.agent.plugin import Plugin, ReplyGuard, RunContext, SafePoint
 from kairos.models.types import ArgumentsError, Message, SystemPrompt, ToolCall
@@ -173,7 +174,8 @@ class InjectionDefences(Plugin):
             audit.decided(call.id, f"allow ({verdict.source})")
             _grant(verdict, box)
             return None
-        request = ApprovalRequest(tool.name, args, call.id, tc.session_id, reason=verdict.reason)
+        reason = _explained(verdict.reason, tool, args, tc)
+        request = ApprovalRequest(tool.name, args, call.id, tc.session_id, reason=reason)
         decision = await self.approver.decide(request)
         audit.decided(call.id, f"{'approved' if decision.approved else 'denied'} by {decision.by or 'approver'} "
                       f"(ask: {verdict.source})")  # fmt: skip
@@ -215,6 +217,21 @@ def _grant(verdict: Verdict, box: Sandbox) -> None:
         grant(*verdict.grants)
         if "unconfined" in verdict.grants:
             box.unconfined_approved = True
+
+
+def _explained(reason: str, tool: Tool, args: dict[str, Any], tc: ToolContext) -> str:
+    """``reason`` with what the call would do in the user's terms, when the tool can say (``FunctionTool.explain``).
+
+    A tool that cannot say, or fails to, leaves the question as it was: the arguments are shown anyway.
+    """
+    explain = getattr(tool, "explain", None)
+    if explain is None:
+        return reason
+    try:
+        detail = str(explain(args, tc) or "")
+    except Exception:  # an explanation is a courtesy; the approval must still be asked
+        return reason
+    return f"{reason}: {detail}" if detail else reason
 
 
 def refused(tool_name: str, verdict: Verdict, decision: Decision | None) -> ToolResult:

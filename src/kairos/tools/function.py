@@ -57,6 +57,9 @@ class FunctionTool:
     """Cannot be undone: it runs only when repeated with a confirm token (:mod:`kairos.security.confirm`)."""
     asks: str = ""
     """Why every call asks the user first (the permission layer's default for it is "ask"); empty: it does not."""
+    explain: Callable[[dict[str, Any], ToolContext], str] | None = None
+    """What a call would do in the user's terms, added to the approval question ("[12] button "Place order" on
+    …" where the arguments only say ``index: 12``); empty or failing: the arguments alone."""
     _spec: ToolSpec | None = None
 
     def __post_init__(self) -> None:
@@ -178,6 +181,7 @@ def make_tool(
     irreversible: bool = False,
     volatile: bool = False,
     asks: str = "",
+    explain: Callable[[dict[str, Any], ToolContext], str] | None = None,
 ) -> FunctionTool:
     """``@tool`` as a function call (for functions made at run time, e.g. closures over a plugin).
 
@@ -218,6 +222,7 @@ def make_tool(
         irreversible=irreversible,
         volatile=volatile,
         asks=asks,
+        explain=explain,
     )
 
 
