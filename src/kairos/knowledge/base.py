@@ -87,6 +87,11 @@ class SearchResult:
     """Set when a step degraded (the reranker failed: the hits are in fused order)."""
 
 
+LEXICAL_WEIGHT = 0.6
+"""BM25's share of a fused score (dense has the rest). LoCoMo recall@10 on the development conversations,
+with the conversation signals: 0.6 -> 0.824, 0.5 -> 0.815, 0.7 lower; RRF, which ignores the scores, 0.704."""
+
+
 def fuse(
     lexical: Sequence[ChunkHit], dense: Sequence[ChunkHit], query: str = "", fetch: FetchChunks | None = None
 ) -> list[Hit]:
@@ -108,9 +113,6 @@ def fuse(
     return sorted(hits.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
-LEXICAL_WEIGHT = 0.6
-"""BM25's share of a fused score (dense has the rest). LoCoMo recall@10 on the development conversations,
-with the conversation signals: 0.6 -> 0.824, 0.5 -> 0.815, 0.7 lower; RRF, which ignores the scores, 0.704."""
 HYBRID_DEPTH = 50
 """How deep BM25 and dense each go before their scores are fused for a hybrid search."""
 
