@@ -25,6 +25,7 @@ PAGE = """<!doctype html><title>Pixels</title>
 <p><input type="range" id="level" aria-label="Level" min="0" max="100" value="0" style="width: 400px"></p>
 <div id="box"></div>
 <button id="delete" style="position: absolute; left: 900px; top: 40px">Delete account</button>
+<a id="buy" href="#basket" style="position: absolute; left: 900px; top: 120px">Buy now</a>
 <div id="tall"></div>
 <script>
   const box = document.getElementById('box');
@@ -136,6 +137,9 @@ async def test_a_click_on_an_irreversible_control_is_refused(browser: BrowserSes
     result = await computer(browser, action="left_click", coordinate=centre(browser, "Delete account"))
     assert "Not clicked" in result.content and "confirm_click" in result.content
     assert await browser.page.evaluate("window.hit") == 0
+    # a link is navigation, judged by the same rule as the numbered click: "Buy now" opens the basket
+    followed = await computer(browser, action="left_click", coordinate=centre(browser, "Buy now"))
+    assert "Not clicked" not in followed.content and browser.page.url.endswith("#basket")
 
 
 async def test_screenshot_wait_and_the_numbered_screenshot_for_the_numbered_tools(browser: BrowserSession) -> None:

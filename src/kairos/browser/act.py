@@ -65,11 +65,14 @@ class Report:
     """False: the action did not happen (or its effect could not be confirmed); the text says what to do."""
 
 
+def irreversible_label(role: str, label: str) -> bool:
+    """Whether clicking a control with this role and label may pay, send, delete or order."""
+    return bool((DESTRUCTIVE_LINK if role == "link" else IRREVERSIBLE).search(label))
+
+
 def looks_irreversible(element: Element | None) -> bool:
-    """Whether clicking ``element`` may pay, send, delete or order (by its label)."""
-    if element is None:
-        return False
-    return bool((DESTRUCTIVE_LINK if element.role == "link" else IRREVERSIBLE).search(element.name))
+    """Whether clicking ``element`` may pay, send, delete or order (by its role and label)."""
+    return element is not None and irreversible_label(element.role, element.name)
 
 
 def what_is(session: BrowserSession, index: object) -> str:
@@ -419,6 +422,7 @@ __all__ = [
     "Target",
     "click",
     "go_back",
+    "irreversible_label",
     "looks_irreversible",
     "open_url",
     "press_key",

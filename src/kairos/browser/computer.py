@@ -28,7 +28,7 @@ import weakref
 from pathlib import Path
 from typing import Literal, get_args
 
-from kairos.browser.act import IRREVERSIBLE, TOOL_TIMEOUT_S, settle
+from kairos.browser.act import TOOL_TIMEOUT_S, irreversible_label, settle
 from kairos.browser.config import BrowserConfig
 from kairos.browser.page import BrowserError
 from kairos.browser.paths import screen_path
@@ -77,9 +77,13 @@ _cursors: weakref.WeakKeyDictionary[BrowserSession, tuple[int, int]] = weakref.W
 _LABEL_AT = """([x, y]) => {
   const hit = document.elementFromPoint(x, y);
   const el = hit && (hit.closest('button, a, input, select, textarea, summary, [role], [onclick]') || hit);
-  if (!el) return '';
-  return (el.getAttribute('aria-label') || el.value || el.innerText || el.textContent || '').trim().slice(0, 200);
+  if (!el) return ['', ''];
+  const link = el.tagName === 'A' && el.hasAttribute('href');
+  const role = el.getAttribute('role') || (link ? 'link' : el.tagName.toLowerCase());
+  const label = el.getAttribute('aria-label') || el.value || el.innerText || el.textContent || '';
+  return [role, label.trim().slice(0, 200)];
 }"""
+"""The role (ARIA, or ``link`` for ``<a href>``, else the tag) and label of the control at a point."""
 
 
 def computer_tools(source: BrowserSession | BrowserConfig | Provider, *, start_url: str = "") -> list[Tool]:
@@ -208,8 +212,8 @@ async def run_action(
         button, count = _CLICKS[action]
         x, y = point or _cursor(session)
         if button == "left" and session.config.confirm_irreversible:
-            label = await _label_at(session, x, y)
-            if IRREVERSIBLE.search(label):
+            role, label = await _label_at(session, x, y)
+            if irreversible_label(role, label):
                 return (
                     f'Not clicked: the control at ({x}, {y}) "{label[:80]}" looks irreversible (it may pay, order, '
                     "send or delete). If the user asked for exactly this, call look_at_page and confirm_click on its "
@@ -371,11 +375,12 @@ def _holding(text: str | None) -> str:
     return f" holding {text.strip()}" if text and text.strip() else ""
 
 
-async def _label_at(session: BrowserSession, x: int, y: int) -> str:
+async def _label_at(session: BrowserSession, x: int, y: int) -> tuple[str, str]:
     try:
-        return str(await session.page.evaluate(_LABEL_AT, [x, y]) or "")
+        role, label = await session.page.evaluate(_LABEL_AT, [x, y])
+        return str(role or ""), str(label or "")
     except Exception:
-        return ""
+        return "", ""
 
 
 async def _capture(session: BrowserSession) -> bytes:
