@@ -159,7 +159,9 @@ class MailConfig(BaseModel):
     drafts_folder: str = "Drafts"
     idle: bool = True
     """Use IMAP IDLE when the server offers it (False: always poll)."""
-    idle_renew_s: float = Field(25 * 60, gt=0)
+    idle_renew_s: float = Field(60.0, gt=0)
+    """IDLE is ended and the folder searched again this often: a message that lands between a search
+    and the next IDLE is not reported by IDLE, so this bounds how late it is seen."""
     poll_s: float = Field(60.0, gt=0)
     session: str | None = None
     """The session mail events go to (None: the runtime's default session)."""

@@ -78,6 +78,25 @@ async def test_idle_delivers_a_new_mail_without_polling(mailserver: MailServer, 
     assert mailserver.password not in json.dumps(records)  # the password never reaches the stream
 
 
+async def test_a_mail_landing_between_the_search_and_idle_is_seen_at_the_next_renewal(
+    mailserver: MailServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """IDLE does not report a message that arrived before it started: the periodic renewal finds it."""
+    source = MailSource(mailserver.config(poll_s=3600, idle_renew_s=1.0))
+    raw = b"From: late@example.org\r\nSubject: in the gap\r\nMessage-ID: <gap@x>\r\n\r\nbetween\r\n"
+    first_idle = source._idle
+
+    async def append_then_idle(client: Any) -> None:  # the message lands after the search, before IDLE
+        monkeypatch.setattr(source, "_idle", first_idle)
+        await asyncio.to_thread(mailserver.dovecot.append, raw)
+        await first_idle(client)
+
+    monkeypatch.setattr(source, "_idle", append_then_idle)
+    async with _runtime(tmp_path, source) as rt:
+        ev = await _wait_bus(rt, lambda e: e.type == "event.accepted" and e.data.get("type") == "email.received")
+    assert ev.data["content"] == "between" and source.polls == 0
+
+
 @pytest.mark.parametrize("server", ["mailserver_no_idle", "idle_off"])
 async def test_polling_takes_over_without_idle(server: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """A server without IDLE, or IDLE turned off in the config: mail still arrives, by polling."""

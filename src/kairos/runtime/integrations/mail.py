@@ -1,8 +1,11 @@
 """Email in (IMAP IDLE, polling as fallback) and out (SMTP) for the runtime (book ch6 §3.3, Exp 6-1).
 
 :class:`MailSource` is a runtime component: it logs in, takes up the folder's new mail, then waits
-in IMAP IDLE (re-issued every ``idle_renew_s``) so a new message wakes it at once; when the server
-lacks IDLE or IDLE fails it polls every ``poll_s`` seconds. Each message becomes an
+in IMAP IDLE so a new message wakes it at once; when the server
+lacks IDLE or IDLE fails it polls every ``poll_s`` seconds. IDLE reports only what arrives while it
+runs (dovecot measured: a message that landed between the last SEARCH and IDLE went unreported for
+40 s and more), so IDLE is ended and the folder searched again every ``idle_renew_s`` (60 s): that
+bounds how late such a message is seen. Each message becomes an
 ``email.received`` event whose id is ``email:<Message-ID>``, so redelivery is idempotent; the
 highest uid taken up is kept in ``runtime.db`` (``mail_state``) so a restart does not dispatch old
 mail again. A refused login raises :class:`MailAuthError` (a missing password a ConfigError): the
@@ -62,7 +65,8 @@ class MailSource:
     """The mail component (``name = "mail"``); see the module docstring.
 
     Attributes ``mode`` (``idle``/``poll``/``""``), ``idle_wakeups``, ``polls`` and ``dispatched``
-    (event ids) say how mail was noticed, for status displays and tests.
+    (event ids) say how mail was noticed, for status displays and tests. ``connected`` is set once the
+    folder is watched (in IDLE, or between polls): a message that arrives from then on is seen at once.
     """
 
     name = "mail"
@@ -110,7 +114,6 @@ class MailSource:
             last = max(floor, self._last(runtime, validity))
             self._save(runtime, validity, last)
         use_idle = cfg.idle and b"IDLE" in await asyncio.to_thread(client.capabilities)
-        self.connected.set()
         while True:
             last = await self._deliver(runtime, client, validity, ["UID", f"{last + 1}:*"], last)
             if use_idle:
@@ -121,6 +124,7 @@ class MailSource:
                     log.warning("IMAP IDLE failed (%s); polling every %ss", e, cfg.poll_s)
                     use_idle = False
             self.mode = "poll"
+            self.connected.set()
             await asyncio.sleep(cfg.poll_s)
             self.polls += 1
             await asyncio.to_thread(client.noop)
@@ -132,6 +136,7 @@ class MailSource:
         except Exception as e:
             raise MailError(f"IDLE refused: {e}") from None
         self.mode = "idle"
+        self.connected.set()
         deadline = time.monotonic() + self.config.idle_renew_s
         woken = False
         while not woken and (left := deadline - time.monotonic()) > 0:
