@@ -70,7 +70,10 @@ BFCL = Bench(
     options=("calibrate",),
 )
 TOOL_DISCOVERY = Bench(
-    "tool_discovery", "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model", True
+    "tool_discovery",
+    "Exp 4-6: 126 tools, full injection vs prefilter vs discover_tools on the bundled model",
+    True,
+    options=("modes",),
 )
 LOCOMO_RETRIEVAL = Bench(
     "locomo_retrieval",

@@ -356,11 +356,12 @@ def run(
     quick: bool = False,
     model: str | Model = "local",
     trials: int | None = None,
-    modes: Sequence[str] = MODES,
+    modes: str | Sequence[str] | None = None,
     embedder: Embedder | None = None,
 ) -> dict[str, Any]:
     """``trials``: how many tasks, spread over the list (default all 32; 5 with ``quick``)."""
     console = console or Console()
+    modes = tuple(m.strip() for m in modes.split(",")) if isinstance(modes, str) else tuple(modes or MODES)
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise ValueError(f"unknown modes {unknown}; modes: {', '.join(MODES)}")
