@@ -1,14 +1,13 @@
 """Email in (IMAP IDLE, polling as fallback) and out (SMTP) for the runtime (book ch6 §3.3, Exp 6-1).
 
 :class:`MailSource` is a runtime component: it logs in, takes up the folder's new mail, then waits
-in IMAP IDLE so a new message wakes it at once; when the server
-lacks IDLE or IDLE fails it polls every ``poll_s`` seconds. IDLE reports only what arrives while it
-runs (dovecot measured: a message that landed between the last SEARCH and IDLE went unreported for
-40 s and more), so IDLE is ended and the folder searched again every ``idle_renew_s`` (60 s): that
-bounds how late such a message is seen. Each message becomes an
-``email.received`` event whose id is ``email:<Message-ID>``, so redelivery is idempotent; the
-highest uid taken up is kept in ``runtime.db`` (``mail_state``) so a restart does not dispatch old
-mail again. A refused login raises :class:`MailAuthError` (a missing password a ConfigError): the
+in IMAP IDLE so a new message wakes it at once; when the server lacks IDLE or IDLE fails it polls
+every ``poll_s`` seconds. IDLE reports only what arrives while it runs (dovecot measured: a message
+that landed between the last SEARCH and IDLE went unreported for 40 s and more), so IDLE is ended and
+the folder searched again every ``idle_renew_s`` (60 s): that bounds how late such a message is seen.
+Each message becomes an ``email.received`` event whose id is ``email:<Message-ID>``, so redelivery
+is idempotent; the highest uid taken up is kept in ``runtime.db`` (``mail_state``) so a restart does
+not dispatch old mail again. A refused login raises :class:`MailAuthError` (a missing password a ConfigError): the
 runtime reports it and restarts the component with backoff.
 
 The tools in :func:`tools` (send, draft, move, flag, read) reach the component through the
