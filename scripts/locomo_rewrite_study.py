@@ -13,7 +13,7 @@ fusion (:func:`kairos.knowledge.base.fuse`, with the conversation signals):
 
 Hypotheticals are cached in OUT (one JSON line per question), so a rerun costs only the indexing;
 the model is loaded only when a question has none yet. Recall@10 is reported per split (settings
-were compared on the development conversations, ``DEV``, and checked on the others).
+were compared on the development conversations, ``DEV``, and checked on the others) and per category.
 
     python scripts/locomo_rewrite_study.py bench-results/locomo-rewrite-study.jsonl
 """
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
 from kairos.knowledge.base import HYBRID_DEPTH, KnowledgeBase, fuse
 from kairos.knowledge.records import ChunkHit
@@ -37,7 +38,15 @@ from kairos.models.base import Model, complete
 from kairos.models.types import Message, ModelRequest
 from kairos.retrieval.embeddings import make_embedder
 from kairos_bench._local import bench_model
-from kairos_bench._locomo import CATEGORIES, DEFAULT_DATA, conversation_files, indexed, norm_id, read_conversation
+from kairos_bench._locomo import (
+    CATEGORIES,
+    CATEGORY_NAMES,
+    DEFAULT_DATA,
+    conversation_files,
+    indexed,
+    norm_id,
+    read_conversation,
+)
 from kairos_bench.locomo_retrieval import DEV
 
 SYSTEM = (
@@ -59,21 +68,32 @@ async def hypothetical(model: Model, speakers: tuple[str, str], question: str) -
     return response.message.text_content().strip(), time.perf_counter() - t0
 
 
-def ranked(kb: KnowledgeBase, way: str, question: str, hypo: str) -> list[Any]:
-    """The turn ids of the top 10 for ``question`` searched the given way."""
+def top10(kb: KnowledgeBase, question: str, hypo: str) -> dict[str, set[Any]]:
+    """The turn ids of the top 10 for ``question`` in each of :data:`WAYS` (each list searched once)."""
     embed, store = kb.embedder, kb.store
-    lexical_query = question + " " + hypo if way in ("bm25_q+h", "both_q+h") else question
-    if way == "dense_h":
-        vector = embed.embed_passages([hypo])[0]
-    else:
-        vector = embed.embed_queries([question + " " + hypo if way in ("dense_q+h", "both_q+h") else question])[0]
-    lexical = store.search_bm25(lexical_query, HYBRID_DEPTH, ANY_TIME)
-    dense = store.search_dense(vector, HYBRID_DEPTH, ANY_TIME)
+    vectors = {  # one text per call, as a search embeds its query (a batch pads, which moves the vectors)
+        "q": embed.embed_queries([question])[0],
+        "q+h": embed.embed_queries([question + " " + hypo])[0],
+        "h": embed.embed_passages([hypo])[0],
+    }
+    dense = {name: store.search_dense(v, HYBRID_DEPTH, ANY_TIME) for name, v in vectors.items()}
+    plain = store.search_bm25(question, HYBRID_DEPTH, ANY_TIME)
+    with_hypo = store.search_bm25(question + " " + hypo, HYBRID_DEPTH, ANY_TIME)
+    lists = {
+        "hybrid": (plain, dense["q"]),
+        "dense_q+h": (plain, dense["q+h"]),
+        "dense_h": (plain, dense["h"]),
+        "bm25_q+h": (with_hypo, dense["q"]),
+        "both_q+h": (with_hypo, dense["q+h"]),
+    }
 
     def fetch(doc_id: int, positions: Any) -> list[ChunkHit]:
         return [c for c, _ in store.chunks_with_vectors(doc_id, positions, ANY_TIME)]
 
-    return [h.chunk.meta.get("turn_id") for h in fuse(lexical, dense, question, fetch)[:10]]
+    return {
+        way: {h.chunk.meta.get("turn_id") for h in fuse(lex, den, question, fetch)[:10]}
+        for way, (lex, den) in lists.items()
+    }
 
 
 async def main() -> None:
@@ -113,17 +133,18 @@ async def main() -> None:
                 if qa.get("category") not in CATEGORIES or not evidence:  # as the bench: 1,033 questions
                     continue
                 hypo = cached[(conv.name, str(qa["question"]))]["h"]
-                for way in WAYS:
-                    top = set(ranked(kb, way, str(qa["question"]), hypo))
+                for way, top in top10(kb, str(qa["question"]), hypo).items():
                     found = len(evidence & top) / len(evidence)
-                    for s in (split, "all"):
+                    for s in (split, "all", CATEGORY_NAMES[qa["category"]]):
                         recall.setdefault((way, s), []).append(found)
     times = [float(row["s"]) for row in cached.values()]
     console.print(f"hypothetical: p50 {statistics.median(times):.2f} s, {len(times)} questions ({args.model})")
-    console.print(f"{'way':12s} {'R@10 dev':>9s} {'held out':>9s} {'all':>7s}")
+    columns = ("dev", "held_out", "all", *CATEGORY_NAMES.values())
+    table = Table("R@10", *columns)
     for way in WAYS:
-        dev, held, every = (statistics.mean(recall[(way, s)]) for s in ("dev", "held_out", "all"))
-        console.print(f"{way:12s} {dev:9.3f} {held:9.3f} {every:7.3f}")
+        table.add_row(way, *(f"{statistics.mean(recall[(way, c)]):.3f}" for c in columns))
+    console.width = max(console.width, 110)  # the table whole, also when the output is not a terminal
+    console.print(table)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ that landed between the last SEARCH and IDLE went unreported for 40 s and more),
 the folder searched again every ``idle_renew_s`` (60 s): that bounds how late such a message is seen.
 Each message becomes an ``email.received`` event whose id is ``email:<Message-ID>``, so redelivery
 is idempotent; the highest uid taken up is kept in ``runtime.db`` (``mail_state``) so a restart does
-not dispatch old mail again. A refused login raises :class:`MailAuthError` (a missing password a ConfigError): the
-runtime reports it and restarts the component with backoff.
+not dispatch old mail again. A refused login raises :class:`MailAuthError` (a missing password a
+ConfigError): the runtime reports it and restarts the component with backoff.
 
 The tools in :func:`tools` (send, draft, move, flag, read) reach the component through the
 session's runtime handle; each opens its own short IMAP connection. The password comes only from
