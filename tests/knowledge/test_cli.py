@@ -113,14 +113,16 @@ def test_add_contextual_then_rerank(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (ws / "ops.md").write_text("# Ops\n\nThe rota lists Sam for Saturday.\n\n# Food\n\nLunch is at noon on Fridays.")
     code, out = _kb(ws, "add", str(ws / "ops.md"), "--contextual")
     assert code == 0 and "added:" in out and "contexts: 2 written, 0 from cache" in out, out
-    # the context is indexed with the chunk: a word only the context has finds it
+    # the context is indexed beside the chunk: a word only the context has finds the chunk, shown as written
     code, out = _kb(ws, "search", "weekend on-call", "--mode", "bm25", "--json")
-    assert code == 0 and json.loads(out)["results"][0]["text"].startswith("Context: From the ops handbook")
+    top = json.loads(out)["results"][0]
+    assert code == 0 and top["text"] == "# Ops\n\nThe rota lists Sam for Saturday." and top["context_rank"] == 1
+    assert top["context"] == "From the ops handbook, section on weekend on-call duty." and "bm25_rank" not in top
     asked = len(model.requests)
     code, out = _kb(ws, "add", str(ws / "ops.md"), "--contextual")  # unchanged: contexts come from the cache
     assert code == 0 and "unchanged" in out and "0 written, 2 from cache" in out and len(model.requests) == asked
-    code, out = _kb(ws, "add", str(ws / "ops.md"))  # added without contexts now: a new version
-    assert code == 0 and "updated:" in out
+    code, out = _kb(ws, "add", str(ws / "ops.md"))  # the same text without contexts: nothing to do
+    assert code == 0 and "unchanged:" in out
     code, out = _kb(ws, "search", "lunch", "--mode", "hybrid+rerank", "--json", "-k", "2")
     top, second = json.loads(out)["results"]
     assert code == 0 and "rota" in top["text"]  # the judge overrules the words, and the output shows the move

@@ -35,12 +35,16 @@ def test_contexts_are_stored_and_searched(kb: KnowledgeBase, tmp_path: Path) -> 
     writer = ContextWriter(model, ContextCache(tmp_path / "ctx.db"))
     result = asyncio.run(add_conversation(kb, writer, "conv", TURNS))
     assert result.status == "added" and result.chunks == 3 and not result.notes
-    # "greyhound" and "kiln" are only in the contexts, yet BM25 now finds the turns
+    # "greyhound" and "kiln" are only in the contexts, yet BM25 now finds the turns, returned as they were said
     hits = kb.search("greyhound", k=3, mode="bm25", filters=ANY_TIME).hits
     assert [h.chunk.meta["turn_id"] for h in hits] == ["D1:1", "D1:2"]
     top = kb.search("kiln", k=1, mode="bm25", filters=ANY_TIME).hits[0].chunk
     assert top.meta["turn_id"] == "D2:1" and top.meta["context"] == "Bo talks about a pottery bowl from the kiln."
-    assert top.text.startswith("Context: Bo talks about") and top.text.endswith("Bo: The bowl cracked again.")
+    assert top.text == "[1 June, 2023] Bo: The bowl cracked again." and top.source == "conv"
+    # the contextualised copy is the document's twin: stored, never listed or returned itself
+    twin = kb.store.find_current("conv#contexts")
+    assert twin is not None and twin.kind == "context" and twin.chunks == 3
+    assert [d.source for d in kb.list_documents()] == ["conv"]
     # per session: the document first (the same message for both turns of May), the turn last
     first, second, third = model.requests
     assert first.messages[0] == second.messages[0] != third.messages[0]
@@ -86,6 +90,8 @@ def test_model_failure_indexes_without_context_and_says_so(kb: KnowledgeBase) ->
     texts = {h.chunk.meta["turn_id"]: h.chunk for h in kb.search("bowl breed home", k=3, filters=ANY_TIME).hits}
     assert "context" in texts["D1:1"].meta and "context" not in texts["D1:2"].meta
     assert texts["D2:1"].text == "[1 June, 2023] Bo: The bowl cracked again."
+    twin = kb.store.find_current("conv#contexts")
+    assert twin is not None and twin.chunks == 1  # only the turn that got a context has a twin
     assert writer.stats.failed == 2 and writer.stats.generated == 1
 
 
@@ -93,7 +99,7 @@ def test_an_empty_answer_leaves_the_chunk_plain(kb: KnowledgeBase) -> None:
     writer = ContextWriter(ScriptedModel([reply("   ")] * 3))
     result = asyncio.run(add_conversation(kb, writer, "conv", TURNS))
     assert result.status == "added" and any("empty context" in n for n in result.notes)
-    assert writer.stats.failed == 3
+    assert writer.stats.failed == 3 and kb.store.find_current("conv#contexts") is None  # no context: no twin
 
 
 def test_windows_split_sessions_and_long_documents() -> None:
@@ -119,4 +125,5 @@ def test_add_paths_contextualises_files_and_reports_bad_ones(kb: KnowledgeBase, 
     assert "empty document" in status["empty.txt"][1] and "no such file" in status["missing.md"][1]
     hit = kb.search("studio manual", k=1, mode="bm25").hits[0].chunk
     assert hit.meta["context"] == "Pottery studio manual, firing section." and "cone 6" in hit.text
+    assert not hit.text.startswith("Context:")
     assert ticks == [1] and writer.on_chunk is hook  # the caller's hook ran too and is back in place

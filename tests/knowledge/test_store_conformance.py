@@ -559,3 +559,18 @@ def test_kb_commands_use_the_store_they_are_given(postgres_url: str, tmp_path: P
     found = kb(two, "search", "when do deploys run", "--json")  # another workspace, the same deployment
     assert found.exit_code == 0 and "friday" in found.output
     assert not (two / ".kairos" / "knowledge.db").exists()
+
+
+def test_context_twins_are_searched_and_removed_on_every_backend(backend: Backend) -> None:
+    from tests.knowledge.test_twins import add
+
+    kb = KnowledgeBase(backend.open(), EMB)
+    add(kb, "chat", owner="ann")
+    top = kb.search("a greyhound puppy", k=3, filters=Filters(owner="ann")).hits[0]
+    assert (top.chunk.source, top.chunk.meta["turn_id"], top.context_rank) == ("chat", "D1:1", 1)
+    assert top.chunk.meta["context"] == "Ann adopted a greyhound puppy."
+    assert kb.search("a greyhound puppy", k=3, filters=Filters(owner="bo")).hits == []
+    assert [d.source for d in kb.list_documents()] == ["chat"]
+    kb.remove("chat")
+    assert kb.store.find_current("chat#contexts") is None
+    _consistent(kb.store)

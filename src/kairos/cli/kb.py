@@ -7,7 +7,8 @@ is its own transaction: a bad file is reported and the others are still added. `
 ``--graph`` also build the documents' summary trees and entity graphs with the chat model (model
 output cached in ``<state dir>/knowledge-cache.db``, so a rebuild is free); ``search --mode
 hybrid+tree|hybrid+graph`` uses them (on either store).
-``add --contextual`` indexes every chunk with a model-written context (cached the same way) and
+``add --contextual`` also indexes every chunk with a model-written context (cached the same way; hybrid
+search fuses the plain and the contextualised chunks) and
 ``search --mode hybrid+rerank`` has the model judge the top fused candidates.
 """
 
@@ -245,7 +246,8 @@ def search(
     if as_json:
         hits = [
             {"source": h.chunk.source, "version": h.chunk.version, "position": h.chunk.position,
-             "score": h.score, **_ranks(h), "text": h.chunk.text}
+             "score": h.score, **_ranks(h), "text": h.chunk.text,
+             **({"context": h.chunk.meta["context"]} if h.chunk.meta.get("context") else {})}
             for h in result.hits
         ]  # fmt: skip
         print(json.dumps({"query": query, "results": hits, "conflicts": result.conflicts}, ensure_ascii=False))
@@ -265,8 +267,8 @@ def search(
 
 def _ranks(hit: Hit) -> dict[str, float]:
     """Where a hit ranked in each retriever, and the rerank's verdict and move (what was retrieved by what)."""
-    fields = {"bm25_rank": hit.bm25_rank, "dense_rank": hit.dense_rank, "graph_rank": hit.graph_rank,
-              "fused_rank": hit.fused_rank, "rerank_score": hit.rerank_score}  # fmt: skip
+    fields = {"bm25_rank": hit.bm25_rank, "dense_rank": hit.dense_rank, "context_rank": hit.context_rank,
+              "graph_rank": hit.graph_rank, "fused_rank": hit.fused_rank, "rerank_score": hit.rerank_score}  # fmt: skip
     return {k: v for k, v in fields.items() if v is not None}
 
 

@@ -34,6 +34,7 @@ from kairos.knowledge.store import (
     open_knowledge_store,
 )
 from kairos.knowledge.strategies import registered_modes, strategy_for
+from kairos.knowledge.twins import TWIN_SUFFIX, has_twins, plain_hits, plain_only, twin_filters
 from kairos.retrieval.embeddings import Embedder, EmbeddingError
 from kairos.retrieval.fusion import score_fusion
 from kairos.tools.toolsets.documents import (
@@ -73,6 +74,8 @@ class Hit:
     """Its rank before the reranker moved it (``hybrid+rerank`` only)."""
     graph_rank: int | None = None
     """Rank in the entity-graph list (``hybrid+graph`` only)."""
+    context_rank: int | None = None
+    """Best rank in the context twins' BM25 and dense lists (documents added with contexts only)."""
     expanded_from: int | None = None
     """The summary chunk this hit was reached through (``hybrid+tree`` only)."""
 
@@ -93,16 +96,23 @@ with the conversation signals: 0.6 -> 0.824, 0.5 -> 0.815, 0.7 lower; RRF, which
 
 
 def fuse(
-    lexical: Sequence[ChunkHit], dense: Sequence[ChunkHit], query: str = "", fetch: FetchChunks | None = None
-) -> list[Hit]:
+    lexical: Sequence[ChunkHit], dense: Sequence[ChunkHit], query: str = "", fetch: FetchChunks | None = None,
+    contextual: tuple[Sequence[ChunkHit], Sequence[ChunkHit]] = ((), ()),
+) -> list[Hit]:  # fmt: skip
     """BM25 and dense hits fused by their normalised scores, best first (each hit keeps its rank in both).
 
-    With ``fetch`` (how to read a document's chunks at given positions), conversation turns also get the
-    signals of :mod:`kairos.knowledge.signals`: the speaker ``query`` names, the earlier turn a hit carries.
+    ``contextual``: BM25 and dense hits of the context twins, mapped to their plain chunks
+    (:mod:`kairos.knowledge.twins`); with any, each retriever's weight is split evenly between its plain and
+    its contextual list. With ``fetch`` (how to read a document's chunks at given positions), conversation
+    turns also get the signals of :mod:`kairos.knowledge.signals`: the speaker ``query`` names, the earlier
+    turn a hit carries.
     """
-    scores = score_fusion([({c.chunk_id: c.score for c in lexical}, LEXICAL_WEIGHT),
-                           ({c.chunk_id: c.score for c in dense}, 1.0 - LEXICAL_WEIGHT)])  # fmt: skip
-    chunks = {c.chunk_id: c for c in (*lexical, *dense)}
+    share = 0.5 if any(contextual) else 1.0
+    lists = [(lexical, LEXICAL_WEIGHT * share), (dense, (1.0 - LEXICAL_WEIGHT) * share)]
+    if any(contextual):
+        lists += [(contextual[0], LEXICAL_WEIGHT * share), (contextual[1], (1.0 - LEXICAL_WEIGHT) * share)]
+    scores = score_fusion([({c.chunk_id: c.score for c in hits}, weight) for hits, weight in lists])
+    chunks = {c.chunk_id: c for hits, _ in lists for c in hits}  # a contextual list's copy carries the context
     if fetch is not None:
         chunks.update((c.chunk_id, c) for c in add_signals(query, scores, chunks, fetch))
     hits = {key: Hit(chunks[key], score) for key, score in scores.items()}
@@ -110,6 +120,10 @@ def fuse(
         hits[c.chunk_id].bm25_rank = rank
     for rank, c in enumerate(dense, start=1):
         hits[c.chunk_id].dense_rank = rank
+    for ranked in contextual:
+        for rank, c in enumerate(ranked, start=1):
+            hit = hits[c.chunk_id]
+            hit.context_rank = min(rank, hit.context_rank or rank)
     return sorted(hits.values(), key=lambda h: (-h.score, h.chunk.chunk_id))
 
 
@@ -117,11 +131,11 @@ HYBRID_DEPTH = 50
 """How deep BM25 and dense each go before their scores are fused for a hybrid search."""
 
 
-def without_summaries(filters: Filters) -> Filters:
-    """``filters`` that leave summary-tree chunks out (unless they ask for that kind by name)."""
+def without_derived(filters: Filters) -> Filters:
+    """``filters`` that leave summary-tree chunks and context twins out (unless they ask for that kind by name)."""
     if filters.kind == SUMMARY_KIND or SUMMARY_KIND in filters.exclude_kinds:
-        return filters
-    return replace(filters, exclude_kinds=(*filters.exclude_kinds, SUMMARY_KIND))
+        return plain_only(filters)
+    return plain_only(replace(filters, exclude_kinds=(*filters.exclude_kinds, SUMMARY_KIND)))
 
 
 def conflicts_of(chunks: Sequence[ChunkHit]) -> list[dict[str, Any]]:
@@ -378,8 +392,9 @@ class KnowledgeBase:
     def remove(self, source: str) -> int:
         """Remove every version of ``source``; returns the number of versions removed."""
         n = self.store.remove_source(source)
-        if not source.endswith(TREE_SUFFIX):
-            self.store.remove_source(source + TREE_SUFFIX)  # its summary tree, if one was built
+        for derived in (TREE_SUFFIX, TWIN_SUFFIX):  # its summary tree and context twin, if it has them
+            if not source.endswith(derived):
+                self.store.remove_source(source + derived)
         self.store.flush()
         return n
 
@@ -396,12 +411,9 @@ class KnowledgeBase:
             return SearchResult([])
         if (strategy := strategy_for(mode)) is not None:
             return strategy(self, query, k, filters)  # hybrid+tree, hybrid+graph (kairos.knowledge.strategies)
-        filters = without_summaries(filters)
-        if mode == "bm25":
-            hits = [Hit(c, c.score, bm25_rank=i) for i, c in enumerate(self.store.search_bm25(query, k, filters), 1)]
-        elif mode == "dense":
-            vec = self.embedder.embed_queries([query])[0]
-            hits = [Hit(c, c.score, dense_rank=i) for i, c in enumerate(self.store.search_dense(vec, k, filters), 1)]
+        filters = without_derived(filters)
+        if mode in ("bm25", "dense"):
+            hits = self._one_retriever(query, k, mode == "bm25", filters)
         elif mode == "hybrid":
             hits = self.hybrid_candidates(query, k, filters)[:k]
         else:
@@ -410,28 +422,53 @@ class KnowledgeBase:
             raise ValueError(f"unknown search mode {mode!r}: use {', '.join(modes[:-1])} or {modes[-1]}")
         return SearchResult(hits, conflicts_of([h.chunk for h in hits]))
 
+    def _one_retriever(self, query: str, k: int, lexical: bool, filters: Filters) -> list[Hit]:
+        """BM25 (``lexical``) or dense top ``k``: raw scores, or, with context twins, fused with the twins' list."""
+        vec = None if lexical else self.embedder.embed_queries([query])[0]
+
+        def top(f: Filters) -> list[ChunkHit]:
+            return self.store.search_bm25(query, k, f) if vec is None else self.store.search_dense(vec, k, f)
+
+        plain = top(filters)
+        if not has_twins(self.store):
+            ranked = [Hit(c, c.score) for c in plain]
+            for rank, hit in enumerate(ranked, 1):
+                hit.bm25_rank, hit.dense_rank = (rank, None) if lexical else (None, rank)
+            return ranked
+        twin = plain_hits(self.store, top(twin_filters(filters)), filters)
+        if lexical:
+            return fuse(plain, [], contextual=(twin, []))[:k]
+        return fuse([], plain, contextual=([], twin))[:k]
+
     def hybrid_candidates(self, query: str, k: int, filters: Filters = NO_FILTERS) -> list[Hit]:
         """What ``hybrid`` search ranks, best first: at least :data:`HYBRID_DEPTH` (summary chunks left out).
 
         For callers that pick their own ``k`` from the ranking (the memory's per-session quota).
         """
-        return self.fused(query, max(k, HYBRID_DEPTH), without_summaries(filters))
+        return self.fused(query, max(k, HYBRID_DEPTH), without_derived(filters))
 
     def fused(self, query: str, depth: int, filters: Filters, *, vector: Any = None) -> list[Hit]:
         """BM25 and dense top ``depth`` (side by side) fused, with the conversation signals (:func:`fuse`).
 
-        ``filters`` are used as given (summary chunks included unless they exclude them).
+        ``filters`` are used as given (summary chunks included unless they exclude them); when the store
+        holds context twins, their BM25 and dense lists join the fusion (:mod:`kairos.knowledge.twins`).
         """
+        plain, twins = plain_only(filters), twin_filters(filters)
+        contextual = has_twins(self.store)
         with ThreadPoolExecutor(max_workers=1) as pool:
-            lexical = pool.submit(self.store.search_bm25, query, depth, filters)
+            lexical = pool.submit(self.store.search_bm25, query, depth, plain)
+            twin_lexical = pool.submit(self.store.search_bm25, query, depth, twins) if contextual else None
             vec = self.embedder.embed_queries([query])[0] if vector is None else vector
-            dense = self.store.search_dense(vec, depth, filters)
+            dense = self.store.search_dense(vec, depth, plain)
+            twin_dense = self.store.search_dense(vec, depth, twins) if contextual else []
             lexical_hits = lexical.result()
+            twin_lexical_hits = twin_lexical.result() if twin_lexical is not None else []
 
         def fetch(doc_id: int, positions: Sequence[int]) -> list[ChunkHit]:
-            return [c for c, _ in self.store.chunks_with_vectors(doc_id, positions, filters)]
+            return [c for c, _ in self.store.chunks_with_vectors(doc_id, positions, plain)]
 
-        return fuse(lexical_hits, dense, query, fetch)
+        mapped = (plain_hits(self.store, twin_lexical_hits, plain), plain_hits(self.store, twin_dense, plain))
+        return fuse(lexical_hits, dense, query, fetch, mapped)
 
     async def asearch(
         self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS
@@ -456,8 +493,11 @@ class KnowledgeBase:
         return SearchResult(hits[:k], conflicts_of([h.chunk for h in hits[:k]]), outcome.warning)
 
     def list_documents(self, filters: Filters = NO_FILTERS, offset: int = 0, limit: int = 50) -> list[StoredDocument]:
-        """Stored documents (current versions unless ``filters.all_versions``)."""
-        return self.store.list_documents(filters, offset, limit)
+        """Stored documents (current versions unless ``filters.all_versions``).
+
+        Summary trees and context twins only when ``filters.kind`` names theirs.
+        """
+        return self.store.list_documents(without_derived(filters), offset, limit)
 
     def stats(self) -> dict[str, Any]:
         """The store's counts plus the embedder in use."""

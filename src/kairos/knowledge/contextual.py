@@ -2,8 +2,9 @@
 
 A chunk cut from its document loses who, when and what ("she said yes" — to what?). Before
 indexing, the chat model reads the chunk's document and writes a short context that situates the
-chunk in it; the context is stored with the chunk (``meta["context"]``, and ahead of its text), so
-BM25 and the embedding both index the contextualised text (Anthropic, "Contextual Retrieval").
+chunk in it (Anthropic, "Contextual Retrieval"). The document is stored as it is, and the chunks with
+their contexts (``meta["context"]``, and ahead of the text) as its context twin: a hybrid search fuses
+BM25 and dense over both (:mod:`kairos.knowledge.twins`, which says why both).
 
 The document goes first and the chunk last, in separate messages, so a local model's KV cache
 keeps the document's tokens across its chunks: only the chunk and the answer are evaluated anew.
@@ -12,8 +13,8 @@ versus all prompt tokens). A long document is split into windows of consecutive 
 conversation into its sessions first) so the prompt fits a small model's window.
 
 Contexts are cached on disk by (model, document digest, chunk digest): a rerun costs nothing. A
-model failure stops generation for the rest of the batch; those chunks are stored without a
-context and :attr:`ContextWriter.warnings` says so.
+model failure stops generation for the rest of the batch; those chunks get no twin and
+:attr:`ContextWriter.warnings` says so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from kairos.knowledge.base import CONTEXT_TURNS, KnowledgeBase
 from kairos.knowledge.chunking import Turn, conversation_chunks, estimate_tokens
 from kairos.knowledge.ingest import FileResult, text_digest, walk_paths
 from kairos.knowledge.records import ChunkIn, DocumentIn
+from kairos.knowledge.twins import twin_of
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest
 from kairos.storage import Migration, connect, migrate
@@ -231,47 +233,52 @@ def windows(chunks: Sequence[ChunkIn], kind: str, budget: int = DOCUMENT_TOKENS)
     return out
 
 
-def with_context(chunk: ChunkIn, context: str | None) -> ChunkIn:
-    """The chunk with its context ahead of its text and in ``meta["context"]`` (unchanged without one)."""
-    if not context:
-        return chunk
-    return replace(chunk, text=f"Context: {context}\n{chunk.text}", meta={**chunk.meta, "context": context})
-
-
 async def contextualize(
     writer: ContextWriter, chunks: Sequence[ChunkIn], *, kind: str, title: str = "", budget: int = DOCUMENT_TOKENS
-) -> list[ChunkIn]:
-    """``chunks`` with model-written contexts, each generated with its window of the document as the prefix."""
-    out = list(chunks)
+) -> list[str | None]:
+    """A context per chunk of ``chunks`` (None: none written), each generated with its window of the document first."""
+    out: list[str | None] = [None] * len(chunks)
     for group in windows(chunks, kind, budget):
         head = f"Title: {title}\n\n" if title else ""
         document = head + "\n".join(chunks[i].text for i in group)
         contexts = await writer.contexts(document, [chunks[i].text for i in group])
         for i, context in zip(group, contexts, strict=True):
-            out[i] = with_context(chunks[i], context)
+            out[i] = context
     return out
 
 
-def contextual_document(doc: DocumentIn, chunks: Sequence[ChunkIn]) -> DocumentIn:
-    """``doc`` with a digest of its contextualised chunks (a re-add with the same contexts is a no-op)."""
-    return replace(doc, digest=digest("\n".join(c.text for c in chunks)), meta={**doc.meta, "contextual": True})
+def store_with_twin(
+    kb: KnowledgeBase, doc: DocumentIn, chunks: list[ChunkIn], contexts: Sequence[str | None]
+) -> FileResult:
+    """Store ``doc`` as it is, then its context twin (:mod:`kairos.knowledge.twins`): the result is the document's.
+
+    An unchanged document whose contexts changed (another model, a failed run before) is ``updated``: its twin is
+    the new part.
+    """
+    result = kb.add_chunks(doc, chunks)
+    stored = kb.store.find_current(doc.source)
+    if result.status == "error" or stored is None or not any(contexts):
+        return result
+    twin = kb.add_chunks(*twin_of(stored, chunks, contexts))
+    if twin.status == "error":
+        result.notes.append(f"its contexts could not be stored: {twin.message}")
+    elif result.status == "unchanged" and twin.status != "unchanged":
+        return replace(result, status="updated", message="the same text, indexed with new contexts")
+    return result
 
 
 async def add_conversation(
     kb: KnowledgeBase, writer: ContextWriter, source: str, turns: Sequence[Turn], *, title: str = "",
     owner: str | None = None, context_turns: int = CONTEXT_TURNS,
 ) -> FileResult:  # fmt: skip
-    """:meth:`KnowledgeBase.add_conversation` with a context per turn (written per session, cached on disk)."""
+    """:meth:`KnowledgeBase.add_conversation` plus the context twin of its turns (contexts written per session)."""
     if not turns:
         return FileResult(source, "error", message="empty conversation: nothing to index")
     # contexts are written for the bare turns (the session is the document), then put on the indexed chunks
-    bare = await contextualize(writer, conversation_chunks(turns), kind="conversation", title=title)
-    chunks = [
-        with_context(c, b.meta.get("context"))
-        for c, b in zip(conversation_chunks(turns, context_turns), bare, strict=True)
-    ]
-    doc = contextual_document(DocumentIn(source, "conversation", "", title, owner), chunks)
-    result = await asyncio.to_thread(kb.add_chunks, doc, chunks)
+    contexts = await contextualize(writer, conversation_chunks(turns), kind="conversation", title=title)
+    chunks = conversation_chunks(turns, context_turns)
+    doc = DocumentIn(source, "conversation", text_digest("\n".join(c.text for c in chunks)), title, owner)
+    result = await asyncio.to_thread(store_with_twin, kb, doc, chunks, contexts)
     result.notes.extend(writer.warnings)
     return result
 
@@ -282,7 +289,8 @@ async def add_paths(
     """:meth:`KnowledgeBase.add_paths` with a model-written context per chunk (one transaction per file).
 
     Contexts are cached on disk, so re-adding an unchanged file costs no model time and stays
-    ``unchanged``; a file added before without contexts (or with failed ones) becomes a new version.
+    ``unchanged``; a file added before without contexts (or with failed ones) keeps its version and gains
+    its twin (``updated``).
     """
     prepared = [
         p if isinstance(p, FileResult) else kb.prepare_file(p, source=str(p.resolve())) for p in walk_paths(paths)
@@ -305,8 +313,8 @@ async def add_paths(
                     results.append(item)
                     continue
                 doc, chunks, notes = item
-                rich = await contextualize(writer, chunks, kind=doc.kind, title=doc.title)
-                result = await asyncio.to_thread(kb.add_chunks, contextual_document(doc, rich), rich)
+                contexts = await contextualize(writer, chunks, kind=doc.kind, title=doc.title)
+                result = await asyncio.to_thread(store_with_twin, kb, doc, chunks, contexts)
                 result.notes.extend(notes)
                 results.append(result)
         finally:
@@ -324,9 +332,8 @@ __all__ = [
     "ContextWriter",
     "add_conversation",
     "add_paths",
-    "contextual_document",
     "contextualize",
     "digest",
+    "store_with_twin",
     "windows",
-    "with_context",
 ]

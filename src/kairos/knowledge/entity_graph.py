@@ -51,7 +51,7 @@ from kairos.knowledge.base import (
     KnowledgeBase,
     SearchResult,
     conflicts_of,
-    without_summaries,
+    without_derived,
 )
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.entity_names import (
@@ -407,7 +407,7 @@ def search_graph(
     kb: KnowledgeBase, query: str, k: int, filters: Filters = NO_FILTERS, *, hops: int = HOPS
 ) -> SearchResult:
     """``hybrid`` fused by RRF with the entity-graph ranking; plain ``hybrid`` with a warning when no graph."""
-    filters = without_summaries(filters)
+    filters = without_derived(filters)
     store = kb.store
     warning = ""
     graph: list[ChunkHit] = []

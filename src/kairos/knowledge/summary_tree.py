@@ -9,7 +9,7 @@ expands a summary hit into its best leaves (nearest to the query), so callers st
 The tree of ``source`` is stored as its own document ``<source>#summary-tree`` of kind ``summary``
 (one transaction, versioned with the source, removed with it). Each summary chunk's ``meta`` links
 it to its children (``L<position>`` a leaf of the source's version, ``S<position>`` another summary)
-and lists the leaf positions beneath it. Other modes never see summaries (see ``without_summaries``).
+and lists the leaf positions beneath it. Other modes never see summaries (see ``without_derived``).
 
 Summaries are cached on disk by (model, prompt version, digest of the cluster's texts): a rebuild
 of an unchanged document costs no model call. The chunks are quoted data: the prompt says so, the

@@ -10,13 +10,17 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from kairos.knowledge.base import KnowledgeBase
+from kairos.knowledge.base import SUMMARY_KIND, KnowledgeBase
 from kairos.knowledge.store import Filters
+from kairos.knowledge.twins import CONTEXT_KIND
 from kairos.tools.base import Tool, ToolResult
 from kairos.tools.function import make_tool
 
 PRIVATE_KINDS = ("conversation",)
 """Document kinds the ``kb_*`` tools never show: a user's past conversations (``memory_search`` reads its own)."""
+DERIVED_KINDS = (SUMMARY_KIND, CONTEXT_KIND)
+"""Index aids built from another document (summary trees, context twins): searched through it, never read alone,
+so a private conversation's summaries and contexts stay as private as the conversation."""
 MAX_CHUNK_CHARS = 2000
 """A longer chunk is cut in results (the cut is marked); ``kb_get_document`` pages through the rest."""
 
@@ -79,7 +83,7 @@ def knowledge_tools(kb: KnowledgeBase) -> list[Tool]:
             version: a version number to read an older version; 0 for the current one.
         """
         doc = kb.store.get_document(source, version or None)
-        if doc is None or doc.kind in PRIVATE_KINDS:
+        if doc is None or doc.kind in PRIVATE_KINDS or doc.kind in DERIVED_KINDS:
             return ToolResult(
                 f"no document {source!r}{f' version {version}' if version else ''} in the knowledge base; "
                 "kb_list shows the sources",
