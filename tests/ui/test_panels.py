@@ -133,6 +133,30 @@ async def test_knowledge_search_shows_passages_with_their_ranks(tmp_path: Path, 
         kb.close()
 
 
+async def test_a_passage_found_through_its_context_shows_the_context(tmp_path: Path, page: Any) -> None:
+    from kairos.knowledge.contextual import ContextWriter, add_paths
+
+    kb = KnowledgeBase.open(tmp_path / "kb", HashEmbedder())
+    (tmp_path / "ops.md").write_text("# Ops\n\nThe rota lists Sam for Saturday.\n")
+    writer = ContextWriter(ScriptedModel([reply("From the ops handbook, weekend on-call duty.")]))
+    await add_paths(kb, writer, [tmp_path / "ops.md"])
+    try:
+        async with serve(tmp_path, ScriptedModel(), knowledge=kb) as (_, url):
+            await page.goto(url + "/#/knowledge/weekend%20on-call/bm25/5")
+            hit = page.locator("li.hit").first
+            await hit.wait_for()
+            text = await hit.inner_text()
+            assert "The rota lists Sam for Saturday." in text and "context rank 1" in text and "BM25 –" in text
+            assert await hit.locator(".hit-context").inner_text() == (
+                "Context: From the ops handbook, weekend on-call duty."
+            )
+            rows = page.locator("table.kb-table tbody tr")
+            await rows.first.wait_for()
+            assert await rows.count() == 1 and "ops.md" in await rows.first.inner_text()  # the twin is no document
+    finally:
+        kb.close()
+
+
 async def test_the_documents_are_paged(tmp_path: Path, page: Any) -> None:
     kb = KnowledgeBase.open(tmp_path / "kb", HashEmbedder())
     notes = [tmp_path / f"note{i:02}.md" for i in range(51)]

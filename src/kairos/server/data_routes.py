@@ -107,7 +107,8 @@ async def knowledge_search(
     result = await _knowledge(request).asearch(q, k, mode, Filters(exclude_kinds=PRIVATE_KINDS))
     hits = [
         {"source": h.chunk.source, "version": h.chunk.version, "position": h.chunk.position, "text": h.chunk.text,
-         "score": h.score, "bm25_rank": h.bm25_rank, "dense_rank": h.dense_rank, "context_rank": h.context_rank}
+         "score": h.score, "bm25_rank": h.bm25_rank, "dense_rank": h.dense_rank,
+         "context_rank": h.context_rank, "context": h.chunk.meta.get("context")}
         for h in result.hits
     ]  # fmt: skip
     return {"hits": hits, "conflicts": result.conflicts, "warning": result.warning}

@@ -84,7 +84,9 @@ export function mount(main, args) {
         badge(`score ${formatScore(hit.score)}`, "ok"),
         badge(hit.bm25_rank ? `BM25 rank ${hit.bm25_rank}` : "BM25 –"),
         badge(hit.dense_rank ? `dense rank ${hit.dense_rank}` : "dense –"),
+        hit.context_rank ? badge(`context rank ${hit.context_rank}`) : null,
       ),
+      hit.context ? h("p.muted.small.hit-context", `Context: ${hit.context}`) : null,
       h("pre.hit-text", hit.text),
     ))));
   }
