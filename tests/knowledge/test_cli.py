@@ -113,6 +113,7 @@ def test_add_contextual_then_rerank(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (ws / "ops.md").write_text("# Ops\n\nThe rota lists Sam for Saturday.\n\n# Food\n\nLunch is at noon on Fridays.")
     code, out = _kb(ws, "add", str(ws / "ops.md"), "--contextual")
     assert code == 0 and "added:" in out and "contexts: 2 written, 0 from cache" in out, out
+    assert "write contexts" in out.split("time:")[1]  # where the time went names the model's part
     # the context is indexed beside the chunk: a word only the context has finds the chunk, shown as written
     code, out = _kb(ws, "search", "weekend on-call", "--mode", "bm25", "--json")
     top = json.loads(out)["results"][0]

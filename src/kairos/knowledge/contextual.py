@@ -313,7 +313,8 @@ async def add_paths(
                     results.append(item)
                     continue
                 doc, chunks, notes = item
-                contexts = await contextualize(writer, chunks, kind=doc.kind, title=doc.title)
+                with kb.store.clock.stage("contexts"):
+                    contexts = await contextualize(writer, chunks, kind=doc.kind, title=doc.title)
                 result = await asyncio.to_thread(store_with_twin, kb, doc, chunks, contexts)
                 result.notes.extend(notes)
                 results.append(result)

@@ -11,14 +11,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, TypeAlias
 
-Stage: TypeAlias = Literal["extract", "chunk", "embed", "rows", "bm25", "vectors", "commit"]
-STAGES: tuple[Stage, ...] = ("extract", "chunk", "embed", "rows", "bm25", "vectors", "commit")
-"""In pipeline order: reading and text extraction (pypdf, trafilatura…), chunking, embedding, the SQLite
-rows, the tantivy full-text index (its commit fsyncs), the HNSW vector index (adds and the save at the end),
-and the SQLite commit."""
+Stage: TypeAlias = Literal["extract", "chunk", "contexts", "embed", "rows", "bm25", "vectors", "commit"]
+STAGES: tuple[Stage, ...] = ("extract", "chunk", "contexts", "embed", "rows", "bm25", "vectors", "commit")
+"""In pipeline order: reading and text extraction (pypdf, trafilatura…), chunking, the model writing contexts
+(``--contextual`` only), embedding, the SQLite rows, the tantivy full-text index (its commit fsyncs), the
+HNSW vector index (adds and the save at the end), and the SQLite commit."""
 LABELS: dict[Stage, str] = {
     "extract": "read+extract",
     "chunk": "chunk",
+    "contexts": "write contexts",
     "embed": "embed",
     "rows": "rows",
     "bm25": "BM25 index",
@@ -54,9 +55,10 @@ class StageClock:
 def describe(seconds: dict[Stage, float], elapsed_s: float | None = None) -> str:
     """``embed 51.2 s, read+extract 3.1 s, …``: every stage, largest first.
 
-    With ``elapsed_s``, the rest of it is ``other`` (walking folders, progress, a model writing contexts).
+    With ``elapsed_s``, the rest of it is ``other`` (walking folders, progress, loading a model). A stage that
+    took no time at all (contexts without ``--contextual``) is left out.
     """
-    parts = [(LABELS[s], v) for s, v in seconds.items()]
+    parts = [(LABELS[s], v) for s, v in seconds.items() if v > 0 or s != "contexts"]
     if elapsed_s is not None:
         parts.append(("other", max(0.0, elapsed_s - sum(seconds.values()))))
     return ", ".join(f"{label} {v:.1f} s" for label, v in sorted(parts, key=lambda p: -p[1]))
