@@ -59,7 +59,9 @@ def test_a_binary_renamed_md_is_skipped_with_a_clear_error_and_the_others_are_st
         assert f"error: {(docs / name).resolve()}: skipped: binary content, not text" in out
     assert "3 of 5 files stored" in out
     assert "time: 3 chunks from 3 new or changed files, searchable by text in" in out
-    assert all(f"{label} " in out for label in LABELS.values()) and " other " in out  # every stage, even 0.0 s
+    shown = [label for stage, label in LABELS.items() if stage != "contexts"]  # that one: --contextual only
+    assert all(f"{label} " in out for label in shown) and " other " in out  # every stage, even 0.0 s
+    assert LABELS["contexts"] not in out
     kb = KnowledgeBase.open(ws / ".kairos", HashEmbedder())
     try:
         stored = {Path(d.source).name for d in kb.list_documents()}
