@@ -91,6 +91,7 @@ def test_a_twin_shows_nothing_its_document_would_not(kb: KnowledgeBase, tmp_path
     is_error, message = call("kb_get_document", source="chat#contexts")
     assert is_error and "no document" in message
     assert [d.source for d in kb.list_documents(Filters(kind="context"))] == ["chat#contexts"]  # when asked by kind
+    assert (kb.stats()["documents"], kb.stats()["context_twins"]) == (3, 1)  # stats say what the third one is
 
 
 def test_a_changed_document_without_contexts_leaves_its_old_twin_behind(kb: KnowledgeBase) -> None:

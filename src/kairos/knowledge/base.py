@@ -34,7 +34,7 @@ from kairos.knowledge.store import (
     open_knowledge_store,
 )
 from kairos.knowledge.strategies import registered_modes, strategy_for
-from kairos.knowledge.twins import TWIN_SUFFIX, has_twins, plain_hits, plain_only, twin_filters
+from kairos.knowledge.twins import CONTEXT_KIND, TWIN_SUFFIX, has_twins, plain_hits, plain_only, twin_filters
 from kairos.retrieval.embeddings import Embedder, EmbeddingError
 from kairos.retrieval.fusion import score_fusion
 from kairos.tools.toolsets.documents import (
@@ -500,5 +500,7 @@ class KnowledgeBase:
         return self.store.list_documents(without_derived(filters), offset, limit)
 
     def stats(self) -> dict[str, Any]:
-        """The store's counts plus the embedder in use."""
-        return {**self.store.stats(), "embedder": self.embedder.name, "dim": self.embedder.dim}
+        """The store's counts (context twins among the documents), plus the embedder in use."""
+        twins = self.store.list_documents(Filters(kind=CONTEXT_KIND, include_expired=True), 0, 1_000_000)
+        return {**self.store.stats(), "context_twins": len(twins), "embedder": self.embedder.name,
+                "dim": self.embedder.dim}  # fmt: skip
