@@ -119,6 +119,8 @@ def test_add_contextual_then_rerank(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     top = json.loads(out)["results"][0]
     assert code == 0 and top["text"] == "# Ops\n\nThe rota lists Sam for Saturday." and top["context_rank"] == 1
     assert top["context"] == "From the ops handbook, section on weekend on-call duty." and "bm25_rank" not in top
+    code, out = _kb(ws, "search", "weekend on-call", "--mode", "bm25", "-k", "1")
+    assert code == 0 and "; context 1)" in out and "context: From the ops handbook" in out
     asked = len(model.requests)
     code, out = _kb(ws, "add", str(ws / "ops.md"), "--contextual")  # unchanged: contexts come from the cache
     assert code == 0 and "unchanged" in out and "0 written, 2 from cache" in out and len(model.requests) == asked

@@ -266,6 +266,8 @@ def search(
             f"{i}. {h.chunk.source} v{h.chunk.version} #{h.chunk.position} (score {h.score:.4f}; {ranks or 'no ranks'})"
         )
         _out("   " + h.chunk.text[:300].replace("\n", " ") + ("…" if len(h.chunk.text) > 300 else ""))
+        if context := h.chunk.meta.get("context"):  # what the model said the chunk is about (--contextual)
+            _out(f"   context: {context}")
     for c in result.conflicts:
         _out(f"conflict: {c['source']} matches in versions {c['versions']}")
 
