@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -34,7 +34,7 @@ from kairos.knowledge.store import (
     open_knowledge_store,
 )
 from kairos.knowledge.strategies import registered_modes, strategy_for
-from kairos.knowledge.twins import CONTEXT_KIND, TWIN_SUFFIX, has_twins, plain_hits, plain_only, twin_filters
+from kairos.knowledge.twins import CONTEXT_KIND, TWIN_SUFFIX, has_twins, plain_hits, twin_filters
 from kairos.retrieval.embeddings import Embedder, EmbeddingError
 from kairos.retrieval.fusion import score_fusion
 from kairos.tools.toolsets.documents import (
@@ -133,9 +133,7 @@ HYBRID_DEPTH = 50
 
 def without_derived(filters: Filters) -> Filters:
     """``filters`` that leave summary-tree chunks and context twins out (unless they ask for that kind by name)."""
-    if filters.kind == SUMMARY_KIND or SUMMARY_KIND in filters.exclude_kinds:
-        return plain_only(filters)
-    return plain_only(replace(filters, exclude_kinds=(*filters.exclude_kinds, SUMMARY_KIND)))
+    return filters.without_kind(SUMMARY_KIND).without_kind(CONTEXT_KIND)
 
 
 def conflicts_of(chunks: Sequence[ChunkHit]) -> list[dict[str, Any]]:
@@ -453,7 +451,7 @@ class KnowledgeBase:
         ``filters`` are used as given (summary chunks included unless they exclude them); when the store
         holds context twins, their BM25 and dense lists join the fusion (:mod:`kairos.knowledge.twins`).
         """
-        plain, twins = plain_only(filters), twin_filters(filters)
+        plain, twins = filters.without_kind(CONTEXT_KIND), twin_filters(filters)
         contextual = has_twins(self.store)
         with ThreadPoolExecutor(max_workers=1) as pool:
             lexical = pool.submit(self.store.search_bm25, query, depth, plain)

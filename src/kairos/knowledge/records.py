@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -109,6 +109,12 @@ class Filters:
     include_expired: bool = False
     all_versions: bool = False
     exclude_kinds: tuple[str, ...] = ()
+
+    def without_kind(self, kind: str) -> Filters:
+        """These filters leaving documents of ``kind`` out too, unless they ask for that kind by name."""
+        if self.kind == kind or kind in self.exclude_kinds:
+            return self
+        return replace(self, exclude_kinds=(*self.exclude_kinds, kind))
 
     def sql(self, now: float) -> tuple[str, list[Any]]:
         """A WHERE fragment over ``c`` (chunks) and ``d`` (documents), and its parameters."""

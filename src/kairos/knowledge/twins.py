@@ -29,19 +29,16 @@ TWIN_SUFFIX = "#contexts"
 """A document's context twin is stored as ``<source>#contexts``."""
 
 
-def with_context(chunk: ChunkIn, context: str | None) -> ChunkIn:
-    """The chunk with its context ahead of its text and in ``meta["context"]`` (unchanged without one)."""
-    if not context:
-        return chunk
-    return replace(chunk, text=f"Context: {context}\n{chunk.text}", meta={**chunk.meta, "context": context})
-
-
 def twin_of(plain: StoredDocument, chunks: Sequence[ChunkIn], contexts: Sequence[str | None]) -> tuple[
     DocumentIn, list[ChunkIn]
 ]:  # fmt: skip
-    """The twin document of ``plain`` and its chunks: each of ``chunks`` that has a context, contextualised."""
+    """The twin document of ``plain`` and its chunks: each of ``chunks`` that has a context.
+
+    A twin chunk has its context ahead of its text and in ``meta["context"]``, and names ``plain`` in
+    ``meta["twin_of"]``.
+    """
     twins = [
-        replace(with_context(c, context), meta={**c.meta, "context": context, "twin_of": plain.id})
+        replace(c, text=f"Context: {context}\n{c.text}", meta={**c.meta, "context": context, "twin_of": plain.id})
         for c, context in zip(chunks, contexts, strict=True)
         if context
     ]
@@ -49,13 +46,6 @@ def twin_of(plain: StoredDocument, chunks: Sequence[ChunkIn], contexts: Sequence
     doc = DocumentIn(plain.source + TWIN_SUFFIX, CONTEXT_KIND, digest, plain.title, plain.owner, plain.valid_from,
                      None, plain.expires_at, {"twin_of": plain.source})  # fmt: skip
     return doc, twins
-
-
-def plain_only(filters: Filters) -> Filters:
-    """``filters`` that leave context twins out (unless they ask for that kind by name)."""
-    if filters.kind == CONTEXT_KIND or CONTEXT_KIND in filters.exclude_kinds:
-        return filters
-    return replace(filters, exclude_kinds=(*filters.exclude_kinds, CONTEXT_KIND))
 
 
 def twin_filters(filters: Filters) -> Filters:
@@ -92,8 +82,6 @@ __all__ = [
     "TWIN_SUFFIX",
     "has_twins",
     "plain_hits",
-    "plain_only",
     "twin_filters",
     "twin_of",
-    "with_context",
 ]
