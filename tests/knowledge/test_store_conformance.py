@@ -571,6 +571,7 @@ def test_context_twins_are_searched_and_removed_on_every_backend(backend: Backen
     assert top.chunk.meta["context"] == "Ann adopted a greyhound puppy."
     assert kb.search("a greyhound puppy", k=3, filters=Filters(owner="bo")).hits == []
     assert [d.source for d in kb.list_documents()] == ["chat"]
+    assert kb.stats()["kinds"] == {"context": 1, "conversation": 1} and kb.stats()["context_twins"] == 1
     kb.remove("chat")
     assert kb.store.find_current("chat#contexts") is None
     _consistent(kb.store)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -34,7 +35,7 @@ from kairos.knowledge.store import (
     open_knowledge_store,
 )
 from kairos.knowledge.strategies import registered_modes, strategy_for
-from kairos.knowledge.twins import CONTEXT_KIND, TWIN_SUFFIX, has_twins, plain_hits, twin_filters
+from kairos.knowledge.twins import CONTEXT_KIND, TWIN_SUFFIX, has_twins, twin_hits
 from kairos.retrieval.embeddings import Embedder, EmbeddingError
 from kairos.retrieval.fusion import score_fusion
 from kairos.tools.toolsets.documents import (
@@ -433,7 +434,7 @@ class KnowledgeBase:
             for rank, hit in enumerate(ranked, 1):
                 hit.bm25_rank, hit.dense_rank = (rank, None) if lexical else (None, rank)
             return ranked
-        twin = plain_hits(self.store, top(twin_filters(filters)), filters)
+        twin = twin_hits(self.store, top, filters)
         if lexical:
             return fuse(plain, [], contextual=(twin, []))[:k]
         return fuse([], plain, contextual=([], twin))[:k]
@@ -451,22 +452,24 @@ class KnowledgeBase:
         ``filters`` are used as given (summary chunks included unless they exclude them); when the store
         holds context twins, their BM25 and dense lists join the fusion (:mod:`kairos.knowledge.twins`).
         """
-        plain, twins = filters.without_kind(CONTEXT_KIND), twin_filters(filters)
+        plain = filters.without_kind(CONTEXT_KIND)
         contextual = has_twins(self.store)
+        bm25 = partial(self.store.search_bm25, query, depth)
         with ThreadPoolExecutor(max_workers=1) as pool:
-            lexical = pool.submit(self.store.search_bm25, query, depth, plain)
-            twin_lexical = pool.submit(self.store.search_bm25, query, depth, twins) if contextual else None
+            lexical = pool.submit(bm25, plain)
+            twin_lexical = pool.submit(twin_hits, self.store, bm25, plain) if contextual else None
             vec = self.embedder.embed_queries([query])[0] if vector is None else vector
             dense = self.store.search_dense(vec, depth, plain)
-            twin_dense = self.store.search_dense(vec, depth, twins) if contextual else []
+            twin_dense = (
+                twin_hits(self.store, partial(self.store.search_dense, vec, depth), plain) if contextual else []
+            )
             lexical_hits = lexical.result()
             twin_lexical_hits = twin_lexical.result() if twin_lexical is not None else []
 
         def fetch(doc_id: int, positions: Sequence[int]) -> list[ChunkHit]:
             return [c for c, _ in self.store.chunks_with_vectors(doc_id, positions, plain)]
 
-        mapped = (plain_hits(self.store, twin_lexical_hits, plain), plain_hits(self.store, twin_dense, plain))
-        return fuse(lexical_hits, dense, query, fetch, mapped)
+        return fuse(lexical_hits, dense, query, fetch, (twin_lexical_hits, twin_dense))
 
     async def asearch(
         self, query: str, k: int = 10, mode: Mode = "hybrid", filters: Filters = NO_FILTERS
@@ -499,6 +502,6 @@ class KnowledgeBase:
 
     def stats(self) -> dict[str, Any]:
         """The store's counts (context twins among the documents), plus the embedder in use."""
-        twins = self.store.list_documents(Filters(kind=CONTEXT_KIND, include_expired=True), 0, 1_000_000)
-        return {**self.store.stats(), "context_twins": len(twins), "embedder": self.embedder.name,
+        counts = self.store.stats()
+        return {**counts, "context_twins": counts["kinds"].get(CONTEXT_KIND, 0), "embedder": self.embedder.name,
                 "dim": self.embedder.dim}  # fmt: skip

@@ -395,7 +395,7 @@ class SQLiteKnowledgeStore(RowReads):
             return self._dense_top(lambda n: self._vectors.search(query, n), len(self._vectors), query, k, filters)
 
     def stats(self) -> dict[str, Any]:
-        """Documents (current and all versions), chunks, vectors (and chunks still without one), sources, file sizes."""
+        """Documents (current, by kind, all versions), chunks, vectors (and chunks without one), sources, file sizes."""
         with self._lock:
             self._vectors.refresh(self._db)
             # the memory store's table, in this file once user memory was used
@@ -406,8 +406,12 @@ class SQLiteKnowledgeStore(RowReads):
                 " (SELECT count(DISTINCT source) FROM documents), (SELECT count(*) FROM chunks),"
                 f" {counted}, (SELECT count(*) FROM chunks WHERE vector IS NULL)"
             ).fetchone()
+            kinds = self._db.execute(
+                "SELECT kind, count(*) FROM documents WHERE current = 1 GROUP BY kind ORDER BY kind"
+            )
             return {
                 "documents": one[0],
+                "kinds": dict(kinds.fetchall()),
                 "document_versions": one[1],
                 "sources": one[2],
                 "chunks": one[3],

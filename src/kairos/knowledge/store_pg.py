@@ -406,7 +406,7 @@ class PgKnowledgeStore(RowReads):
     # ---- diagnostics --------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        """Documents (current and all versions), chunks, vectors (and chunks still without one), sources, sizes."""
+        """Documents (current, by kind, all versions), chunks, vectors (and chunks without one), sources, sizes."""
         with self._lock:
             self._sync()
             one = self._run(
@@ -417,8 +417,10 @@ class PgKnowledgeStore(RowReads):
                 " to_regclass('user_memories') IS NOT NULL"
             )[0]
             memories = self._run("SELECT count(*) FROM user_memories")[0][0] if one[6] else 0
+            kinds = self._run("SELECT kind, count(*) FROM kb_documents WHERE current = 1 GROUP BY kind ORDER BY kind")
             return {
                 "documents": one[0],
+                "kinds": {str(k): int(n) for k, n in kinds},
                 "document_versions": one[1],
                 "sources": one[2],
                 "chunks": one[3],

@@ -17,7 +17,7 @@ version, where current-version searches drop it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kairos.knowledge.ingest import text_digest
@@ -62,6 +62,13 @@ def has_twins(store: KnowledgeStore) -> bool:
     return bool(store.list_documents(Filters(kind=CONTEXT_KIND, include_expired=True), 0, 1))
 
 
+def twin_hits(
+    store: KnowledgeStore, search: Callable[[Filters], Sequence[ChunkHit]], filters: Filters
+) -> list[ChunkHit]:
+    """``search`` run over the twins a search with ``filters`` may see, mapped to their plain chunks (best first)."""
+    return plain_hits(store, search(twin_filters(filters)), filters)
+
+
 def plain_hits(store: KnowledgeStore, hits: Sequence[ChunkHit], filters: Filters) -> list[ChunkHit]:
     """The plain chunk of each twin hit that passes ``filters``, with the twin's score and context; best first."""
     wanted: dict[int, dict[int, ChunkHit]] = {}
@@ -83,5 +90,6 @@ __all__ = [
     "has_twins",
     "plain_hits",
     "twin_filters",
+    "twin_hits",
     "twin_of",
 ]
