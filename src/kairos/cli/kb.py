@@ -226,7 +226,10 @@ def search(
     store: StoreOpt = None,
     model: Annotated[str, typer.Option("--model", help="the judge for --mode hybrid+rerank")] = "local",
 ) -> None:
-    """Search the knowledge base (BM25 and dense, their scores fused, unless --mode says otherwise)."""
+    """Search the knowledge base (BM25 and dense, their scores fused, unless --mode says otherwise).
+
+    Documents added with --contextual are searched through their model-written contexts too.
+    """
     from kairos.knowledge.rerank import LLMReranker
     from kairos.knowledge.store import Filters
 
