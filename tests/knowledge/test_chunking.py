@@ -42,7 +42,7 @@ def test_conversation_chunks_are_one_per_turn_with_id_speaker_and_date() -> None
     turns = [Turn("Ann", "Hi!", "D1:1", 100.0, "8 May 2023"), Turn("Bo", "Hello", "D1:2")]
     chunks = conversation_chunks(turns)
     assert [c.text for c in chunks] == ["[8 May 2023] Ann: Hi!", "Bo: Hello"]
-    assert chunks[0].meta == {"turn_id": "D1:1", "speaker": "Ann"} and chunks[0].valid_from == 100.0
+    assert chunks[0].meta == {"turn_id": "D1:1", "speaker": "Ann", "words": 5} and chunks[0].valid_from == 100.0
 
 
 def test_conversation_chunks_carry_the_turn_before_within_a_session() -> None:
@@ -58,6 +58,7 @@ def test_conversation_chunks_carry_the_turn_before_within_a_session() -> None:
         "[9 May] Bo: New day!",  # another session: nothing carried over
     ]
     assert chunks[1].meta["context_ids"] == ["D1:1"] and "context_ids" not in chunks[2].meta
+    assert chunks[1].meta["words"] == 5  # its own line only: "[8 May] Bo: A greyhound."
 
 
 @pytest.mark.parametrize(

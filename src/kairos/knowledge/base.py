@@ -36,7 +36,7 @@ from kairos.knowledge.store import (
 )
 from kairos.knowledge.strategies import registered_modes, strategy_for
 from kairos.knowledge.twins import CONTEXT_KIND, TWIN_SUFFIX, has_twins, twin_hits
-from kairos.retrieval.embeddings import Embedder, EmbeddingError
+from kairos.retrieval.embeddings import Embedder, EmbeddingError, search_vector
 from kairos.retrieval.fusion import score_fusion
 from kairos.tools.toolsets.documents import (
     MAX_DOCUMENT_BYTES,
@@ -423,7 +423,7 @@ class KnowledgeBase:
 
     def _one_retriever(self, query: str, k: int, lexical: bool, filters: Filters) -> list[Hit]:
         """BM25 (``lexical``) or dense top ``k``: raw scores, or, with context twins, fused with the twins' list."""
-        vec = None if lexical else self.embedder.embed_queries([query])[0]
+        vec = None if lexical else search_vector(self.embedder, query)
 
         def top(f: Filters) -> list[ChunkHit]:
             return self.store.search_bm25(query, k, f) if vec is None else self.store.search_dense(vec, k, f)
@@ -458,7 +458,7 @@ class KnowledgeBase:
         with ThreadPoolExecutor(max_workers=1) as pool:
             lexical = pool.submit(bm25, plain)
             twin_lexical = pool.submit(twin_hits, self.store, bm25, plain) if contextual else None
-            vec = self.embedder.embed_queries([query])[0] if vector is None else vector
+            vec = search_vector(self.embedder, query) if vector is None else vector
             dense = self.store.search_dense(vec, depth, plain)
             twin_dense = (
                 twin_hits(self.store, partial(self.store.search_dense, vec, depth), plain) if contextual else []

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kairos.knowledge.records import ChunkHit
 from kairos.knowledge.store import ChunkIn
 
 MIN_TOKENS, MAX_TOKENS = 256, 1024
@@ -169,9 +170,18 @@ def conversation_chunks(turns: Sequence[Turn], context_turns: int = 0, first_pos
         meta: dict[str, Any] = {"turn_id": turn.turn_id, "speaker": turn.speaker, **turn.meta}
         if before:
             meta["context_ids"] = [t.turn_id for t in before]
-        lines = [f"{t.speaker}: {t.text}" for t in before] + [f"{when}{turn.speaker}: {turn.text}"]
+        own = f"{when}{turn.speaker}: {turn.text}"
+        meta["words"] = len(own.split())  # a short turn is rarely the evidence (kairos.knowledge.signals)
+        lines = [f"{t.speaker}: {t.text}" for t in before] + [own]
         out.append(ChunkIn("\n".join(lines), first_position + len(out), meta, valid_from=turn.timestamp))
     return out
+
+
+def own_text(chunk: ChunkHit) -> str:
+    """A conversation chunk's own dated turn line(s), without the earlier turns indexed with it."""
+    if chunk.meta.get("context_ids") and (cut := chunk.text.rfind("\n[")) >= 0:
+        return chunk.text[cut + 1 :]
+    return chunk.text
 
 
 def chunk_text(text: str, kind: str, spec: ChunkSpec = DEFAULT_CHUNKING) -> list[ChunkIn]:

@@ -53,6 +53,7 @@ from kairos.knowledge.base import (
     conflicts_of,
     without_derived,
 )
+from kairos.knowledge.chunking import own_text
 from kairos.knowledge.contextual import ContextCache, digest
 from kairos.knowledge.entity_names import (
     PRONOUNS,
@@ -210,13 +211,6 @@ class GraphResult:
     """Triples left out: a pronoun, or an entity the chunk does not mention."""
     message: str = ""
     warnings: list[str] = field(default_factory=list)
-
-
-def own_text(chunk: ChunkHit) -> str:
-    """A conversation chunk's own dated turn line(s), without the earlier turns indexed with it."""
-    if chunk.meta.get("context_ids") and (cut := chunk.text.rfind("\n[")) >= 0:
-        return chunk.text[cut + 1 :]
-    return chunk.text
 
 
 def batches(chunks: Sequence[ChunkHit], budget: int) -> list[list[ChunkHit]]:

@@ -45,6 +45,7 @@ from kairos.knowledge.records import NO_FILTERS, ChunkIn, DocumentIn, Filters
 from kairos.knowledge.strategies import register_strategy
 from kairos.models.base import Model, try_complete
 from kairos.models.types import Message, ModelRequest
+from kairos.retrieval.embeddings import search_vector
 
 PROMPT_VERSION = "tree-1"
 SUMMARY_SYSTEM = (
@@ -294,7 +295,7 @@ def search_tree(kb: KnowledgeBase, query: str, k: int, filters: Filters = NO_FIL
     Best leaves are the summary's leaves (passing ``filters``) nearest to the query. Only leaves come back;
     :attr:`Hit.expanded_from` names the summary a leaf was reached through.
     """
-    vector = kb.embedder.embed_queries([query])[0]
+    vector = search_vector(kb.embedder, query)
     fused = kb.fused(query, max(k, HYBRID_DEPTH), filters, vector=vector)
     q = np.asarray(vector, dtype=np.float32).reshape(-1)
     out: list[Hit] = []
