@@ -56,7 +56,7 @@ from kairos.knowledge.entity_graph import (
 )
 from kairos.knowledge.records import ChunkHit, ChunkIn, DocumentIn
 from kairos.knowledge.rerank import DEFAULT_RERANK_DEPTH, LLMReranker, Reranker
-from kairos.knowledge.signals import EARLIER_TURN_SHARE, SPEAKER_BONUS
+from kairos.knowledge.signals import EARLIER_TURN_SHARE, FULL_TURN_WORDS, LENGTH_WEIGHT, REPLY_SHARE, SPEAKER_BONUS
 from kairos.knowledge.store import Filters
 from kairos.knowledge.summary_tree import DEFAULT_TREE, Summarizer, build_tree
 from kairos.models.base import Model
@@ -440,8 +440,10 @@ def run(
         "chunking": f"one chunk per turn (date and speaker in the text), after the {CONTEXT_TURNS} turn(s) before "
         "it in the same session",
         "fusion": f"min-max normalised scores over the top max(k, {HYBRID_DEPTH}) of each retriever, BM25 weight "
-        f"{LEXICAL_WEIGHT} (a retriever's miss scores its lowest); then the speaker a question names +"
-        f"{SPEAKER_BONUS} and {EARLIER_TURN_SHARE} of a hit's score to the earlier turn it carries",
+        f"{LEXICAL_WEIGHT} (a retriever's miss scores its lowest; dense searches with the question's query and "
+        f"passage vectors summed); then the speaker a question names +{SPEAKER_BONUS}, {EARLIER_TURN_SHARE} of a "
+        f"hit's fused score to the earlier turn it carries, {REPLY_SHARE} of the carried turn's to the hit, "
+        f"{LENGTH_WEIGHT} x log((1 + words) / {FULL_TURN_WORDS + 1}) for a turn under {FULL_TURN_WORDS} words",
         "bm25": "tantivy (simple tokenizer, ASCII folding, Snowball English), OR of the query's words minus a short "
         "stopword list",
         "dense_filtering": "over-fetch from HNSW (usearch) and filter in SQL, widening until k pass",
