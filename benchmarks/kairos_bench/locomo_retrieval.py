@@ -351,7 +351,12 @@ def run(
             if (row := tallies[mode].row(mode, split, build)) is not None:
                 rows.append(row)
     rows.extend(
-        {"mode": mode, "status": "not run: needs the chat model; ask for it with --modes"}
+        {
+            "mode": mode,
+            "status": "not run: "
+            + ("" if mode in MODEL_FREE else "needs the chat model; ")
+            + "ask for it with --modes",
+        }
         for mode in MODES
         if mode not in wanted
     )

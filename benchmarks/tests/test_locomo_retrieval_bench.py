@@ -54,6 +54,10 @@ def test_run_on_a_small_folder(tmp_path: Path) -> None:
     assert set(rows) == {"bm25", "dense", "hybrid", "hybrid+contextual", "hybrid+rerank", "hybrid+tree", "hybrid+graph"}
     assert "not run" in rows["hybrid+tree"]["status"] and "not run" in rows["hybrid+graph"]["status"]
     assert "not run" in rows["hybrid+rerank"]["status"]
+    asked = run(Console(quiet=True), data=tmp_path, embedder=HashEmbedder(), modes="bm25", scale_chunks=0)
+    skipped = {r["mode"]: r["status"] for r in asked["rows"] if "status" in r}
+    assert skipped["dense"] == "not run: ask for it with --modes"  # a model-free mode needs no model
+    assert "needs the chat model" in skipped["hybrid+tree"]
     # conv-x is not a development conversation: it is reported as held out
     assert {(r["mode"], r["split"]) for r in result["rows"] if "split" in r} == {
         (m, s) for m in ("bm25", "dense", "hybrid") for s in ("all", "held_out")
